@@ -1,0 +1,59 @@
+/**
+ * `npm run bench [-- [--json] [--quick] [filter…]]`: runs every suite whose
+ * name starts with one of the filters (all when none) and prints a table, or
+ * one JSON object per line with `--json`.
+ */
+import { mkdtempSync, mkdirSync, rmSync, readdirSync } from 'node:fs';
+import { join, dirname } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import type { BenchResult, BenchSuite } from './harness.js';
+
+const args = process.argv.slice(2);
+const json = args.includes('--json');
+const quick = args.includes('--quick');
+const filters = args.filter((a) => !a.startsWith('--'));
+
+const here = dirname(fileURLToPath(import.meta.url));
+const files = readdirSync(here).filter((f) => f.endsWith('.bench.ts')).sort();
+const rows: BenchResult[] = [];
+
+function fmt(n: number | undefined): string {
+  if (n === undefined || !Number.isFinite(n)) return '';
+  if (Math.abs(n) >= 100) return Math.round(n).toLocaleString('en-US');
+  return n.toPrecision(3);
+}
+
+function print(r: BenchResult): void {
+  if (json) {
+    process.stdout.write(JSON.stringify(r) + '\n');
+    return;
+  }
+  const extra = r.extra ? Object.entries(r.extra).map(([k, v]) => `${k}=${fmt(v)}`).join(' ') : '';
+  process.stdout.write(
+    `${r.name.padEnd(36)} ${fmt(r.value).padStart(14)} ${r.unit.padEnd(7)} ` +
+      `${r.baseline !== undefined ? fmt(r.baseline).padStart(14) : ''.padStart(14)} ` +
+      `${r.ratio !== undefined ? r.ratio.toFixed(2).padStart(6) : ''.padStart(6)}  ${extra}\n`,
+  );
+}
+
+if (!json) process.stdout.write(`${'name'.padEnd(36)} ${'value'.padStart(14)} ${'unit'.padEnd(7)} ${'baseline'.padStart(14)} ${'ratio'.padStart(6)}\n`);
+const root = process.env.FERRY_BENCH_DIR ?? join(process.cwd(), '.bench-tmp');
+for (const f of files) {
+  const { suite } = (await import(join(here, f))) as { suite: BenchSuite };
+  if (filters.length && !filters.some((p) => suite.name.startsWith(p) || p.startsWith(suite.name))) continue;
+  mkdirSync(root, { recursive: true });
+  const tmpDir = mkdtempSync(join(root, `${suite.name}-`));
+  try {
+    await suite.run({
+      tmpDir,
+      scale: quick ? 0.1 : 1,
+      report(r) {
+        if (filters.length && !filters.some((p) => r.name.startsWith(p) || suite.name.startsWith(p))) return;
+        rows.push(r);
+        print(r);
+      },
+    });
+  } finally {
+    rmSync(tmpDir, { recursive: true, force: true });
+  }
+}

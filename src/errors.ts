@@ -1,0 +1,194 @@
+/**
+ * ferry's error hierarchy. Every error ferry throws is a {@link FerryError}
+ * with a stable string `code`; the code is the contract, the message is for
+ * people. Where a seed wraps one sentinel in another, the subclass extends the
+ * class it wraps, so `instanceof` answers what Go's `errors.Is` answered.
+ *
+ * Payload bytes never go into enumerable error fields.
+ */
+
+/** Options accepted by every ferry error. */
+export interface FerryErrorOptions {
+  /** The underlying error, typically a Node system error (`EIO`, `ENOSPC`…). */
+  cause?: unknown;
+}
+
+/** Base class of every error ferry throws. `code` is stable across releases. */
+export class FerryError extends Error {
+  /** Stable machine-readable code, e.g. `ERR_FULL`. */
+  readonly code: string;
+
+  constructor(code: string, message: string, options?: FerryErrorOptions) {
+    super(message, options?.cause === undefined ? undefined : { cause: options.cause });
+    this.code = code;
+    this.name = new.target.name;
+  }
+}
+
+/**
+ * The queue is at a cap (segment count, `maxBytes`, spool byte cap). It clears
+ * as the consumer commits; `addWait` waits for that. Seed 000 `ErrFull`.
+ * `placed` is set when a batch stopped early: how many leading items were placed.
+ */
+export class FullError extends FerryError {
+  placed?: number;
+  constructor(message = 'queue is full', options?: FerryErrorOptions & { code?: string }) {
+    super(options?.code ?? 'ERR_FULL', message, options);
+  }
+}
+
+/** The spool's byte cap would be exceeded by this append (seed 001 `ErrExceedsCap`, wraps `ErrFull`). */
+export class ExceedsCapError extends FullError {
+  constructor(message = 'append exceeds the byte cap', options?: FerryErrorOptions) {
+    super(message, { ...options, code: 'ERR_EXCEEDS_CAP' });
+  }
+}
+
+/** A record larger than any cap could ever admit (seed 000 `ErrRecordTooLarge`). Waiting cannot fix it. */
+export class RecordTooLargeError extends FerryError {
+  placed?: number;
+  constructor(message = 'record is too large', options?: FerryErrorOptions) {
+    super('ERR_RECORD_TOO_LARGE', message, options);
+  }
+}
+
+/** The queue, reader, spool or subscription was closed. */
+export class ClosedError extends FerryError {
+  constructor(message = 'closed', options?: FerryErrorOptions) {
+    super('ERR_CLOSED', message, options);
+  }
+}
+
+/** Where a {@link CorruptError} was found. */
+export interface CorruptLocation {
+  /** Segment number (diskqueue) or sequence (spool), when known. */
+  segment?: number;
+  /** Byte position in the segment file, when known. */
+  position?: number;
+  /** Short machine-friendly reason, e.g. `checksum`, `length`, `header`, `missing`. */
+  reason: string;
+  /** Bytes this event cost, when known. */
+  lostBytes?: number;
+  /** Records this event cost, when known. */
+  lostRecords?: number;
+}
+
+/**
+ * Damaged bytes were found and stepped past. The loss is already counted in
+ * `stats()`; reading again continues after the damage. Seed 000 `ErrCorrupt`.
+ */
+export class CorruptError extends FerryError {
+  readonly segment?: number;
+  readonly position?: number;
+  readonly reason: string;
+  readonly lostBytes?: number;
+  readonly lostRecords?: number;
+
+  constructor(loc: CorruptLocation, message?: string) {
+    super(
+      'ERR_CORRUPT',
+      message ??
+        `corrupt data (${loc.reason})` +
+          (loc.segment !== undefined ? ` in segment ${loc.segment}` : '') +
+          (loc.position !== undefined ? ` at byte ${loc.position}` : ''),
+    );
+    this.segment = loc.segment;
+    this.position = loc.position;
+    this.reason = loc.reason;
+    this.lostBytes = loc.lostBytes;
+    this.lostRecords = loc.lostRecords;
+  }
+}
+
+/**
+ * An I/O failure. `cause` holds the original system error (its `code` is the
+ * errno name). After a failed fsync the queue latches and every later write
+ * rejects with an `IOError` whose cause is the original failure. Seed 000 `ErrIO`.
+ */
+export class IOError extends FerryError {
+  constructor(message: string, options?: FerryErrorOptions) {
+    super('ERR_IO', message, options);
+  }
+  /** The errno name of the cause (`EIO`, `ENOSPC`, …), when it has one. */
+  get errno(): string | undefined {
+    const c = this.cause as { code?: unknown } | undefined;
+    return typeof c?.code === 'string' ? c.code : undefined;
+  }
+}
+
+/** Another queue, in this process or another, holds the directory. */
+export class LockedError extends FerryError {
+  constructor(message = 'directory is locked by another queue', options?: FerryErrorOptions) {
+    super('ERR_LOCKED', message, options);
+  }
+}
+
+/** The codec rejected a value or a record (the record stays at the head; `skip()` discards it). */
+export class CodecError extends FerryError {
+  constructor(message: string, options?: FerryErrorOptions) {
+    super('ERR_CODEC', message, options);
+  }
+}
+
+/** The directory was created with another segment size; nothing was touched. */
+export class SegmentSizeMismatchError extends FerryError {
+  readonly stored: number;
+  readonly requested: number;
+  constructor(stored: number, requested: number) {
+    super(
+      'ERR_SEGMENT_SIZE_MISMATCH',
+      `directory was created with segmentSize ${stored}, opened with ${requested}`,
+    );
+    this.stored = stored;
+    this.requested = requested;
+  }
+}
+
+/** A spool sync group was rolled back by a failed write or fsync (seed 001 `ErrGroupLost`). */
+export class GroupLostError extends FerryError {
+  constructor(message = 'sync group was rolled back', options?: FerryErrorOptions) {
+    super('ERR_GROUP_LOST', message, options);
+  }
+}
+
+/** A topic or group name is empty, too long or has characters outside `[A-Za-z0-9._-]`. */
+export class InvalidNameError extends FerryError {
+  constructor(message: string) {
+    super('ERR_INVALID_NAME', message);
+  }
+}
+
+/** A message payload is larger than the queue's `maxPayloadBytes`. */
+export class PayloadTooLargeError extends FerryError {
+  constructor(message: string) {
+    super('ERR_PAYLOAD_TOO_LARGE', message);
+  }
+}
+
+/** A message's `deliverAt` is further ahead than the queue retains messages. */
+export class ScheduleTooFarError extends FerryError {
+  constructor(message: string) {
+    super('ERR_SCHEDULE_TOO_FAR', message);
+  }
+}
+
+/** The dead-letter topic equals the subscribed topic. */
+export class DeadLetterLoopError extends FerryError {
+  constructor(message = 'dead-letter topic is the subscribed topic') {
+    super('ERR_DEAD_LETTER_LOOP', message);
+  }
+}
+
+/** The backend cannot provide this operation. */
+export class UnsupportedError extends FerryError {
+  constructor(message = 'unsupported', options?: FerryErrorOptions) {
+    super('ERR_UNSUPPORTED', message, options);
+  }
+}
+
+/** The backend needs a distributed locker to consume safely and none was given. */
+export class NoLockerError extends FerryError {
+  constructor(message = 'a distributed locker is required') {
+    super('ERR_NO_LOCKER', message);
+  }
+}
