@@ -1,0 +1,38 @@
+/**
+ * Deterministic delivery IDs: a name-based (version 5, SHA-1) UUID per
+ * (message, group). Every store derives its delivery rows from it, so
+ * republishing a message or backfilling a group can never create a second
+ * delivery of the same message to the same group.
+ */
+import { createHash } from 'node:crypto';
+
+/**
+ * ferry's namespace for delivery IDs (RFC 9562 §5.5). Fixed forever: changing
+ * it would give every stored delivery a new ID.
+ */
+export const DELIVERY_ID_NAMESPACE = '90072d5a-79de-4bd3-9aa8-a87e9c2ca886';
+
+function uuidBytes(uuid: string): Buffer {
+  const hex = uuid.replace(/-/g, '');
+  if (!/^[0-9a-fA-F]{32}$/.test(hex)) throw new RangeError(`not a UUID: ${uuid}`);
+  return Buffer.from(hex, 'hex');
+}
+
+/** A version-5 UUID of `name` (UTF-8) in `namespace` (RFC 9562 §5.5), lower-case. */
+export function uuidV5(namespace: string, name: string): string {
+  const digest = createHash('sha1').update(uuidBytes(namespace)).update(name, 'utf8').digest();
+  digest[6] = (digest[6]! & 0x0f) | 0x50; // version 5
+  digest[8] = (digest[8]! & 0x3f) | 0x80; // RFC variant
+  const h = digest.subarray(0, 16).toString('hex');
+  return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+}
+
+/**
+ * The ID of `messageId`'s delivery to `group`: a UUIDv5 in
+ * `DELIVERY_ID_NAMESPACE` of `group + ":" + messageId`. Group names cannot
+ * contain ":", so no two pairs share a name. Stable across redeliveries; use it
+ * to deduplicate. Seed 003 `DeliveryID`.
+ */
+export function deliveryId(messageId: string, group: string): string {
+  return uuidV5(DELIVERY_ID_NAMESPACE, `${group}:${messageId}`);
+}

@@ -1,0 +1,238 @@
+/**
+ * The generic engine: a `Queue` built on any `Store` (seed 003
+ * `NewStoreQueue`). A store keeps rows; everything that happens in time lives
+ * here and in subscription.ts.
+ *
+ * The life of a subscription:
+ *
+ * - **Subscribe.** Names and options are checked, the store is asked whether
+ *   it can consume, and the group is registered (an `earliest` group gets
+ *   deliveries for every retained message now; `latest` gets none).
+ * - **Poll.** The loop asks the store for at most `min(batchSize, free
+ *   slots)` due deliveries. A full answer means there may be more, so it asks
+ *   again at once; a short one means nothing else is due, so it sleeps for
+ *   `pollIntervalMs`, cut short by a publish through this queue, by the
+ *   store's wake source, or (when a slot was the limit) by a slot freeing up.
+ *   A failed claim is reported and retried after the poll interval: it never
+ *   ends the subscription.
+ * - **Claim.** Each delivery comes back with a claim token and its 1-based
+ *   attempt. An attempt past `maxAttempts` means its earlier leases were lost
+ *   (crashes, stalls); it is dead-lettered without running.
+ * - **Run.** The handler gets the delivery and an AbortSignal. It holds a
+ *   worker slot until its outcome is written.
+ * - **Heartbeat.** Every `leaseDurationMs / 3` the held leases are renewed in
+ *   one call. A lease the store no longer reports held, or one whose last
+ *   renewal is older than the lease (heartbeats kept failing), is lost: the
+ *   handler's signal aborts and whatever it returns is discarded, because
+ *   another consumer may own the delivery now.
+ * - **Outcome.** Resolving acks (acks finishing in the same event-loop turn
+ *   share one store call). Throwing retries after `backoffBaseMs·2^(n−1)`,
+ *   capped at `backoffMaxMs`, with equal jitter. `permanent(err)`, or a failure
+ *   of the last allowed attempt, dead-letters: first the copy on
+ *   `deadLetterTopic` (if set; if that publish fails the delivery is retried
+ *   instead), then the kill. Every write carries the claim token, so a stale
+ *   consumer changes nothing.
+ * - **Close.** Claiming stops; a claim still in flight is released without
+ *   spending an attempt. Running handlers get until the deadline to finish
+ *   and have their outcomes written; then the rest are aborted and keep their
+ *   leases, so they come back only after the lease runs out.
+ *
+ * Beside the subscriptions the queue runs the janitor (janitor.ts) and, when
+ * the store has one, its wake source.
+ */
+import { randomUUID } from 'node:crypto';
+import { ClosedError, DeadLetterLoopError, FerryError, IOError, PayloadTooLargeError, ScheduleTooFarError, UnsupportedError } from '../errors.js';
+import { Janitor } from './janitor.js';
+import { validateId, validateName } from './names.js';
+import { hoursToMs, resolveEngineConfig, resolveSubscribeOptions } from './options.js';
+import type { EngineConfig, ErrorReporter, ResolvedEngineConfig, SubscribeOptions } from './options.js';
+import { StoreSubscription } from './subscription.js';
+import type { SubscriptionHost } from './subscription.js';
+import type { CloseOptions, Handler, Message, Queue, QueueStats, Store, StoredMessage, Subscription } from './types.js';
+
+/** How many times `publish` retries a transient store error. */
+export const PUBLISH_RETRIES = 3;
+/** First delay between publish retries, ms; doubled each time (25, 50, 100). */
+export const PUBLISH_RETRY_BASE_MS = 25;
+
+const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Whether a store error may pass if tried again. ferry's own errors are
+ * answers (closed, unsupported, invalid), except I/O errors; anything else a
+ * store throws (a busy database, a dropped connection) is worth a retry.
+ */
+function isTransient(err: unknown): boolean {
+  return !(err instanceof FerryError) || err instanceof IOError;
+}
+
+/** A `Queue` over a `Store`. Built by `createStoreQueue`; owns the store and closes it. */
+export class StoreQueue implements Queue {
+  readonly #store: Store;
+  readonly #cfg: ResolvedEngineConfig;
+  readonly #subs = new Set<StoreSubscription>();
+  readonly #janitor: Janitor;
+  readonly #listenCtl = new AbortController();
+  #listening: Promise<void> = Promise.resolve();
+  #closed = false;
+  #closePromise: Promise<void> | undefined;
+  readonly #host: SubscriptionHost;
+
+  constructor(store: Store, config: EngineConfig = {}) {
+    this.#store = store;
+    this.#cfg = resolveEngineConfig(config);
+    const policy = { deadRetentionMs: hoursToMs(this.#cfg.retentionHours), ackedRetentionMs: hoursToMs(this.#cfg.ackedRetentionHours) };
+    this.#janitor = new Janitor(store, policy, this.#cfg.janitorIntervalMs, randomUUID(), this.#cfg.onError);
+    this.#janitor.start();
+    if (store.listen) {
+      this.#listening = store
+        .listen(this.#listenCtl.signal, (topic) => this.#wake(topic))
+        .catch((err) => {
+          if (!(err instanceof UnsupportedError)) this.#cfg.onError(err, 'listen');
+        });
+    }
+    this.#host = {
+      store,
+      onError: this.#cfg.onError,
+      appendInternal: (msgs) => this.#append(msgs),
+      forget: (sub) => this.#subs.delete(sub),
+    };
+  }
+
+  /** Where handled errors are reported (`EngineConfig.onError`). */
+  get onError(): ErrorReporter {
+    return this.#cfg.onError;
+  }
+
+  #assertOpen(): void {
+    if (this.#closed) throw new ClosedError('queue is closed');
+  }
+
+  #wake(topic: string): void {
+    for (const s of this.#subs) if (s.topic === topic) s.wake();
+  }
+
+  /** Checks one message and fills in its ID and publish time. */
+  #prepare(m: Message, now: number): StoredMessage {
+    validateName('topic', m.topic);
+    if (m.id !== undefined) validateId('id', m.id);
+    if (m.key !== undefined) validateId('key', m.key);
+    if (!(m.payload instanceof Uint8Array)) throw new TypeError('message payload must be a Uint8Array');
+    if (m.payload.byteLength > this.#cfg.maxPayloadBytes) {
+      throw new PayloadTooLargeError(`payload is ${m.payload.byteLength} bytes, more than ${this.#cfg.maxPayloadBytes}`);
+    }
+    if (m.headers !== undefined) {
+      for (const [k, v] of Object.entries(m.headers)) {
+        if (typeof v !== 'string') throw new TypeError(`header ${JSON.stringify(k)} is not a string`);
+      }
+    }
+    if (m.deliverAt !== undefined) {
+      const t = m.deliverAt instanceof Date ? m.deliverAt.getTime() : NaN;
+      if (Number.isNaN(t)) throw new TypeError('deliverAt must be a valid Date');
+      if (t - now > hoursToMs(this.#cfg.retentionHours)) {
+        throw new ScheduleTooFarError(`deliverAt ${m.deliverAt.toISOString()} is more than retentionHours (${this.#cfg.retentionHours}) ahead`);
+      }
+    }
+    const out: StoredMessage = { ...m, id: m.id ?? randomUUID(), publishedAt: m.publishedAt ?? new Date(now) };
+    if (out.key === undefined) delete out.key;
+    return out;
+  }
+
+  /** Appends, retrying transient store errors `PUBLISH_RETRIES` times with backoff, then wakes local subscribers. */
+  async #append(msgs: StoredMessage[]): Promise<void> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        await this.#store.append(msgs);
+        break;
+      } catch (err) {
+        if (attempt >= PUBLISH_RETRIES || !isTransient(err) || this.#closed) throw err;
+        this.#cfg.onError(err, 'publish (will retry)');
+        await sleep(PUBLISH_RETRY_BASE_MS * 2 ** attempt);
+      }
+    }
+    for (const topic of new Set(msgs.map((m) => m.topic))) this.#wake(topic);
+  }
+
+  /** See `Queue.publish`. */
+  async publish(...msgs: Message[]): Promise<string[]> {
+    this.#assertOpen();
+    const now = Date.now();
+    const stored = msgs.map((m) => this.#prepare(m, now));
+    if (stored.length > 0) await this.#append(stored);
+    return stored.map((m) => m.id);
+  }
+
+  /** See `Queue.subscribe`. */
+  async subscribe(topic: string, group: string, handler: Handler, opts?: SubscribeOptions): Promise<Subscription> {
+    this.#assertOpen();
+    validateName('topic', topic);
+    validateName('group', group);
+    if (typeof handler !== 'function') throw new TypeError('handler must be a function');
+    const o = resolveSubscribeOptions(opts);
+    if (o.deadLetterTopic !== undefined) {
+      validateName('dead-letter topic', o.deadLetterTopic);
+      if (o.deadLetterTopic === topic) throw new DeadLetterLoopError(`dead-letter topic ${topic} is the subscribed topic`);
+    }
+    await this.#store.canConsume?.();
+    await this.#store.ensureGroup(topic, group, o.startFrom);
+    this.#assertOpen();
+    const sub = new StoreSubscription(this.#host, topic, group, handler, o);
+    this.#subs.add(sub);
+    sub.start();
+    return sub;
+  }
+
+  /** See `Queue.stats`. */
+  async stats(topic: string, group: string): Promise<QueueStats> {
+    this.#assertOpen();
+    validateName('topic', topic);
+    validateName('group', group);
+    return this.#store.stats(topic, group);
+  }
+
+  /** See `Queue.ping`. */
+  async ping(): Promise<void> {
+    this.#assertOpen();
+    await this.#store.ping();
+  }
+
+  /**
+   * Runs one janitor pass now (the timer runs them every
+   * `janitorIntervalMs`); resolves with the rows removed, 0 when another
+   * instance holds the janitor role.
+   */
+  runJanitor(): Promise<number> {
+    this.#assertOpen();
+    return this.#janitor.runOnce();
+  }
+
+  /** See `Queue.close`. Rejects with the first subscription's close error, after closing everything. */
+  close(opts: CloseOptions = {}): Promise<void> {
+    this.#closePromise ??= this.#close(opts);
+    return this.#closePromise;
+  }
+
+  async #close(opts: CloseOptions): Promise<void> {
+    this.#closed = true;
+    const results = await Promise.allSettled([...this.#subs].map((s) => s.close(opts)));
+    await this.#janitor.stop();
+    this.#listenCtl.abort();
+    await this.#listening;
+    await this.#store.close();
+    const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
+    if (failed) throw failed.reason;
+  }
+
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+}
+
+/**
+ * Builds a `Queue` on top of `store`, which it then owns and closes from
+ * `close()`. Stores outside ferry use this to get the full engine. Throws
+ * `RangeError` for a bad config. Seed 003 `NewStoreQueue`.
+ */
+export function createStoreQueue(store: Store, engineConfig?: EngineConfig): StoreQueue {
+  return new StoreQueue(store, engineConfig);
+}

@@ -1,0 +1,58 @@
+/**
+ * `ferry/queue`: a durable pub/sub queue (seed 003). Every consumer group on a
+ * topic gets every message; consumers within a group compete. Delivery is at
+ * least once, with retries, dead-lettering, per-key ordering and scheduling.
+ * See docs/QUEUE.md.
+ */
+export type {
+  Claimed,
+  ClaimRequest,
+  CloseOptions,
+  Delivery,
+  Handler,
+  Message,
+  PurgePolicy,
+  Queue,
+  QueueStats,
+  StartFrom,
+  Store,
+  StoredMessage,
+  Subscription,
+} from './types.js';
+export { MAX_ID_LENGTH, MAX_NAME_LENGTH, validateName } from './names.js';
+export { DELIVERY_ID_NAMESPACE, deliveryId } from './delivery-id.js';
+export { PermanentError, isPermanent, permanent } from './permanent.js';
+export { retryBackoffMs } from './backoff.js';
+export {
+  DEFAULT_ACKED_RETENTION_HOURS,
+  DEFAULT_BACKOFF_BASE_MS,
+  DEFAULT_BACKOFF_MAX_MS,
+  DEFAULT_BATCH_SIZE,
+  DEFAULT_CONCURRENCY,
+  DEFAULT_JANITOR_INTERVAL_MS,
+  DEFAULT_LEASE_DURATION_MS,
+  DEFAULT_MAX_ATTEMPTS,
+  DEFAULT_MAX_PAYLOAD_BYTES,
+  DEFAULT_POLL_INTERVAL_MS,
+  DEFAULT_RETENTION_HOURS,
+  resolveEngineConfig,
+  resolveSubscribeOptions,
+} from './options.js';
+export type { EngineConfig, ErrorReporter, ResolvedEngineConfig, ResolvedSubscribeOptions, SubscribeOptions } from './options.js';
+export {
+  HEADER_DLQ_ATTEMPTS,
+  HEADER_DLQ_DELIVERY_ID,
+  HEADER_DLQ_ERROR,
+  HEADER_DLQ_GROUP,
+  HEADER_DLQ_MESSAGE_ID,
+  HEADER_DLQ_SOURCE_TOPIC,
+  MAX_ERROR_BYTES,
+} from './dead-letter.js';
+export { PUBLISH_RETRIES, StoreQueue, createStoreQueue } from './engine.js';
+export { createQueue, registerQueueType, registeredQueueTypes } from './registry.js';
+export type { QueueConfig, QueueDependencies, QueueFactory } from './registry.js';
+export { MemoryBacking, MemoryStore } from './stores/memory.js';
+export type { MemoryStoreOptions } from './stores/memory.js';
+// better-sqlite3 itself is imported only when SqliteStore.open runs.
+export { SqliteStore } from './stores/sqlite.js';
+export type { SqliteStoreOptions } from './stores/sqlite.js';

@@ -1,0 +1,39 @@
+/**
+ * Name and identifier limits. Topic and group names become index columns and
+ * lock keys, so they are short and plain; message IDs and keys are caller data
+ * stored in indexed columns, so they are bounded too.
+ */
+import { InvalidNameError } from '../errors.js';
+
+/** Longest topic or group name, in characters. Seed 003 `MaxNameLength`. */
+export const MAX_NAME_LENGTH = 200;
+
+/** Longest caller-supplied message ID or key, in UTF-16 code units. Seed 003 `MaxIDLength`. */
+export const MAX_ID_LENGTH = 255;
+
+const NAME_RE = /^[A-Za-z0-9._-]+$/;
+
+/**
+ * Checks a topic or group name: 1 to `MAX_NAME_LENGTH` characters from
+ * `[A-Za-z0-9._-]`. `kind` ("topic", "group", …) goes into the message.
+ * Throws `InvalidNameError`. Seed 003 `ValidateName`.
+ */
+export function validateName(kind: string, name: string): void {
+  if (typeof name !== 'string' || name.length === 0) {
+    throw new InvalidNameError(`${kind} name is empty`);
+  }
+  if (name.length > MAX_NAME_LENGTH) {
+    throw new InvalidNameError(`${kind} name is ${name.length} characters, more than ${MAX_NAME_LENGTH}`);
+  }
+  if (!NAME_RE.test(name)) {
+    throw new InvalidNameError(`${kind} name ${JSON.stringify(name)} has characters outside [A-Za-z0-9._-]`);
+  }
+}
+
+/** Checks a message ID or key: non-empty and at most `MAX_ID_LENGTH` long. Throws `RangeError`. */
+export function validateId(kind: string, value: string): void {
+  if (typeof value !== 'string' || value.length === 0) throw new RangeError(`message ${kind} is empty`);
+  if (value.length > MAX_ID_LENGTH) {
+    throw new RangeError(`message ${kind} is ${value.length} characters, more than ${MAX_ID_LENGTH}`);
+  }
+}

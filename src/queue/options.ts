@@ -1,0 +1,131 @@
+/**
+ * Subscription options and engine configuration, each with its default where
+ * it is declared. Durations are milliseconds; retentions are hours, as in the
+ * seed's configuration.
+ */
+import type { StartFrom } from './types.js';
+
+/** Default handlers running at once per subscription. Seed 003 `DefaultConcurrency`. */
+export const DEFAULT_CONCURRENCY = 4;
+/** Default deliveries claimed per poll. Seed 003 `DefaultBatchSize`. */
+export const DEFAULT_BATCH_SIZE = 32;
+/** Default wait between polls that found nothing, ms. Seed 003 `DefaultPollInterval`. */
+export const DEFAULT_POLL_INTERVAL_MS = 1000;
+/** Default lease, ms. Seed 003 `DefaultLeaseDuration`. */
+export const DEFAULT_LEASE_DURATION_MS = 30_000;
+/** Default attempts before dead-lettering. Seed 003 `DefaultMaxAttempts`. */
+export const DEFAULT_MAX_ATTEMPTS = 5;
+/** Default first retry delay, ms. Seed 003 `DefaultBackoffBase`. */
+export const DEFAULT_BACKOFF_BASE_MS = 1000;
+/** Default retry delay cap, ms. Seed 003 `DefaultBackoffMax`. */
+export const DEFAULT_BACKOFF_MAX_MS = 300_000;
+
+/** Options of one subscription (seed 003 `SubscribeOptions`); every field is optional. */
+export interface SubscribeOptions {
+  /** Handlers this instance runs at once; also its cap on deliveries in flight. Default 4. */
+  concurrency?: number;
+  /** Most deliveries claimed per poll. Default 32. */
+  batchSize?: number;
+  /** Wait between polls that found nothing, ms. Default 1000. A publish through the same queue (or a store's wake source) cuts it short. */
+  pollIntervalMs?: number;
+  /** How long a claim survives without a heartbeat, ms; heartbeats run every third of it. Default 30000. */
+  leaseDurationMs?: number;
+  /** Attempts (lost leases included) before a delivery is dead-lettered. Default 5. */
+  maxAttempts?: number;
+  /** First retry delay, ms; doubled per attempt. Default 1000. */
+  backoffBaseMs?: number;
+  /** Retry delay cap, ms. Default 300000. */
+  backoffMaxMs?: number;
+  /** Topic that receives a copy of every dead-lettered delivery; must differ from the subscribed topic. Default none. */
+  deadLetterTopic?: string;
+  /** Cap on the group's leases across every instance, counted in the store; 0 means none. Use one value for the whole group. Default 0. */
+  maxInFlight?: number;
+  /** Which messages a newly registered group receives. Default `latest`. */
+  startFrom?: StartFrom;
+}
+
+/** `SubscribeOptions` with every default applied. */
+export type ResolvedSubscribeOptions = Required<Omit<SubscribeOptions, 'deadLetterTopic'>> & { deadLetterTopic?: string };
+
+function check(name: string, v: number, min: number, integer = true): number {
+  if (typeof v !== 'number' || !Number.isFinite(v) || v < min || (integer && !Number.isInteger(v))) {
+    throw new RangeError(`${name} must be ${integer ? 'an integer' : 'a number'} ≥ ${min}, got ${String(v)}`);
+  }
+  return v;
+}
+
+/** Applies the defaults to `opts` and validates the result. Throws `RangeError`. */
+export function resolveSubscribeOptions(opts: SubscribeOptions = {}): ResolvedSubscribeOptions {
+  const r: ResolvedSubscribeOptions = {
+    concurrency: check('concurrency', opts.concurrency ?? DEFAULT_CONCURRENCY, 1),
+    batchSize: check('batchSize', opts.batchSize ?? DEFAULT_BATCH_SIZE, 1),
+    pollIntervalMs: check('pollIntervalMs', opts.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS, 1, false),
+    leaseDurationMs: check('leaseDurationMs', opts.leaseDurationMs ?? DEFAULT_LEASE_DURATION_MS, 3, false),
+    maxAttempts: check('maxAttempts', opts.maxAttempts ?? DEFAULT_MAX_ATTEMPTS, 1),
+    backoffBaseMs: check('backoffBaseMs', opts.backoffBaseMs ?? DEFAULT_BACKOFF_BASE_MS, 0, false),
+    backoffMaxMs: check('backoffMaxMs', opts.backoffMaxMs ?? DEFAULT_BACKOFF_MAX_MS, 0, false),
+    maxInFlight: check('maxInFlight', opts.maxInFlight ?? 0, 0),
+    startFrom: opts.startFrom ?? 'latest',
+    deadLetterTopic: opts.deadLetterTopic || undefined,
+  };
+  if (r.backoffMaxMs < r.backoffBaseMs) throw new RangeError('backoffMaxMs must be ≥ backoffBaseMs');
+  if (r.startFrom !== 'latest' && r.startFrom !== 'earliest') {
+    throw new RangeError(`startFrom must be "latest" or "earliest", got ${String(r.startFrom)}`);
+  }
+  return r;
+}
+
+/** Default retention of dead-lettered deliveries, hours. Seed 003 `DefaultRetentionHours`. */
+export const DEFAULT_RETENTION_HOURS = 168;
+/** Default retention of finished messages, hours. Seed 003 `DefaultAckedRetentionHours`. */
+export const DEFAULT_ACKED_RETENTION_HOURS = 24;
+/** Default time between janitor passes, ms (10 minutes). Seed 003 `DefaultJanitorInterval`. */
+export const DEFAULT_JANITOR_INTERVAL_MS = 600_000;
+/** Default payload limit, bytes (1 MiB). Seed 003 `DefaultMaxPayloadBytes`. */
+export const DEFAULT_MAX_PAYLOAD_BYTES = 1 << 20;
+
+/** Reports an error the engine handled but the caller may want to see (a failed claim, heartbeat, ack…). `op` names the operation. */
+export type ErrorReporter = (err: unknown, op: string) => void;
+
+/**
+ * Tunes the generic engine (seed 003 `EngineConfig`). The four numeric fields
+ * are also accepted in a queue's JSON config.
+ */
+export interface EngineConfig {
+  /** How long dead-lettered deliveries are kept, hours (fractions allowed); also the furthest a message can be scheduled ahead. Default 168. */
+  retentionHours?: number;
+  /** How long a message is kept once every group has finished with it, hours, so a late `earliest` group still sees it. Default 24. */
+  ackedRetentionHours?: number;
+  /** Time between janitor passes, ms. Default 600000. */
+  janitorIntervalMs?: number;
+  /** Largest payload accepted by `publish`, bytes. Default 1 MiB. */
+  maxPayloadBytes?: number;
+  /** Where handled errors go. Default: `console.warn`. */
+  onError?: ErrorReporter;
+}
+
+/** `EngineConfig` with every default applied. */
+export type ResolvedEngineConfig = Required<EngineConfig>;
+
+const HOUR_MS = 3_600_000;
+
+/** Applies the defaults to `cfg` and validates the result. Throws `RangeError`. */
+export function resolveEngineConfig(cfg: EngineConfig = {}): ResolvedEngineConfig {
+  const positive = (name: string, v: number, integer: boolean): number => {
+    check(name, v, 0, integer);
+    if (v === 0) throw new RangeError(`${name} must be > 0`);
+    return v;
+  };
+  return {
+    retentionHours: positive('retentionHours', cfg.retentionHours ?? DEFAULT_RETENTION_HOURS, false),
+    ackedRetentionHours: positive('ackedRetentionHours', cfg.ackedRetentionHours ?? DEFAULT_ACKED_RETENTION_HOURS, false),
+    janitorIntervalMs: positive('janitorIntervalMs', cfg.janitorIntervalMs ?? DEFAULT_JANITOR_INTERVAL_MS, false),
+    maxPayloadBytes: positive('maxPayloadBytes', cfg.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES, true),
+    onError: cfg.onError ?? ((err, op) => console.warn(`ferry/queue: ${op} failed:`, err)),
+  };
+}
+
+/** Hours to milliseconds. */
+export function hoursToMs(hours: number): number {
+  return hours * HOUR_MS;
+}

@@ -1,0 +1,111 @@
+/**
+ * Building a queue from configuration (seed 003 `NewQueue`, `Register`,
+ * `Registered`). A config is JSON-shaped, `{ enabled, type, config }`; the
+ * registered factory for `type` turns its `config` block into a `Queue`.
+ * `memory` and `sqlite` are registered here; other packages add theirs with
+ * `registerQueueType`.
+ */
+import { UnsupportedError } from '../errors.js';
+import { createStoreQueue } from './engine.js';
+import type { EngineConfig, ErrorReporter } from './options.js';
+import { MemoryStore } from './stores/memory.js';
+import type { Queue } from './types.js';
+
+/** Selects and configures a queue implementation. Seed 003 `Config`. */
+export interface QueueConfig {
+  /** A disabled (or absent) config builds no queue. */
+  enabled?: boolean;
+  /** A registered type: `memory`, `sqlite`, or one added with `registerQueueType`. */
+  type: string;
+  /** The type's own settings, as parsed JSON. `memory`: the engine fields. `sqlite`: `path` plus the engine fields. */
+  config?: unknown;
+}
+
+/** Shared resources a factory may build on; a queue never closes them. Seed 003 `Dependencies`. */
+export interface QueueDependencies {
+  /** Where the engine reports errors it handled. Default `console.warn`. */
+  onError?: ErrorReporter;
+  /** Anything a registered type needs (a connection pool, a locker…), by name. */
+  [name: string]: unknown;
+}
+
+/** Builds a queue from its type's `config` block. Seed 003 `Factory`. */
+export type QueueFactory = (config: unknown, deps: QueueDependencies) => Promise<Queue> | Queue;
+
+const factories = new Map<string, QueueFactory>();
+
+/**
+ * Makes a queue implementation available to `createQueue` under `type`.
+ * Throws `TypeError` on an empty type or a missing factory and `Error` on a
+ * type registered twice. Seed 003 `Register`.
+ */
+export function registerQueueType(type: string, factory: QueueFactory): void {
+  if (typeof type !== 'string' || type === '') throw new TypeError('queue type is empty');
+  if (typeof factory !== 'function') throw new TypeError(`queue type ${type}: factory is missing`);
+  if (factories.has(type)) throw new Error(`queue type ${type} is already registered`);
+  factories.set(type, factory);
+}
+
+/** The registered queue types, sorted. Seed 003 `Registered`. */
+export function registeredQueueTypes(): string[] {
+  return [...factories.keys()].sort();
+}
+
+/**
+ * Builds the queue `config` selects; resolves `undefined` when `config` is
+ * absent or not enabled. Rejects with `UnsupportedError` for an unregistered
+ * type, `TypeError`/`RangeError` for a malformed config block, or the
+ * factory's error. Seed 003 `NewQueue`.
+ */
+export async function createQueue(config: QueueConfig | null | undefined, deps: QueueDependencies = {}): Promise<Queue | undefined> {
+  if (!config || config.enabled !== true) return undefined;
+  const factory = factories.get(config.type);
+  if (!factory) {
+    throw new UnsupportedError(`queue type ${JSON.stringify(config.type)} is not registered (known: ${registeredQueueTypes().join(', ')})`);
+  }
+  return factory(config.config, deps);
+}
+
+const ENGINE_FIELDS = ['retentionHours', 'ackedRetentionHours', 'janitorIntervalMs', 'maxPayloadBytes'] as const;
+
+/**
+ * Reads a type's config block: the engine fields plus `extra` names, each a
+ * number except those listed in `strings`. Unknown keys are refused, so a
+ * misspelt setting is not silently ignored. Throws `TypeError`.
+ */
+export function parseConfigBlock(type: string, block: unknown, strings: readonly string[] = []): { engine: EngineConfig; fields: Record<string, string> } {
+  if (block === undefined || block === null) block = {};
+  if (typeof block !== 'object' || block === null || Array.isArray(block)) throw new TypeError(`${type} queue config must be an object`);
+  const engine: Record<string, number> = {};
+  const fields: Record<string, string> = {};
+  for (const [k, v] of Object.entries(block)) {
+    if ((ENGINE_FIELDS as readonly string[]).includes(k)) {
+      if (typeof v !== 'number') throw new TypeError(`${type} queue config: ${k} must be a number`);
+      engine[k] = v;
+    } else if (strings.includes(k)) {
+      if (typeof v !== 'string') throw new TypeError(`${type} queue config: ${k} must be a string`);
+      fields[k] = v;
+    } else {
+      throw new TypeError(`${type} queue config: unknown setting ${JSON.stringify(k)} (known: ${[...ENGINE_FIELDS, ...strings].join(', ')})`);
+    }
+  }
+  return { engine, fields };
+}
+
+registerQueueType('memory', (block, deps) => {
+  const { engine } = parseConfigBlock('memory', block);
+  return createStoreQueue(new MemoryStore(), { ...engine, onError: deps.onError });
+});
+
+registerQueueType('sqlite', async (block, deps) => {
+  const { engine, fields } = parseConfigBlock('sqlite', block, ['path']);
+  if (!fields.path) throw new TypeError('sqlite queue config: path is required');
+  const { SqliteStore } = await import('./stores/sqlite.js');
+  const store = await SqliteStore.open({ path: fields.path });
+  try {
+    return createStoreQueue(store, { ...engine, onError: deps.onError });
+  } catch (err) {
+    await store.close();
+    throw err;
+  }
+});

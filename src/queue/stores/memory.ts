@@ -1,0 +1,327 @@
+/**
+ * The in-process store: everything lives in maps inside one process and is
+ * lost on exit. For tests and single-instance use. Several `MemoryStore`
+ * handles may share one `MemoryBacking`, which is how tests model several
+ * instances of a service consuming one group.
+ *
+ * Each (topic, group) keeps its pending and leased deliveries in one `Set`
+ * whose insertion order is publish order (deliveries are only ever added at
+ * the end: by `append`, or by an `earliest` backfill while the group's set is
+ * still empty). A claim walks that set once; the first delivery seen for a key
+ * is the head of that key's lane, and later ones with the same key are skipped.
+ */
+import { randomUUID } from 'node:crypto';
+import { EventEmitter } from 'node:events';
+import { ClosedError } from '../../errors.js';
+import { deliveryId } from '../delivery-id.js';
+import type { Claimed, ClaimRequest, PurgePolicy, QueueStats, StartFrom, Store, StoredMessage } from '../types.js';
+
+type State = 'pending' | 'leased' | 'acked' | 'dead';
+
+interface MessageRow {
+  msg: StoredMessage;
+  /** When the message becomes due: `deliverAt`, else its publish time (ms). */
+  dueAt: number;
+  deliveries: Set<DeliveryRow>;
+}
+
+interface DeliveryRow {
+  id: string;
+  row: MessageRow;
+  laneKey: string; // topic + "\0" + group
+  state: State;
+  attempt: number;
+  availableAt: number;
+  leaseUntil: number;
+  token: string | undefined;
+  holder: string | undefined;
+  lastError: string | undefined;
+  finishedAt: number;
+}
+
+const laneOf = (topic: string, group: string): string => `${topic}\u0000${group}`;
+
+/** The shared state behind one or more `MemoryStore` handles. */
+export class MemoryBacking {
+  /** Milliseconds since the epoch; replaceable so tests can move time. */
+  readonly now: () => number;
+  readonly groups = new Map<string, Set<string>>();
+  readonly messages = new Map<string, MessageRow>();
+  readonly topicMessages = new Map<string, Set<MessageRow>>();
+  readonly deliveries = new Map<string, DeliveryRow>();
+  /** Pending and leased deliveries per (topic, group), in publish order. */
+  readonly active = new Map<string, Set<DeliveryRow>>();
+  /** Dead deliveries, in order of death. */
+  readonly dead = new Set<DeliveryRow>();
+  readonly deadCount = new Map<string, number>();
+  readonly events = new EventEmitter();
+  janitor: { holder: string; until: number } | undefined;
+
+  constructor(opts: { now?: () => number } = {}) {
+    this.now = opts.now ?? Date.now;
+    this.events.setMaxListeners(0);
+  }
+
+  activeSet(lane: string): Set<DeliveryRow> {
+    let s = this.active.get(lane);
+    if (!s) this.active.set(lane, (s = new Set()));
+    return s;
+  }
+}
+
+/** Options of `MemoryStore`. */
+export interface MemoryStoreOptions {
+  /** Share state with other handles (several "instances"); a new backing by default. */
+  backing?: MemoryBacking;
+}
+
+function copyMessage(m: StoredMessage): StoredMessage {
+  const out: StoredMessage = { id: m.id, topic: m.topic, payload: m.payload.slice(), publishedAt: new Date(m.publishedAt) };
+  if (m.key !== undefined) out.key = m.key;
+  if (m.headers !== undefined) out.headers = { ...m.headers };
+  if (m.deliverAt !== undefined) out.deliverAt = new Date(m.deliverAt);
+  return out;
+}
+
+/**
+ * A `Store` kept in process memory (queue type `memory`). Single process;
+ * nothing survives a restart. Implements the optional `listen` (publishes
+ * through any handle on the same backing) and `acquireJanitor`.
+ */
+export class MemoryStore implements Store {
+  readonly backing: MemoryBacking;
+  #closed = false;
+
+  constructor(opts: MemoryStoreOptions = {}) {
+    this.backing = opts.backing ?? new MemoryBacking();
+  }
+
+  #open(): MemoryBacking {
+    if (this.#closed) throw new ClosedError('memory store is closed');
+    return this.backing;
+  }
+
+  #newDelivery(b: MemoryBacking, row: MessageRow, group: string): void {
+    const id = deliveryId(row.msg.id, group);
+    if (b.deliveries.has(id)) return;
+    const lane = laneOf(row.msg.topic, group);
+    const d: DeliveryRow = {
+      id, row, laneKey: lane, state: 'pending', attempt: 0, availableAt: row.msg.deliverAt?.getTime() ?? 0,
+      leaseUntil: 0, token: undefined, holder: undefined, lastError: undefined, finishedAt: 0,
+    };
+    b.deliveries.set(id, d);
+    row.deliveries.add(d);
+    b.activeSet(lane).add(d);
+  }
+
+  async ensureGroup(topic: string, group: string, startFrom: StartFrom): Promise<void> {
+    const b = this.#open();
+    let groups = b.groups.get(topic);
+    if (!groups) b.groups.set(topic, (groups = new Set()));
+    if (groups.has(group)) return;
+    groups.add(group);
+    if (startFrom !== 'earliest') return;
+    for (const row of b.topicMessages.get(topic) ?? []) this.#newDelivery(b, row, group);
+  }
+
+  async append(msgs: StoredMessage[]): Promise<void> {
+    const b = this.#open();
+    const topics = new Set<string>();
+    for (const m of msgs) {
+      if (b.messages.has(m.id)) continue;
+      const msg = copyMessage(m);
+      const row: MessageRow = { msg, dueAt: (msg.deliverAt ?? msg.publishedAt).getTime(), deliveries: new Set() };
+      b.messages.set(msg.id, row);
+      let set = b.topicMessages.get(msg.topic);
+      if (!set) b.topicMessages.set(msg.topic, (set = new Set()));
+      set.add(row);
+      for (const g of b.groups.get(msg.topic) ?? []) this.#newDelivery(b, row, g);
+      topics.add(msg.topic);
+    }
+    for (const t of topics) b.events.emit('publish', t);
+  }
+
+  async claim(req: ClaimRequest): Promise<Claimed[]> {
+    const b = this.#open();
+    const set = b.active.get(laneOf(req.topic, req.group));
+    if (!set) return [];
+    const now = b.now();
+    let limit = req.max;
+    if (req.maxInFlight > 0) {
+      let held = 0;
+      for (const d of set) if (d.state === 'leased' && d.leaseUntil > now) held++;
+      limit = Math.min(limit, req.maxInFlight - held);
+    }
+    const out: Claimed[] = [];
+    const seenKeys = new Set<string>();
+    for (const d of set) {
+      if (out.length >= limit) break;
+      const key = d.row.msg.key;
+      if (key !== undefined) {
+        if (seenKeys.has(key)) continue; // not the head of its lane
+        seenKeys.add(key);
+      }
+      const due = d.state === 'pending' ? d.availableAt <= now : d.leaseUntil <= now;
+      if (!due) continue;
+      d.state = 'leased';
+      d.attempt++;
+      d.token = randomUUID();
+      d.holder = req.runnerId;
+      d.leaseUntil = now + req.leaseMs;
+      out.push({ deliveryId: d.id, claimToken: d.token, group: req.group, attempt: d.attempt, message: copyMessage(d.row.msg) });
+    }
+    return out;
+  }
+
+  /** The live row `c` still holds, or undefined when its token is stale. */
+  #held(b: MemoryBacking, c: Claimed): DeliveryRow | undefined {
+    const d = b.deliveries.get(c.deliveryId);
+    return d && d.state === 'leased' && d.token === c.claimToken ? d : undefined;
+  }
+
+  #finish(b: MemoryBacking, d: DeliveryRow, state: 'acked' | 'dead' | 'pending'): void {
+    d.state = state;
+    d.token = undefined;
+    d.holder = undefined;
+    d.leaseUntil = 0;
+    if (state === 'pending') return;
+    d.finishedAt = b.now();
+    b.active.get(d.laneKey)?.delete(d);
+    if (state === 'dead') {
+      b.dead.add(d);
+      b.deadCount.set(d.laneKey, (b.deadCount.get(d.laneKey) ?? 0) + 1);
+    }
+  }
+
+  async ack(cs: Claimed[]): Promise<string[]> {
+    const b = this.#open();
+    const held: string[] = [];
+    for (const c of cs) {
+      const d = this.#held(b, c);
+      if (!d) continue;
+      this.#finish(b, d, 'acked');
+      held.push(d.id);
+    }
+    return held;
+  }
+
+  async retry(c: Claimed, backoffMs: number, lastError: string): Promise<boolean> {
+    const b = this.#open();
+    const d = this.#held(b, c);
+    if (!d) return false;
+    this.#finish(b, d, 'pending');
+    d.availableAt = b.now() + backoffMs;
+    d.lastError = lastError;
+    return true;
+  }
+
+  async kill(c: Claimed, lastError: string): Promise<boolean> {
+    const b = this.#open();
+    const d = this.#held(b, c);
+    if (!d) return false;
+    d.lastError = lastError;
+    this.#finish(b, d, 'dead');
+    return true;
+  }
+
+  async extend(cs: Claimed[], leaseMs: number): Promise<string[]> {
+    const b = this.#open();
+    const now = b.now();
+    const held: string[] = [];
+    for (const c of cs) {
+      const d = this.#held(b, c);
+      if (!d) continue;
+      d.leaseUntil = now + leaseMs;
+      held.push(d.id);
+    }
+    return held;
+  }
+
+  async release(cs: Claimed[]): Promise<void> {
+    const b = this.#open();
+    for (const c of cs) {
+      const d = this.#held(b, c);
+      if (!d) continue;
+      this.#finish(b, d, 'pending');
+      d.attempt--; // the claim's attempt was never spent
+    }
+  }
+
+  async purge(policy: PurgePolicy, batch: number): Promise<number> {
+    const b = this.#open();
+    const now = b.now();
+    let removed = 0;
+    const deadCutoff = now - policy.deadRetentionMs;
+    let n = 0;
+    for (const d of b.dead) {
+      if (n >= batch) break;
+      if (d.finishedAt >= deadCutoff) continue;
+      b.dead.delete(d);
+      b.deliveries.delete(d.id);
+      d.row.deliveries.delete(d);
+      b.deadCount.set(d.laneKey, (b.deadCount.get(d.laneKey) ?? 1) - 1);
+      n++;
+    }
+    removed += n;
+    const cutoff = now - policy.ackedRetentionMs;
+    n = 0;
+    for (const row of b.messages.values()) {
+      if (n >= batch) break;
+      if (row.dueAt >= cutoff) continue;
+      let done = true;
+      for (const d of row.deliveries) {
+        if (d.state !== 'acked' || d.finishedAt >= cutoff) {
+          done = false;
+          break;
+        }
+      }
+      if (!done) continue;
+      for (const d of row.deliveries) b.deliveries.delete(d.id);
+      b.messages.delete(row.msg.id);
+      b.topicMessages.get(row.msg.topic)?.delete(row);
+      n++;
+    }
+    return removed + n;
+  }
+
+  async stats(topic: string, group: string): Promise<QueueStats> {
+    const b = this.#open();
+    const lane = laneOf(topic, group);
+    const now = b.now();
+    let pending = 0;
+    let leased = 0;
+    for (const d of b.active.get(lane) ?? []) {
+      if (d.state === 'leased' && d.leaseUntil > now) leased++;
+      else pending++;
+    }
+    return { pending, leased, dead: b.deadCount.get(lane) ?? 0 };
+  }
+
+  async ping(): Promise<void> {
+    this.#open();
+  }
+
+  async close(): Promise<void> {
+    this.#closed = true;
+  }
+
+  async listen(signal: AbortSignal, wake: (topic: string) => void): Promise<void> {
+    const b = this.#open();
+    if (signal.aborted) return;
+    await new Promise<void>((resolve) => {
+      b.events.on('publish', wake);
+      signal.addEventListener('abort', () => {
+        b.events.off('publish', wake);
+        resolve();
+      }, { once: true });
+    });
+  }
+
+  async acquireJanitor(holder: string, ttlMs: number): Promise<boolean> {
+    const b = this.#open();
+    const now = b.now();
+    if (b.janitor && b.janitor.holder !== holder && b.janitor.until > now) return false;
+    b.janitor = { holder, until: now + ttlMs };
+    return true;
+  }
+}

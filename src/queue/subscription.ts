@@ -1,0 +1,317 @@
+/**
+ * One running consumer of a (topic, group): the poll loop, the worker slots,
+ * heartbeats and the outcome of each delivery. The life of a subscription is
+ * described at the top of engine.ts.
+ */
+import { randomUUID } from 'node:crypto';
+import { ClosedError } from '../errors.js';
+import { retryBackoffMs } from './backoff.js';
+import { deadLetterCopy, errorText } from './dead-letter.js';
+import type { ErrorReporter, ResolvedSubscribeOptions } from './options.js';
+import { isPermanent } from './permanent.js';
+import type { Claimed, CloseOptions, Delivery, Handler, Store, StoredMessage, Subscription } from './types.js';
+
+/** What a subscription needs from the queue that owns it. */
+export interface SubscriptionHost {
+  readonly store: Store;
+  readonly onError: ErrorReporter;
+  /** Stores messages, retrying transient store errors, and wakes their topics' subscribers. */
+  appendInternal(msgs: StoredMessage[]): Promise<void>;
+  /** Called once the subscription has closed. */
+  forget(sub: StoreSubscription): void;
+}
+
+/** A claimed delivery this instance holds: its handler is running, or its outcome is being written. */
+interface Job {
+  readonly c: Claimed;
+  readonly ctrl: AbortController;
+  /** Local time (ms) by which the lease must have been renewed. */
+  deadline: number;
+  /** The lease was lost: the handler was aborted and its outcome is discarded. */
+  lost: boolean;
+  /** Close gave up waiting: the handler was aborted, its lease is kept, its outcome is discarded. */
+  abandoned: boolean;
+  done?: Promise<void>;
+}
+
+/** A subscription of the generic engine. Created by `Queue.subscribe`. */
+export class StoreSubscription implements Subscription {
+  /** Recorded by the store as the holder of this subscription's leases. */
+  readonly runnerId = randomUUID();
+  readonly topic: string;
+  readonly group: string;
+  readonly #host: SubscriptionHost;
+  readonly #handler: Handler;
+  readonly #o: ResolvedSubscribeOptions;
+  readonly #jobs = new Map<string, Job>();
+  #closing = false;
+  #closePromise: Promise<void> | undefined;
+  #loopDone: Promise<void> = Promise.resolve();
+  #heartbeat: NodeJS.Timeout | undefined;
+  #beating = false;
+  // Poll-loop wake-up: a flag so a wake during a claim is not lost, and the resolver of the current wait.
+  #woken = false;
+  #wakeWait: (() => void) | undefined;
+  #waitingForSlot = false;
+  // Acks completed in the same turn of the event loop go to the store together.
+  #acks: Array<{ job: Job; resolve: () => void }> = [];
+  #ackFlushScheduled = false;
+  #releaseError: unknown;
+
+  constructor(host: SubscriptionHost, topic: string, group: string, handler: Handler, opts: ResolvedSubscribeOptions) {
+    this.#host = host;
+    this.topic = topic;
+    this.group = group;
+    this.#handler = handler;
+    this.#o = opts;
+  }
+
+  /** Starts polling and heartbeating. */
+  start(): void {
+    this.#heartbeat = setInterval(() => void this.#beat(), this.#o.leaseDurationMs / 3);
+    this.#loopDone = this.#loop().catch((err) => this.#host.onError(err, 'subscription loop'));
+  }
+
+  /** Cuts the current poll wait short (a publish to the topic, or a freed slot). */
+  wake(): void {
+    this.#woken = true;
+    const w = this.#wakeWait;
+    this.#wakeWait = undefined;
+    w?.();
+  }
+
+  /** Deliveries this instance holds right now. */
+  get inFlight(): number {
+    return this.#jobs.size;
+  }
+
+  #wait(ms: number | undefined): Promise<void> {
+    if (this.#woken || this.#closing) {
+      this.#woken = false;
+      return Promise.resolve();
+    }
+    return new Promise<void>((resolve) => {
+      const timer = ms === undefined ? undefined : setTimeout(() => this.wake(), ms);
+      this.#wakeWait = () => {
+        if (timer) clearTimeout(timer);
+        this.#woken = false;
+        resolve();
+      };
+    });
+  }
+
+  async #loop(): Promise<void> {
+    const o = this.#o;
+    const store = this.#host.store;
+    while (!this.#closing) {
+      const free = o.concurrency - this.#jobs.size;
+      if (free <= 0) {
+        this.#waitingForSlot = true;
+        await this.#wait(undefined);
+        this.#waitingForSlot = false;
+        continue;
+      }
+      const max = Math.min(o.batchSize, free);
+      const leaseStart = Date.now();
+      let claimed: Claimed[];
+      try {
+        claimed = await store.claim({
+          topic: this.topic, group: this.group, runnerId: this.runnerId, max, leaseMs: o.leaseDurationMs, maxInFlight: o.maxInFlight,
+        });
+      } catch (err) {
+        this.#host.onError(err, 'claim');
+        await this.#wait(o.pollIntervalMs);
+        continue;
+      }
+      if (this.#closing) {
+        await this.#releaseUnstarted(claimed);
+        break;
+      }
+      for (const c of claimed) this.#start(c, leaseStart + o.leaseDurationMs);
+      if (claimed.length >= max) continue; // a full batch: there may be more, poll again at once
+      await this.#wait(o.pollIntervalMs);
+    }
+  }
+
+  async #releaseUnstarted(claimed: Claimed[]): Promise<void> {
+    if (claimed.length === 0) return;
+    try {
+      await this.#host.store.release(claimed);
+    } catch (err) {
+      this.#releaseError ??= err;
+      this.#host.onError(err, 'release');
+    }
+  }
+
+  #start(c: Claimed, deadline: number): void {
+    const job: Job = { c, ctrl: new AbortController(), deadline, lost: false, abandoned: false };
+    this.#jobs.set(c.deliveryId, job);
+    job.done = this.#run(job)
+      .catch((err) => this.#host.onError(err, 'delivery'))
+      .finally(() => {
+        this.#jobs.delete(c.deliveryId);
+        if (!this.#closing && (this.#waitingForSlot || this.#o.maxInFlight > 0)) this.wake();
+      });
+  }
+
+  /** Runs one delivery to its outcome: ack, retry or dead letter. */
+  async #run(job: Job): Promise<void> {
+    const { c } = job;
+    if (c.attempt > this.#o.maxAttempts) {
+      // Its earlier leases were all lost (crashes, stalls): do not run it again.
+      await this.#deadLetter(job, `attempts exhausted: ${c.attempt - 1} attempts, the last ones lost their leases`);
+      return;
+    }
+    const delivery: Delivery = { ...c.message, deliveryId: c.deliveryId, group: c.group, attempt: c.attempt };
+    let failed = false;
+    let failure: unknown;
+    try {
+      await new Promise<void>((resolve) => resolve(this.#handler(delivery, job.ctrl.signal)));
+    } catch (err) {
+      failed = true;
+      failure = err;
+    }
+    if (job.lost || job.abandoned) return; // another consumer may own it now: write nothing
+    if (!failed) return this.#ack(job);
+    const text = errorText(failure);
+    if (isPermanent(failure) || c.attempt >= this.#o.maxAttempts) await this.#deadLetter(job, text);
+    else await this.#retry(job, text);
+  }
+
+  #ack(job: Job): Promise<void> {
+    return new Promise<void>((resolve) => {
+      this.#acks.push({ job, resolve });
+      if (this.#ackFlushScheduled) return;
+      this.#ackFlushScheduled = true;
+      setImmediate(() => void this.#flushAcks());
+    });
+  }
+
+  async #flushAcks(): Promise<void> {
+    while (this.#acks.length > 0) {
+      const batch = this.#acks.splice(0);
+      try {
+        // Deliveries not reported held had lost their lease; whoever holds them now will finish them.
+        await this.#host.store.ack(batch.map((a) => a.job.c));
+      } catch (err) {
+        // The leases run out and the deliveries come back: at least once.
+        this.#host.onError(err, 'ack');
+      }
+      for (const a of batch) a.resolve();
+    }
+    this.#ackFlushScheduled = false;
+  }
+
+  async #retry(job: Job, text: string): Promise<void> {
+    const o = this.#o;
+    try {
+      await this.#host.store.retry(job.c, retryBackoffMs(job.c.attempt, o.backoffBaseMs, o.backoffMaxMs), text);
+    } catch (err) {
+      this.#host.onError(err, 'retry');
+    }
+  }
+
+  async #deadLetter(job: Job, text: string): Promise<void> {
+    const dlq = this.#o.deadLetterTopic;
+    if (dlq !== undefined) {
+      try {
+        await this.#host.appendInternal([deadLetterCopy(job.c, dlq, text)]);
+      } catch (err) {
+        // Without its copy the delivery must not die: retry it. The copy's ID is
+        // the delivery's, so a later successful attempt stores exactly one copy.
+        this.#host.onError(err, 'dead-letter publish');
+        await this.#retry(job, text);
+        return;
+      }
+    }
+    try {
+      await this.#host.store.kill(job.c, text);
+    } catch (err) {
+      this.#host.onError(err, 'kill');
+    }
+  }
+
+  #lose(job: Job): void {
+    if (job.lost) return;
+    job.lost = true;
+    job.ctrl.abort(new Error(`lease on delivery ${job.c.deliveryId} was lost`));
+  }
+
+  /** Renews every held lease; aborts handlers whose lease is gone or has lapsed. */
+  async #beat(): Promise<void> {
+    if (this.#beating) return;
+    this.#beating = true;
+    try {
+      const lease = this.#o.leaseDurationMs;
+      const live = [...this.#jobs.values()].filter((j) => !j.lost && !j.abandoned);
+      for (const j of live) if (j.deadline <= Date.now()) this.#lose(j);
+      const renew = live.filter((j) => !j.lost);
+      if (renew.length === 0) return;
+      const sent = Date.now();
+      let held: Set<string>;
+      try {
+        held = new Set(await this.#host.store.extend(renew.map((j) => j.c), lease));
+      } catch (err) {
+        // One failed heartbeat is harmless; the deadline check above catches a lapse.
+        this.#host.onError(err, 'heartbeat');
+        return;
+      }
+      for (const j of renew) {
+        if (held.has(j.c.deliveryId)) j.deadline = sent + lease;
+        else this.#lose(j);
+      }
+    } finally {
+      this.#beating = false;
+    }
+  }
+
+  close(opts: CloseOptions = {}): Promise<void> {
+    this.#closePromise ??= this.#close(opts);
+    return this.#closePromise;
+  }
+
+  async #close(opts: CloseOptions): Promise<void> {
+    this.#closing = true;
+    this.wake();
+    await this.#loopDone;
+    const running = [...this.#jobs.values()];
+    if (running.length > 0) {
+      const finished = await waitUntil(
+        Promise.all(running.map((j) => j.done)),
+        opts.timeoutMs ?? this.#o.leaseDurationMs,
+        opts.signal,
+      );
+      if (!finished) {
+        for (const j of this.#jobs.values()) {
+          j.abandoned = true;
+          j.ctrl.abort(new ClosedError('subscription closed before the handler finished'));
+        }
+      }
+    }
+    clearInterval(this.#heartbeat);
+    this.#host.forget(this);
+    if (this.#releaseError !== undefined) throw this.#releaseError;
+  }
+
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+}
+
+/** Resolves true when `p` settles, false when `timeoutMs` passes or `signal` aborts first. */
+async function waitUntil(p: Promise<unknown>, timeoutMs: number, signal?: AbortSignal): Promise<boolean> {
+  if (signal?.aborted) return false;
+  let timer: NodeJS.Timeout | undefined;
+  let onAbort: (() => void) | undefined;
+  const giveUp = new Promise<boolean>((resolve) => {
+    timer = setTimeout(() => resolve(false), timeoutMs);
+    onAbort = () => resolve(false);
+    signal?.addEventListener('abort', onAbort, { once: true });
+  });
+  try {
+    return await Promise.race([p.then(() => true), giveUp]);
+  } finally {
+    clearTimeout(timer);
+    if (onAbort) signal?.removeEventListener('abort', onAbort);
+  }
+}

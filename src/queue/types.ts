@@ -1,0 +1,210 @@
+/**
+ * The shapes of `ferry/queue` (seed 003): messages, deliveries, the public
+ * `Queue` contract, and the `Store` SPI the generic engine is written against.
+ */
+import type { SubscribeOptions } from './options.js';
+
+/**
+ * A unit of data published to a topic. Seed 003 `Message`.
+ *
+ * `id` and `publishedAt` are filled in by `publish` when absent; `publish`
+ * returns the IDs it used and leaves the caller's object untouched.
+ */
+export interface Message {
+  /** Caller-chosen ID (at most `MAX_ID_LENGTH` characters), or a random UUID when absent. Publishing an ID that exists is a no-op. */
+  id?: string;
+  /** Topic name: 1–200 characters from `[A-Za-z0-9._-]`. */
+  topic: string;
+  /** Ordering key (at most `MAX_ID_LENGTH` characters). Messages with a key are delivered strictly in order per (topic, group, key). */
+  key?: string;
+  /** Opaque bytes, at most the queue's `maxPayloadBytes`. */
+  payload: Uint8Array;
+  /** Optional metadata, stored and delivered as given. */
+  headers?: Record<string, string>;
+  /** When the message was published; set by `publish` when absent. */
+  publishedAt?: Date;
+  /** Not handed out before this instant. At most the queue's retention ahead. */
+  deliverAt?: Date;
+}
+
+/** A message as stored: its ID and publish time are always known. */
+export interface StoredMessage extends Message {
+  id: string;
+  publishedAt: Date;
+}
+
+/** A message handed to one consumer group's handler. Seed 003 `Delivery`. */
+export interface Delivery extends StoredMessage {
+  /** Deterministic per (message, group) and stable across redeliveries: the deduplication key. See `deliveryId`. */
+  deliveryId: string;
+  /** The consumer group this delivery belongs to. */
+  group: string;
+  /** Which attempt this is, 1-based. Lost leases count as attempts. */
+  attempt: number;
+}
+
+/**
+ * Processes one delivery. Resolving acknowledges it; throwing (any value)
+ * schedules a retry with backoff; throwing `permanent(err)` dead-letters it at
+ * once. `signal` aborts when the subscription closes past its deadline or when
+ * the delivery's lease is lost to another consumer; after that the handler's
+ * outcome is discarded. Seed 003 `Handler`.
+ */
+export type Handler = (delivery: Delivery, signal: AbortSignal) => Promise<void>;
+
+/** Point-in-time counts of one consumer group's deliveries on a topic. Seed 003 `Stats`. */
+export interface QueueStats {
+  /** Waiting to be claimed: due, scheduled, in retry backoff, behind their key, or with an expired lease. */
+  pending: number;
+  /** Held by a consumer under an unexpired lease. */
+  leased: number;
+  /** Dead-lettered and not yet purged. */
+  dead: number;
+}
+
+/**
+ * Which messages a consumer group receives when it is registered for the first
+ * time; no effect on an existing group. `latest` (default): only messages
+ * published afterwards. `earliest`: also every message still retained on the
+ * topic, in publish order. Seed 003 `StartFrom`.
+ */
+export type StartFrom = 'latest' | 'earliest';
+
+/** Options of `Subscription.close` and `Queue.close`. */
+export interface CloseOptions {
+  /** Stop waiting for running handlers when this aborts. */
+  signal?: AbortSignal;
+  /** Stop waiting for running handlers after this many milliseconds. Default: the subscription's `leaseDurationMs`. */
+  timeoutMs?: number;
+}
+
+/** A running consumer. Seed 003 `Subscription`. */
+export interface Subscription extends AsyncDisposable {
+  /**
+   * Stops claiming, waits for running handlers until the deadline
+   * (`timeoutMs`, `signal`), then aborts the ones still running and keeps
+   * their leases (they are redelivered once the lease expires). Deliveries
+   * claimed but never started are released without spending an attempt.
+   * Rejects with the first release error, after finishing the rest. Idempotent.
+   */
+  close(opts?: CloseOptions): Promise<void>;
+}
+
+/** The contract every queue implementation satisfies. Seed 003 `Queue`. */
+export interface Queue extends AsyncDisposable {
+  /**
+   * Durably stores `msgs` and fans each one out to every group registered on
+   * its topic; resolves with the message IDs, in order. Idempotent by ID.
+   * Throws `InvalidNameError`, `PayloadTooLargeError`, `ScheduleTooFarError`
+   * or `RangeError` (ID/key too long) before storing anything, `ClosedError`
+   * after close, and the store's error after retrying a transient one 3 times.
+   */
+  publish(...msgs: Message[]): Promise<string[]>;
+  /**
+   * Registers `group` on `topic` (if new) and delivers its messages to
+   * `handler` until the subscription is closed. Throws `InvalidNameError`,
+   * `DeadLetterLoopError`, `RangeError` for a bad option, `NoLockerError` or
+   * `UnsupportedError` when the store cannot consume, `ClosedError`.
+   */
+  subscribe(topic: string, group: string, handler: Handler, opts?: SubscribeOptions): Promise<Subscription>;
+  /** Counts `group`'s deliveries on `topic`. Throws `InvalidNameError`. */
+  stats(topic: string, group: string): Promise<QueueStats>;
+  /** Checks that the backing store is reachable; rejects with its error. */
+  ping(): Promise<void>;
+  /** Closes every subscription (see `Subscription.close`), then the queue's own resources and store. Idempotent. */
+  close(opts?: CloseOptions): Promise<void>;
+}
+
+// ---------------------------------------------------------------------------
+// The Store SPI
+// ---------------------------------------------------------------------------
+
+/** One claim. Seed 003 `ClaimRequest`. */
+export interface ClaimRequest {
+  topic: string;
+  group: string;
+  /** Recorded as the holder, for debugging. */
+  runnerId: string;
+  /** Deliveries to lease at most (≥ 1). */
+  max: number;
+  /** Lease length in milliseconds, from the moment the store holds its write lock. */
+  leaseMs: number;
+  /** Cap on the group's unexpired leases across every instance; 0 means none. */
+  maxInFlight: number;
+}
+
+/** A delivery leased to one consumer. Seed 003 `Claimed`. */
+export interface Claimed {
+  /** Deterministic, see `deliveryId`. */
+  deliveryId: string;
+  /** Fences every write made under this claim. */
+  claimToken: string;
+  group: string;
+  /** 1-based attempt this claim represents; lost leases count. */
+  attempt: number;
+  message: StoredMessage;
+}
+
+/** How long finished rows are kept, in milliseconds. Seed 003 `PurgePolicy`. */
+export interface PurgePolicy {
+  /** Dead-lettered deliveries, counted from their death. */
+  deadRetentionMs: number;
+  /** Messages no delivery needs any more, counted from the later of their due time and their last delivery's end. */
+  ackedRetentionMs: number;
+}
+
+/**
+ * The storage SPI behind the generic engine (seed 003 `Store`, plus its
+ * optional `WakeSource` and `ConsumeChecker`). A store does storage only;
+ * `createStoreQueue` adds polling, concurrency, heartbeats, retries,
+ * dead-lettering and purging.
+ *
+ * Durations, never instants, cross this interface (milliseconds); each store
+ * turns them into deadlines on its own clock. Every write after `claim` is
+ * fenced on `Claimed.claimToken`: once the delivery was claimed again, an old
+ * token changes nothing and reports "not held".
+ */
+export interface Store {
+  /** Registers `group` on `topic`. When new and `startFrom` is `earliest`, creates deliveries for every retained message on the topic, in publish order. An existing group is left alone. */
+  ensureGroup(topic: string, group: string, startFrom: StartFrom): Promise<void>;
+  /** Stores messages (IDs and publish times set) and one pending delivery per group registered on each topic. Idempotent: existing messages and deliveries keep their state. */
+  append(msgs: StoredMessage[]): Promise<void>;
+  /**
+   * Leases up to `req.max` due deliveries in publish order, each with a new
+   * token and attempt + 1. Due: its `deliverAt` and retry backoff have passed
+   * or its lease expired, and, when keyed, no earlier delivery with the same
+   * key is pending or leased. Honours `req.maxInFlight`.
+   */
+  claim(req: ClaimRequest): Promise<Claimed[]>;
+  /** Completes deliveries in one round trip; resolves with the IDs still held (the rest are untouched). */
+  ack(cs: Claimed[]): Promise<string[]>;
+  /** Records a failed attempt and makes the delivery due again after `backoffMs`. False when not held. */
+  retry(c: Claimed, backoffMs: number, lastError: string): Promise<boolean>;
+  /** Records a failed attempt and dead-letters the delivery. False when not held. */
+  kill(c: Claimed, lastError: string): Promise<boolean>;
+  /** Renews leases for `leaseMs` from now; resolves with the IDs still held. */
+  extend(cs: Claimed[], leaseMs: number): Promise<string[]>;
+  /** Gives deliveries back, claimable at once, without spending an attempt. Stale tokens are ignored. */
+  release(cs: Claimed[]): Promise<void>;
+  /** Deletes up to `batch` rows of each kind that `policy` says have outlived their use; resolves with how many it removed. Never touches a pending or leased delivery. */
+  purge(policy: PurgePolicy, batch: number): Promise<number>;
+  /** Counts `group`'s deliveries on `topic`. */
+  stats(topic: string, group: string): Promise<QueueStats>;
+  /** Checks that the store is reachable. */
+  ping(): Promise<void>;
+  /** Releases the store's own resources (never a handle it borrowed). */
+  close(): Promise<void>;
+  /**
+   * Optional wake source: calls `wake(topic)` whenever any instance publishes
+   * to `topic`, until `signal` aborts. A latency optimisation only; polling
+   * finds every message anyway. Resolves when stopped.
+   */
+  listen?(signal: AbortSignal, wake: (topic: string) => void): Promise<void>;
+  /** Optional: throws (e.g. `NoLockerError`) when this store cannot consume safely. Called by `subscribe` before registering anything. */
+  canConsume?(): void | Promise<void>;
+  /**
+   * Optional: takes or renews the janitor role for `holder` for `ttlMs`;
+   * true when `holder` has it. Without it every instance purges.
+   */
+  acquireJanitor?(holder: string, ttlMs: number): Promise<boolean>;
+}
