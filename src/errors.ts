@@ -192,3 +192,10 @@ export class NoLockerError extends FerryError {
     super('ERR_NO_LOCKER', message);
   }
 }
+
+/** An offset passed to `ack` or `commit` names no record this queue handed out. */
+export class OffsetError extends FerryError {
+  constructor(message: string) {
+    super('ERR_OFFSET', message);
+  }
+}

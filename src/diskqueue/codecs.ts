@@ -1,0 +1,46 @@
+/**
+ * Codecs turn a value into a record's payload and back. A codec must not call
+ * back into the queue. `decode` gets a private copy of the bytes that stays
+ * valid only until the reader's next read; copy out of it to keep it longer.
+ */
+import { CodecError } from '../errors.js';
+
+/** Encodes values of type T to bytes and back; throw to refuse (it becomes a `CodecError`). */
+export interface Codec<T> {
+  encode(value: T): Uint8Array;
+  decode(bytes: Uint8Array): T;
+}
+
+const textEncoder = new TextEncoder();
+const textDecoder = new TextDecoder('utf-8', { fatal: true });
+
+/** Raw bytes. `decode` returns a copy, so the value outlives the next read. */
+const bytes: Codec<Uint8Array> = {
+  encode(value) {
+    if (!(value instanceof Uint8Array)) throw new CodecError('codecs.bytes encodes Uint8Array values only');
+    return value;
+  },
+  decode: (b) => b.slice(),
+};
+
+/** UTF-8 strings; invalid UTF-8 on read is a `CodecError`. */
+const utf8: Codec<string> = {
+  encode(value) {
+    if (typeof value !== 'string') throw new CodecError('codecs.utf8 encodes strings only');
+    return textEncoder.encode(value);
+  },
+  decode: (b) => textDecoder.decode(b),
+};
+
+/** Any JSON-serialisable value, as UTF-8 JSON text. */
+const json: Codec<unknown> = {
+  encode(value) {
+    const text = JSON.stringify(value);
+    if (text === undefined) throw new CodecError('value is not JSON-serialisable');
+    return textEncoder.encode(text);
+  },
+  decode: (b) => JSON.parse(textDecoder.decode(b)),
+};
+
+/** The codecs ferry ships: `bytes` (the default), `utf8` and `json`. */
+export const codecs = { bytes, utf8, json: json as Codec<any> };

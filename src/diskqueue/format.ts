@@ -1,0 +1,203 @@
+/**
+ * diskqueue on-disk format v1, byte for byte the Go diskqueue's (docs/FORMAT.md
+ * has the tables). Pure functions only: no file handles, so the framing can be
+ * tested and fuzzed on its own.
+ *
+ * A segment file is a 64-byte little-endian header followed by records; each
+ * record is `uvarint(len) ‖ payload ‖ xxhash64(payload)` (u64 LE, seed 0).
+ */
+import { xxh64 } from '../storage/xxhash.js';
+
+/** Header size in bytes; the data region starts here. */
+export const HEADER_SIZE = 64;
+/** The ASCII bytes `WALGOseg`. */
+export const MAGIC = new Uint8Array([0x57, 0x41, 0x4c, 0x47, 0x4f, 0x73, 0x65, 0x67]);
+export const FORMAT_VERSION = 1;
+/** Header flag bit 0: the segment was sized for one record larger than the store's segment size. */
+export const FLAG_OVERSIZED = 1;
+/** Bytes of checksum after each payload. */
+export const CHECKSUM_SIZE = 8;
+/** Segment sizes are multiples of this (a constant, not the host's page size). */
+export const SEGMENT_ALIGN = 4096;
+export const MIN_SEGMENT_SIZE = 4096;
+export const MAX_SEGMENT_SIZE = 2 ** 48 - 4096;
+export const DEFAULT_SEGMENT_SIZE = 8 * 1024 * 1024;
+/** Longest valid uvarint, in bytes. */
+export const MAX_UVARINT_BYTES = 10;
+/** Bytes of the enqueue-time stamp that `stampRecords` puts before a payload (u64 BE, Unix ns). */
+export const STAMP_SIZE = 8;
+
+// Header field offsets (docs/FORMAT.md, "Segment header").
+const OFF_COMMIT_CURSOR = 8;
+const OFF_WRITE_CURSOR = 16;
+const OFF_WRITTEN = 24;
+const OFF_COMMITTED = 32;
+const OFF_VERSION = 40;
+const OFF_FLAGS = 41;
+const OFF_CAPACITY = 42;
+const OFF_SEGMENT_SIZE = 50;
+const OFF_CHECKSUM = 56;
+
+/** The fields of a segment header. Cursors are file positions (header included). */
+export interface SegmentHeader {
+  commitCursor: number;
+  writeCursor: number;
+  writtenCount: number;
+  committedCount: number;
+  version: number;
+  flags: number;
+  /** Bytes in the data region. */
+  capacity: number;
+  /** The segment size the store was created with. */
+  segmentSize: number;
+}
+
+/** Why a header could not be trusted. */
+export type HeaderFault = 'short' | 'zero' | 'magic' | 'version' | 'checksum';
+
+export type HeaderResult =
+  | { ok: true; header: SegmentHeader }
+  | { ok: false; fault: HeaderFault; header?: SegmentHeader };
+
+/** Rounds a requested segment size to the format's rules (floor 4 KiB, multiple of 4096, cap 2^48−4096). */
+export function normalizeSegmentSize(requested: number): number {
+  const floored = Math.max(MIN_SEGMENT_SIZE, Math.floor(requested));
+  const rounded = Math.ceil(floored / SEGMENT_ALIGN) * SEGMENT_ALIGN;
+  return Math.min(rounded, MAX_SEGMENT_SIZE);
+}
+
+function getU64(view: DataView, at: number): number {
+  return Number(view.getBigUint64(at, true));
+}
+
+/** Encodes `h` into a new 64-byte header, checksum included. */
+export function encodeHeader(h: SegmentHeader, out = new Uint8Array(HEADER_SIZE)): Uint8Array {
+  const view = new DataView(out.buffer, out.byteOffset, HEADER_SIZE);
+  out.set(MAGIC, 0);
+  view.setBigUint64(OFF_COMMIT_CURSOR, BigInt(h.commitCursor), true);
+  view.setBigUint64(OFF_WRITE_CURSOR, BigInt(h.writeCursor), true);
+  view.setBigUint64(OFF_WRITTEN, BigInt(h.writtenCount), true);
+  view.setBigUint64(OFF_COMMITTED, BigInt(h.committedCount), true);
+  out[OFF_VERSION] = h.version;
+  out[OFF_FLAGS] = h.flags;
+  view.setBigUint64(OFF_CAPACITY, BigInt(h.capacity), true);
+  // u48 little-endian: low 32 bits, then high 16 bits.
+  view.setUint32(OFF_SEGMENT_SIZE, h.segmentSize % 2 ** 32, true);
+  view.setUint16(OFF_SEGMENT_SIZE + 4, Math.floor(h.segmentSize / 2 ** 32), true);
+  view.setBigUint64(OFF_CHECKSUM, xxh64(out.subarray(0, OFF_CHECKSUM)), true);
+  return out;
+}
+
+function readFields(buf: Uint8Array): SegmentHeader {
+  const view = new DataView(buf.buffer, buf.byteOffset, HEADER_SIZE);
+  return {
+    commitCursor: getU64(view, OFF_COMMIT_CURSOR),
+    writeCursor: getU64(view, OFF_WRITE_CURSOR),
+    writtenCount: getU64(view, OFF_WRITTEN),
+    committedCount: getU64(view, OFF_COMMITTED),
+    version: buf[OFF_VERSION]!,
+    flags: buf[OFF_FLAGS]!,
+    capacity: getU64(view, OFF_CAPACITY),
+    segmentSize: view.getUint32(OFF_SEGMENT_SIZE, true) + view.getUint16(OFF_SEGMENT_SIZE + 4, true) * 2 ** 32,
+  };
+}
+
+/**
+ * Decodes a header. A checksum failure with magic and version intact still
+ * returns the (untrusted) fields, since that is a torn rewrite to be repaired.
+ */
+export function decodeHeader(buf: Uint8Array): HeaderResult {
+  if (buf.length < HEADER_SIZE) return { ok: false, fault: 'short' };
+  if (buf.subarray(0, HEADER_SIZE).every((b) => b === 0)) return { ok: false, fault: 'zero' };
+  for (let i = 0; i < MAGIC.length; i++) if (buf[i] !== MAGIC[i]) return { ok: false, fault: 'magic' };
+  const header = readFields(buf);
+  if (header.version !== FORMAT_VERSION) return { ok: false, fault: 'version', header };
+  const view = new DataView(buf.buffer, buf.byteOffset, HEADER_SIZE);
+  if (view.getBigUint64(OFF_CHECKSUM, true) !== xxh64(buf.subarray(0, OFF_CHECKSUM))) {
+    return { ok: false, fault: 'checksum', header };
+  }
+  return { ok: true, header };
+}
+
+/** Bytes a uvarint of `n` takes. */
+export function uvarintSize(n: number): number {
+  let size = 1;
+  while (n >= 0x80) {
+    n = Math.floor(n / 128);
+    size++;
+  }
+  return size;
+}
+
+/** Framed size of a payload of `len` bytes: length prefix + payload + checksum. */
+export function frameSize(len: number): number {
+  return uvarintSize(len) + len + CHECKSUM_SIZE;
+}
+
+/** Writes the record framing `payload` into `out` at `at`; returns the framed size. */
+export function encodeRecord(payload: Uint8Array, out: Uint8Array, at: number): number {
+  let n = payload.length;
+  let p = at;
+  while (n >= 0x80) {
+    out[p++] = (n & 0x7f) | 0x80;
+    n = Math.floor(n / 128);
+  }
+  out[p++] = n;
+  out.set(payload, p);
+  p += payload.length;
+  new DataView(out.buffer, out.byteOffset).setBigUint64(p, xxh64(payload), true);
+  return p + CHECKSUM_SIZE - at;
+}
+
+/** A record's frame located in a buffer: where its payload starts and ends. */
+export interface RecordFrame {
+  payloadStart: number;
+  payloadEnd: number;
+  /** End of the whole record (after the checksum). */
+  end: number;
+}
+
+/**
+ * Reads a uvarint at `at` without trusting it. Returns the value and its size,
+ * `undefined` when `buf` ends inside it, or `null` when it is malformed (more
+ * than 10 bytes, or a value past 2^53, which no segment can hold).
+ */
+export function readUvarint(buf: Uint8Array, at: number, limit: number): { value: number; size: number } | undefined | null {
+  let value = 0;
+  let scale = 1;
+  for (let i = 0; i < MAX_UVARINT_BYTES; i++) {
+    if (at + i >= limit) return undefined;
+    const b = buf[at + i]!;
+    value += (b & 0x7f) * scale;
+    if (b < 0x80) return value > Number.MAX_SAFE_INTEGER ? null : { value, size: i + 1 };
+    scale *= 128;
+  }
+  return null;
+}
+
+/**
+ * Frames the record at `at`, whose data region ends at `limit` (the write
+ * cursor, relative to `buf`). `need` means `buf` holds too few bytes to tell;
+ * `length` means the length prefix is malformed or runs past `limit`, so the
+ * record boundaries behind it are lost too.
+ */
+export function frameRecord(
+  buf: Uint8Array,
+  at: number,
+  available: number,
+  limit: number,
+): RecordFrame | 'need' | 'length' {
+  const v = readUvarint(buf, at, Math.min(available, limit));
+  if (v === null) return 'length';
+  if (v === undefined) return available < limit ? 'need' : 'length';
+  const end = at + v.size + v.value + CHECKSUM_SIZE;
+  if (end > limit) return 'length';
+  if (end > available) return 'need';
+  return { payloadStart: at + v.size, payloadEnd: at + v.size + v.value, end };
+}
+
+/** Whether the checksum after the payload matches it. */
+export function checksumMatches(buf: Uint8Array, f: RecordFrame): boolean {
+  const stored = new DataView(buf.buffer, buf.byteOffset).getBigUint64(f.payloadEnd, true);
+  return stored === xxh64(buf.subarray(f.payloadStart, f.payloadEnd));
+}

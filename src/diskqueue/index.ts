@@ -1,0 +1,14 @@
+/**
+ * `ferry/diskqueue`: a typed, durable FIFO disk queue that doubles as a
+ * write-ahead log (seed 000). See docs/FORMAT.md for the bytes and
+ * docs/DURABILITY.md for what each kind of damage costs.
+ */
+export { DiskQueue } from './queue.js';
+export { Reader, type Reservation } from './reader.js';
+export { codecs, type Codec } from './codecs.js';
+export type { DiskQueueOptions } from './options.js';
+export { DEFAULT_MAX_SEGMENTS } from './options.js';
+export type { DiskQueueStats } from './stats.js';
+export { DEFAULT_SEGMENT_SIZE, HEADER_SIZE, FORMAT_VERSION } from './format.js';
+export { packOffset, unpackOffset } from './ledger.js';
+export * from '../errors.js';

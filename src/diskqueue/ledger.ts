@@ -1,0 +1,115 @@
+/**
+ * The ack ledger: every record the shared read cursor has passed but the
+ * commit cursor has not, in log order.
+ *
+ * A record enters when it is read (reserved, taken, skipped, or stepped past
+ * as damage) and is marked done by `ack`, `commit`, or at once for reads that
+ * retire themselves. The commit cursor only moves across the done prefix, so a
+ * record acknowledged out of order waits, never lost, behind an older
+ * reservation that is still out; a crash replays from the commit cursor.
+ *
+ * Offsets handed to callers are `(segment << 48) | position` as a bigint: the
+ * position of the record's first byte in its segment file. They survive
+ * reopen and order like the log.
+ */
+import type { Segment } from './segment.js';
+
+/** A record (or a run of damaged bytes) between the commit and read cursors. */
+export interface LedgerEntry {
+  seg: Segment;
+  start: number;
+  end: number;
+  /** Records it stands for: 1, or how many a damaged span cost. */
+  records: number;
+  done: boolean;
+}
+
+const SHIFT = 48n;
+const POS_MASK = (1n << SHIFT) - 1n;
+
+/** Packs a segment number and file position into an offset. */
+export function packOffset(seq: number, pos: number): bigint {
+  return (BigInt(seq) << SHIFT) | BigInt(pos);
+}
+
+/** Splits an offset into its segment number and file position. */
+export function unpackOffset(offset: bigint): { seq: number; pos: number } {
+  return { seq: Number(offset >> SHIFT), pos: Number(offset & POS_MASK) };
+}
+
+export class AckLedger {
+  private entries: LedgerEntry[] = [];
+  private head = 0;
+  private byOffset = new Map<bigint, LedgerEntry>();
+  /** Framed bytes of entries not yet done. */
+  inFlightBytes = 0;
+
+  get size(): number {
+    return this.entries.length - this.head;
+  }
+
+  add(e: LedgerEntry): void {
+    this.entries.push(e);
+    if (e.done) return;
+    this.byOffset.set(packOffset(e.seg.seq, e.start), e);
+    this.inFlightBytes += e.end - e.start;
+  }
+
+  /** Marks one record done. Returns false when no outstanding record starts at `offset`. */
+  ack(offset: bigint): boolean {
+    const e = this.byOffset.get(offset);
+    if (!e) return false;
+    this.finish(e, offset);
+    return true;
+  }
+
+  /** Marks every record starting at or before `offset` done; returns how many it marked. */
+  ackThrough(offset: bigint): number {
+    let n = 0;
+    for (let i = this.head; i < this.entries.length; i++) {
+      const e = this.entries[i]!;
+      const at = packOffset(e.seg.seq, e.start);
+      if (at > offset) break;
+      if (!e.done) {
+        this.finish(e, at);
+        n++;
+      }
+    }
+    return n;
+  }
+
+  /** Whether `offset` lies inside an entry still in the ledger (done or not). */
+  covers(offset: bigint): boolean {
+    if (this.size === 0) return false;
+    const first = this.entries[this.head]!;
+    const last = this.entries[this.entries.length - 1]!;
+    return offset >= packOffset(first.seg.seq, first.start) && offset < packOffset(last.seg.seq, last.end);
+  }
+
+  /** Removes and returns the done prefix, oldest first. */
+  takeDone(): LedgerEntry[] {
+    const out: LedgerEntry[] = [];
+    while (this.head < this.entries.length && this.entries[this.head]!.done) out.push(this.entries[this.head++]!);
+    if (this.head > 1024 && this.head * 2 > this.entries.length) {
+      this.entries = this.entries.slice(this.head);
+      this.head = 0;
+    }
+    return out;
+  }
+
+  /** Forgets everything (for rewind); returns the oldest entry, where reading resumes. */
+  clear(): LedgerEntry | undefined {
+    const first = this.entries[this.head];
+    this.entries = [];
+    this.head = 0;
+    this.byOffset.clear();
+    this.inFlightBytes = 0;
+    return first;
+  }
+
+  private finish(e: LedgerEntry, offset: bigint): void {
+    e.done = true;
+    this.byOffset.delete(offset);
+    this.inFlightBytes -= e.end - e.start;
+  }
+}

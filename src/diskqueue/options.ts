@@ -1,0 +1,80 @@
+/**
+ * Options of `DiskQueue.open`, each with its default (seed 000, "Sizing and
+ * limits" and "Durability").
+ */
+import type { FileSystem } from '../storage/fs.js';
+import type { Codec } from './codecs.js';
+import { DEFAULT_SEGMENT_SIZE, normalizeSegmentSize } from './format.js';
+
+export interface DiskQueueOptions<T> {
+  /** Turns values into payload bytes and back. Default: raw bytes (`codecs.bytes`). */
+  codec?: Codec<T>;
+  /**
+   * Data capacity of each segment file in bytes. Default 8 MiB; floored at
+   * 4 KiB, rounded up to a multiple of 4096, capped at 2^48−4096. Reopening a
+   * directory with another size rejects with `SegmentSizeMismatchError`.
+   */
+  segmentSize?: number;
+  /** Most segment files at once; past it `add` rejects with `FullError`. Default 32; 0 = unbounded. */
+  maxSegments?: number;
+  /** Cap on the backlog's framed bytes; past it `add` rejects with `FullError`. Default: none (0). */
+  maxBytes?: number;
+  /**
+   * 0 or 1 (default): every add and commit is durable before it resolves (two
+   * fdatasyncs, shared by concurrent callers: group commit). N > 1: flush once
+   * every N operations; up to N operations are exposed to a power cut.
+   */
+  syncEvery?: number;
+  /** With `syncEvery` > 1 or `noSync`: also flush on this timer (ms) while anything is unsynced. Default 0 = off. */
+  syncIntervalMs?: number;
+  /** Never flush except on `sync()` and `close()`. A killed process loses nothing; a power cut may. */
+  noSync?: boolean;
+  /** Most segment descriptors kept open for reading; older ones are closed and reopened on demand. Default 0 = no limit. */
+  maxOpenFiles?: number;
+  /** Prefix each payload with its enqueue time (8 bytes, BE Unix ns); readers report the wait as `lastAgeMs`. Default false. */
+  stampRecords?: boolean;
+  /** The file-system seam; tests pass a fault-injecting one. Default: the real file system. */
+  fs?: FileSystem;
+}
+
+/** Options with every default applied. */
+export interface ResolvedOptions<T> {
+  codec: Codec<T>;
+  segmentSize: number;
+  maxSegments: number;
+  maxBytes: number;
+  syncEvery: number;
+  syncIntervalMs: number;
+  noSync: boolean;
+  maxOpenFiles: number;
+  stampRecords: boolean;
+  fs: FileSystem;
+  /** True when every add and commit pays its own (shared) fsyncs. */
+  perOp: boolean;
+}
+
+export const DEFAULT_MAX_SEGMENTS = 32;
+
+function count(name: string, v: number | undefined, dflt: number): number {
+  if (v === undefined) return dflt;
+  if (!Number.isSafeInteger(v) || v < 0) throw new RangeError(`${name} must be a non-negative integer, got ${v}`);
+  return v;
+}
+
+export function resolveOptions<T>(o: DiskQueueOptions<T>, codec: Codec<T>, fs: FileSystem): ResolvedOptions<T> {
+  const syncEvery = count('syncEvery', o.syncEvery, 0);
+  const noSync = o.noSync ?? false;
+  return {
+    codec: o.codec ?? codec,
+    segmentSize: normalizeSegmentSize(count('segmentSize', o.segmentSize, DEFAULT_SEGMENT_SIZE)),
+    maxSegments: count('maxSegments', o.maxSegments, DEFAULT_MAX_SEGMENTS),
+    maxBytes: count('maxBytes', o.maxBytes, 0),
+    syncEvery,
+    syncIntervalMs: count('syncIntervalMs', o.syncIntervalMs, 0),
+    noSync,
+    maxOpenFiles: count('maxOpenFiles', o.maxOpenFiles, 0),
+    stampRecords: o.stampRecords ?? false,
+    fs: o.fs ?? fs,
+    perOp: !noSync && syncEvery <= 1,
+  };
+}

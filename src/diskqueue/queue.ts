@@ -1,0 +1,569 @@
+/**
+ * DiskQueue: a typed, durable FIFO queue on a directory of segment files, the
+ * Go diskqueue's format (seed 000). Writes go straight to the page cache from
+ * the event loop; every fdatasync runs on the thread pool.
+ *
+ * Durability (seed 000, "Durability"): under the per-op policy an add writes
+ * its record, joins a group commit (data fdatasync, header write, header
+ * fdatasync) and resolves once durable; concurrent adds share the fsyncs.
+ * Under batched policies an add writes record and header and resolves at once,
+ * and a flush runs every `syncEvery` operations, on a timer, on `sync()`, and
+ * on `close()`. Either way an add resolves only after its bytes reached the
+ * kernel, so a killed process never loses a resolved add.
+ *
+ * A failed fdatasync latches the queue: Linux reports a write-back error once
+ * and may then drop the pages, so a retry could claim durability it does not
+ * have. Every later add, commit and sync rejects with `IOError` (cause: the
+ * original error); reads, stats and close keep working.
+ */
+import { resolve as resolvePath } from 'node:path';
+import { nodeFileSystem, type FileSystem } from '../storage/fs.js';
+import type { DirectoryLock } from '../storage/lock.js';
+import {
+  ClosedError,
+  CodecError,
+  CorruptError,
+  FerryError,
+  FullError,
+  IOError,
+  RecordTooLargeError,
+} from '../errors.js';
+import { codecs, type Codec } from './codecs.js';
+import { resolveOptions, type DiskQueueOptions, type ResolvedOptions } from './options.js';
+import { encodeRecord, frameSize, HEADER_SIZE, STAMP_SIZE } from './format.js';
+import { Segment } from './segment.js';
+import { recover, type RecoveryCounts } from './recovery.js';
+import { GroupCommit } from './group-commit.js';
+import { AckLedger, packOffset } from './ledger.js';
+import { ReadCursor, type HeadRecord } from './read-cursor.js';
+import { Reader } from './reader.js';
+import type { DiskQueueStats } from './stats.js';
+import { Waiters } from './waiters.js';
+
+function asIOError(what: string, err: unknown): FerryError {
+  return err instanceof FerryError ? err : new IOError(`${what}: ${(err as Error)?.message ?? err}`, { cause: err });
+}
+
+/** A durable FIFO queue of `T` in one directory. Create with {@link DiskQueue.open}. */
+export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
+  /** @internal */ readonly opts: ResolvedOptions<T>;
+  /** @internal */ readonly segments: Segment[];
+  /** @internal */ readonly ledger = new AckLedger();
+  /** @internal */ readonly cursor: ReadCursor;
+  /** @internal */ readonly published = new Waiters();
+  /** @internal */ readonly freed = new Waiters();
+  /** @internal */ readonly counters: RecoveryCounts & { added: number; delivered: number; committed: number; unreclaimed: number; rejectedFull: number };
+
+  private readonly group: GroupCommit;
+  private scratch = new Uint8Array(4096);
+  private dirDirty = false;
+  private latched: unknown;
+  private closed = false;
+  private unsyncedBytes = 0;
+  private unsyncedOps = 0;
+  private headerWriteScheduled = false;
+  private timer: NodeJS.Timeout | undefined;
+  private zombies: Segment[] = [];
+
+  private constructor(
+    readonly dir: string,
+    opts: ResolvedOptions<T>,
+    private readonly lock: DirectoryLock,
+    segments: Segment[],
+    counts: RecoveryCounts,
+    events: CorruptError[],
+  ) {
+    this.opts = opts;
+    this.segments = segments;
+    this.counters = { ...counts, added: 0, delivered: 0, committed: 0, unreclaimed: 0, rejectedFull: 0 };
+    this.cursor = new ReadCursor(this, events);
+    this.group = new GroupCommit(() => this.flush());
+    if (!opts.perOp && opts.syncIntervalMs > 0) {
+      this.timer = setInterval(() => {
+        if (this.unsyncedBytes > 0 || this.unsyncedOps > 0) this.group.request().catch(() => {});
+      }, opts.syncIntervalMs);
+      this.timer.unref();
+    }
+  }
+
+  /**
+   * Opens (creating if needed) the queue in `dir`. Reads one header per
+   * segment and no records; damage is repaired or dropped and reported later,
+   * never thrown here.
+   *
+   * @throws LockedError another queue holds the directory.
+   * @throws SegmentSizeMismatchError the directory was created with another `segmentSize`.
+   * @throws IOError a segment could not be opened or read (nothing was deleted).
+   */
+  static async open<T = Uint8Array>(dir: string, options: DiskQueueOptions<T> = {}): Promise<DiskQueue<T>> {
+    const opts = resolveOptions(options, codecs.bytes as unknown as Codec<T>, nodeFileSystem);
+    const fs = opts.fs;
+    const abs = resolvePath(dir);
+    try {
+      fs.mkdirp(abs);
+    } catch (err) {
+      throw asIOError(`cannot create ${abs}`, err);
+    }
+    const lock = fs.lock(abs);
+    try {
+      const rec = recover(fs, abs, opts.segmentSize);
+      const q = new DiskQueue<T>(abs, opts, lock, rec.segments, rec.counts, rec.events);
+      q.dirDirty = rec.counts.corruptions + rec.counts.foreignSegments > 0;
+      q.reclaim();
+      if (rec.repaired.length > 0 || q.dirDirty) await q.group.request();
+      return q;
+    } catch (err) {
+      lock.release();
+      throw err;
+    }
+  }
+
+  // ---------------------------------------------------------------- adding
+
+  /**
+   * Appends one value. Resolves once the record is durable under the per-op
+   * policy, or once its bytes reached the kernel under a batched one.
+   *
+   * @throws FullError a segment or byte cap is reached; nothing changed.
+   * @throws RecordTooLargeError the record is larger than `maxBytes`.
+   * @throws CodecError the codec refused the value.
+   * @throws IOError a write or flush failed (after a failed fdatasync the queue is latched).
+   * @throws ClosedError the queue was closed.
+   */
+  async add(value: T): Promise<void> {
+    this.checkWritable();
+    const payload = this.encode(value);
+    this.place(payload, false);
+    await this.afterWrites(1);
+  }
+
+  /**
+   * Like {@link add}, but when the queue is full it waits for a commit to free
+   * space and tries again. `RecordTooLargeError` still rejects at once.
+   *
+   * @throws ClosedError the queue closed while waiting; the abort reason when `signal` aborts.
+   */
+  async addWait(value: T, opts: { signal?: AbortSignal } = {}): Promise<void> {
+    this.checkWritable();
+    const payload = this.encode(value);
+    for (;;) {
+      opts.signal?.throwIfAborted();
+      try {
+        this.place(payload, false);
+        break;
+      } catch (err) {
+        if (!(err instanceof FullError)) throw err;
+      }
+      await this.freed.wait(opts.signal, () => this.closedError());
+      this.checkWritable();
+    }
+    await this.afterWrites(1);
+  }
+
+  /**
+   * Appends values in order with one flush for all of them; resolves to the
+   * number placed (all of them). When it stops early it rejects with the error,
+   * whose `placed` tells how many leading values were placed, each durable.
+   */
+  async addBatch(values: Iterable<T>): Promise<number> {
+    this.checkWritable();
+    let placed = 0;
+    let stop: unknown;
+    for (const v of values) {
+      try {
+        this.place(this.encode(v), false);
+        placed++;
+      } catch (err) {
+        stop = err;
+        break;
+      }
+    }
+    if (placed > 0) {
+      try {
+        await this.afterWrites(placed);
+      } catch (err) {
+        stop = err;
+        placed = 0;
+      }
+    }
+    if (stop !== undefined) {
+      if (stop instanceof FullError || stop instanceof RecordTooLargeError) stop.placed = placed;
+      else if (stop instanceof FerryError) Object.assign(stop, { placed });
+      throw stop;
+    }
+    return placed;
+  }
+
+  /** @internal Encodes a value into its payload (stamp included). */
+  encode(value: T): Uint8Array {
+    let body: Uint8Array;
+    try {
+      body = this.opts.codec.encode(value);
+    } catch (err) {
+      throw err instanceof CodecError ? err : new CodecError(`codec refused the value: ${(err as Error)?.message ?? err}`, { cause: err });
+    }
+    if (!(body instanceof Uint8Array)) throw new CodecError('codec.encode must return a Uint8Array');
+    if (!this.opts.stampRecords) return body;
+    const out = new Uint8Array(STAMP_SIZE + body.length);
+    new DataView(out.buffer).setBigUint64(0, BigInt(Date.now()) * 1_000_000n, false);
+    out.set(body, STAMP_SIZE);
+    return out;
+  }
+
+  /**
+   * @internal Writes one record into the tail segment (rolling to a new one
+   * when it does not fit). Synchronous: the bytes are in the kernel on return.
+   * `bypassCaps` is for requeue, which must work on a full queue.
+   */
+  place(payload: Uint8Array, bypassCaps: boolean): void {
+    const size = frameSize(payload.length);
+    const { maxBytes, maxSegments, segmentSize } = this.opts;
+    if (maxBytes > 0 && size > maxBytes) {
+      throw new RecordTooLargeError(`record of ${size} framed bytes exceeds maxBytes ${maxBytes}`);
+    }
+    if (!bypassCaps && maxBytes > 0 && this.backlogBytes() + size > maxBytes) {
+      this.counters.rejectedFull++;
+      throw new FullError(`backlog would exceed maxBytes ${maxBytes}`);
+    }
+    let seg = this.tail();
+    if (!seg || seg.end + size > seg.limit) {
+      if (!bypassCaps && maxSegments > 0 && this.segments.length >= maxSegments) {
+        this.counters.rejectedFull++;
+        throw new FullError(`queue holds maxSegments ${maxSegments} segments`);
+      }
+      seg = this.roll(size > segmentSize ? size : segmentSize, size > segmentSize);
+    }
+    if (this.scratch.length < size) this.scratch = new Uint8Array(Math.max(size, this.scratch.length * 2));
+    encodeRecord(payload, this.scratch, 0);
+    try {
+      seg.handle(this.opts.fs).pwrite(this.scratch.subarray(0, size), seg.end, 'record');
+    } catch (err) {
+      throw asIOError(`record write to ${seg.path} failed`, err);
+    }
+    seg.end += size;
+    seg.endCount++;
+    seg.dataDirty = true;
+    this.counters.added++;
+    if (seg.oversized) seg.sealed = true;
+    if (this.opts.perOp) return;
+    try {
+      seg.writeHeader(this.opts.fs, seg.end, seg.endCount);
+    } catch (err) {
+      seg.end = seg.writeCursor;
+      seg.endCount = seg.writtenCount;
+      seg.headerDirty = true;
+      this.counters.added--;
+      throw asIOError(`header write to ${seg.path} failed`, err);
+    }
+    seg.writeCursor = seg.end;
+    seg.writtenCount = seg.endCount;
+    this.unsyncedBytes += size;
+    this.published.wakeAll();
+  }
+
+  /** The segment appends go to, if it can take more. */
+  private tail(): Segment | undefined {
+    const last = this.segments[this.segments.length - 1];
+    return last && !last.sealed ? last : undefined;
+  }
+
+  private roll(capacity: number, oversized: boolean): Segment {
+    const last = this.segments[this.segments.length - 1];
+    const seq = (last?.seq ?? 0) + 1;
+    let seg: Segment;
+    try {
+      seg = Segment.create(this.opts.fs, this.dir, seq, capacity, this.opts.segmentSize, oversized);
+    } catch (err) {
+      throw asIOError(`cannot create segment ${seq}`, err);
+    }
+    if (last) last.sealed = true;
+    this.segments.push(seg);
+    this.dirDirty = true;
+    return seg;
+  }
+
+  /** @internal Settles the durability of writes already placed. */
+  async afterWrites(ops: number): Promise<void> {
+    if (this.opts.perOp) {
+      await this.group.request();
+      return;
+    }
+    this.unsyncedOps += ops;
+    if (this.opts.syncEvery > 1 && this.unsyncedOps >= this.opts.syncEvery) await this.group.request();
+  }
+
+  // ------------------------------------------------------------- consuming
+
+  /** A new reader. Readers share one read cursor: each record goes to one of them. */
+  reader(): Reader<T> {
+    this.checkOpen();
+    return new Reader(this);
+  }
+
+  /**
+   * Returns every reserved but uncommitted record to the queue, as a reopen
+   * would. Never un-commits.
+   */
+  async rewind(): Promise<void> {
+    this.checkOpen();
+    this.cursor.rewind();
+    this.published.wakeAll();
+  }
+
+  /**
+   * @internal Moves the commit cursor across the acknowledged prefix, frees
+   * whole segments, and persists the cursor per the sync policy.
+   */
+  async retire(): Promise<void> {
+    const done = this.ledger.takeDone();
+    if (done.length === 0) return;
+    for (const e of done) {
+      e.seg.commitCursor = e.end;
+      e.seg.committedCount += e.records;
+      e.seg.headerDirty = true;
+      this.counters.committed += e.records;
+    }
+    this.reclaim();
+    this.freed.wakeAll();
+    if (this.latched !== undefined) throw this.latchedError();
+    if (this.opts.perOp) {
+      await this.group.request();
+      return;
+    }
+    this.scheduleHeaderWrite();
+    await this.afterWrites(1);
+  }
+
+  /** Under batched policies, commit headers of one event-loop turn share one write. */
+  private scheduleHeaderWrite(): void {
+    if (this.headerWriteScheduled) return;
+    this.headerWriteScheduled = true;
+    setImmediate(() => {
+      this.headerWriteScheduled = false;
+      if (this.closed) return;
+      try {
+        this.writeDirtyHeaders();
+      } catch {
+        // stays dirty; the next flush or close reports it
+      }
+    });
+  }
+
+  private writeDirtyHeaders(): Segment[] {
+    const written: Segment[] = [];
+    for (const s of this.segments) {
+      if (!s.headerDirty) continue;
+      s.writeHeader(this.opts.fs);
+      written.push(s);
+    }
+    return written;
+  }
+
+  /** Unlinks whole segments whose every record is committed. */
+  private reclaim(): void {
+    while (this.segments.length > 1 && this.segments[0]!.retired) {
+      const seg = this.segments.shift()!;
+      this.cursor.forget(seg);
+      seg.closeHandle();
+      this.zombies.push(seg);
+      this.dirDirty = true;
+    }
+    this.zombies = this.zombies.filter((seg) => {
+      try {
+        this.opts.fs.unlink(seg.path);
+        return false;
+      } catch (err) {
+        if ((err as NodeJS.ErrnoException)?.code === 'ENOENT') return false;
+        return true;
+      }
+    });
+    this.counters.unreclaimed = this.zombies.length;
+  }
+
+  // ------------------------------------------------------------- flushing
+
+  /**
+   * Makes every write and commit so far durable, under any policy.
+   *
+   * @throws IOError the flush failed, or the queue is latched.
+   */
+  async sync(): Promise<void> {
+    this.checkWritable();
+    await this.group.request();
+  }
+
+  /**
+   * One flush: data fdatasync of every dirty segment (and the directory), then
+   * the headers that publish pending records or commit moves, then their
+   * fdatasync. Records written while it runs wait for the next one.
+   */
+  private async flush(): Promise<void> {
+    if (this.latched !== undefined) throw this.latchedError();
+    const fs = this.opts.fs;
+    const pending = this.segments.filter((s) => s.end > s.writeCursor).map((s) => ({ s, end: s.end, count: s.endCount }));
+    const dataDirty = this.segments.filter((s) => s.dataDirty);
+    const dirDirty = this.dirDirty;
+    const unsyncedBytes = this.unsyncedBytes;
+    const unsyncedOps = this.unsyncedOps;
+    for (const s of dataDirty) s.dataDirty = false;
+    this.dirDirty = false;
+    try {
+      await Promise.all(dataDirty.map((s) => s.handle(fs).datasync('data')));
+      if (dirDirty) await fs.syncDir(this.dir);
+    } catch (err) {
+      this.latch(err);
+      this.rollBack();
+      throw this.latchedError();
+    }
+    // Header phase: publish what the data fsync covered, and persist commits.
+    const headers = new Set<Segment>();
+    try {
+      for (const p of pending) {
+        p.s.writeHeader(fs, p.end, p.count);
+        headers.add(p.s);
+      }
+      for (const s of this.writeDirtyHeaders()) headers.add(s);
+    } catch (err) {
+      this.rollBack();
+      for (const p of pending) p.s.headerDirty = true;
+      throw asIOError('header write failed', err);
+    }
+    for (const s of headers) s.dataDirty = false;
+    try {
+      await Promise.all([...headers].map((s) => s.handle(fs).datasync('header')));
+    } catch (err) {
+      this.latch(err);
+      this.rollBack();
+      throw this.latchedError();
+    }
+    for (const p of pending) {
+      p.s.writeCursor = Math.max(p.s.writeCursor, p.end);
+      p.s.writtenCount = Math.max(p.s.writtenCount, p.count);
+    }
+    this.unsyncedBytes -= unsyncedBytes;
+    this.unsyncedOps = Math.max(0, this.unsyncedOps - unsyncedOps);
+    if (pending.length) this.published.wakeAll();
+  }
+
+  /** Drops every written but unpublished record (their adds are all rejected). */
+  private rollBack(): void {
+    for (const s of this.segments) {
+      if (s.end > s.writeCursor) {
+        this.counters.added -= s.endCount - s.writtenCount;
+        s.end = s.writeCursor;
+        s.endCount = s.writtenCount;
+      }
+    }
+  }
+
+  private latch(err: unknown): void {
+    if (this.latched === undefined) this.latched = err;
+  }
+
+  private latchedError(): IOError {
+    const cause = this.latched;
+    return new IOError(`queue is latched after a failed fsync: ${(cause as Error)?.message ?? cause}`, { cause });
+  }
+
+  // ------------------------------------------------------------ lifecycle
+
+  /**
+   * Flushes, closes every file and releases the directory lock. Resolves once
+   * closed; rejects with `IOError` when the final flush failed or the queue was
+   * latched (it is closed all the same). Closing twice is a no-op.
+   */
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    clearInterval(this.timer);
+    this.published.closeAll();
+    this.freed.closeAll();
+    let failure: unknown;
+    await this.group.settled();
+    if (this.latched !== undefined) failure = this.latchedError();
+    else {
+      try {
+        await this.flush();
+      } catch (err) {
+        failure = err;
+      }
+    }
+    for (const s of this.segments) s.closeHandle();
+    this.lock.release();
+    if (failure !== undefined) throw asIOError('close: final flush failed', failure);
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+
+  /** A snapshot of gauges and counters; see {@link DiskQueueStats}. */
+  stats(): DiskQueueStats {
+    this.checkOpen();
+    let backlog = 0;
+    let diskBytes = 0;
+    for (const s of this.segments) {
+      backlog += s.writtenCount - s.committedCount;
+      diskBytes += s.diskBytes;
+    }
+    const c = this.counters;
+    return {
+      backlog,
+      backlogBytes: this.backlogBytes(),
+      maxBytes: this.opts.maxBytes,
+      inFlightBytes: this.ledger.inFlightBytes,
+      unsyncedBytes: this.opts.perOp ? 0 : this.unsyncedBytes,
+      segments: this.segments.length,
+      diskBytes,
+      added: c.added,
+      delivered: c.delivered,
+      committed: c.committed,
+      corruptions: c.corruptions,
+      lostBytes: c.lostBytes,
+      lostRecords: c.lostRecords,
+      lostSegments: c.lostSegments,
+      unreclaimed: c.unreclaimed,
+      foreignSegments: c.foreignSegments,
+      rejectedFull: c.rejectedFull,
+    };
+  }
+
+  /** Framed bytes written and not yet committed (pending publication included). */
+  private backlogBytes(): number {
+    let n = 0;
+    for (const s of this.segments) n += s.end - s.commitCursor;
+    return n;
+  }
+
+  /** @internal */
+  checkOpen(): void {
+    if (this.closed) throw this.closedError();
+  }
+
+  /** @internal */
+  closedError(): ClosedError {
+    return new ClosedError(`queue ${this.dir} is closed`);
+  }
+
+  /** @internal Throws when the queue is closed or latched. */
+  checkWritable(): void {
+    this.checkOpen();
+    if (this.latched !== undefined) throw this.latchedError();
+  }
+
+  /** @internal Offset of a head record. */
+  offsetOf(rec: HeadRecord): bigint {
+    return packOffset(rec.seg.seq, rec.start);
+  }
+
+  /** @internal The segment after `seg`, if any. */
+  nextSegment(seg: Segment): Segment | undefined {
+    const i = this.segments.indexOf(seg);
+    return i >= 0 ? this.segments[i + 1] : this.segments[0];
+  }
+
+  /** @internal */
+  get headerSize(): number {
+    return HEADER_SIZE;
+  }
+}

@@ -1,0 +1,202 @@
+/**
+ * The shared read cursor and its block buffer.
+ *
+ * Every reader of a queue reads through this one cursor, so each record goes
+ * to exactly one of them. Reads go through a block buffer holding a run of a
+ * segment (one pread per block rather than one per record); a record larger
+ * than the block gets a buffer of its own size, never more: its length was
+ * already checked against the segment's write cursor.
+ *
+ * Damage is stepped past by consuming reads only, and booked once: a span
+ * booked before a rewind is passed silently the second time.
+ */
+import { CorruptError, IOError } from '../errors.js';
+import { frameRecord, checksumMatches, readUvarint, CHECKSUM_SIZE, HEADER_SIZE, type RecordFrame } from './format.js';
+import type { Segment } from './segment.js';
+import type { DiskQueue } from './queue.js';
+import { packOffset } from './ledger.js';
+
+/** A record at the head: its bytes are valid until the next read through the cursor. */
+export interface HeadRecord {
+  seg: Segment;
+  start: number;
+  end: number;
+  payload: Uint8Array;
+}
+
+export type HeadResult = { kind: 'record'; rec: HeadRecord } | { kind: 'damage'; err: CorruptError };
+
+const BLOCK_SIZE = 1 << 20;
+
+interface Located {
+  buf: Uint8Array;
+  base: number;
+  frame: RecordFrame | 'damaged';
+}
+
+export class ReadCursor {
+  seg: Segment | undefined;
+  pos: number;
+  private block = new Uint8Array(BLOCK_SIZE);
+  private blockSeg: Segment | undefined;
+  private blockStart = 0;
+  private blockLen = 0;
+  private booked = new Set<string>();
+
+  constructor(
+    private readonly q: DiskQueue<any>,
+    /** Loss events found at open, reported by the next consuming reads. */
+    private readonly events: CorruptError[],
+  ) {
+    this.seg = q.segments[0];
+    this.pos = this.seg?.commitCursor ?? HEADER_SIZE;
+  }
+
+  /** The head record, without moving. Damage answers a `CorruptError` that books nothing. */
+  peek(): HeadResult | undefined {
+    return this.head(false);
+  }
+
+  /**
+   * The head record, for a consuming read: damage at the head is stepped past
+   * and booked (counted, entered in the ledger as done) before it is returned.
+   */
+  next(): HeadResult | undefined {
+    const ev = this.events.shift();
+    if (ev) return { kind: 'damage', err: ev };
+    return this.head(true);
+  }
+
+  /** Moves past `rec` and enters it in the ledger; returns its offset. */
+  advance(rec: HeadRecord, done: boolean): bigint {
+    this.q.ledger.add({ seg: rec.seg, start: rec.start, end: rec.end, records: 1, done });
+    rec.seg.readCount++;
+    this.pos = rec.end;
+    return packOffset(rec.seg.seq, rec.start);
+  }
+
+  /** Unread published records. */
+  unread(): number {
+    let n = 0;
+    for (const s of this.q.segments) n += s.writtenCount - s.readCount;
+    return n;
+  }
+
+  /** Goes back to the commit cursor; the ledger forgets every outstanding record. */
+  rewind(): void {
+    const first = this.q.ledger.clear();
+    if (!first) return;
+    let reset = false;
+    for (const s of this.q.segments) {
+      if (s === first.seg) reset = true;
+      if (reset) s.readCount = s.committedCount;
+    }
+    this.seg = first.seg;
+    this.pos = first.seg.commitCursor;
+  }
+
+  /** `seg` was reclaimed; drop references to it. */
+  forget(seg: Segment): void {
+    if (this.blockSeg === seg) this.blockSeg = undefined;
+    if (this.seg === seg) {
+      this.seg = this.q.nextSegment(seg);
+      this.pos = this.seg?.commitCursor ?? HEADER_SIZE;
+    }
+  }
+
+  /** Moves the cursor across segment ends; false when nothing published is left. */
+  private settle(): boolean {
+    this.seg ??= this.q.segments[0];
+    if (!this.seg) return false;
+    while (this.pos >= this.seg.writeCursor) {
+      // The tail, or a sealed segment still waiting for records to be published.
+      if (!this.seg.sealed || this.seg.end > this.seg.writeCursor) return false;
+      const next = this.q.nextSegment(this.seg);
+      if (!next) return false;
+      this.seg = next;
+      this.pos = HEADER_SIZE;
+    }
+    return true;
+  }
+
+  private head(consume: boolean): HeadResult | undefined {
+    for (;;) {
+      if (!this.settle()) return undefined;
+      const seg = this.seg!;
+      const at = this.locate(seg, this.pos);
+      const f = at.frame;
+      if (f !== 'damaged' && checksumMatches(at.buf, f)) {
+        return {
+          kind: 'record',
+          rec: { seg, start: this.pos, end: at.base + f.end, payload: at.buf.subarray(f.payloadStart, f.payloadEnd) },
+        };
+      }
+      if (f !== 'damaged' && f.payloadEnd > f.payloadStart) {
+        // The frame holds, only its payload is bad: one record lost.
+        const damage = this.damage(seg, this.pos, at.base + f.end, 1, 'checksum', consume);
+        if (damage) return damage;
+        continue;
+      }
+      // The length prefix is unusable (or an empty frame fails its checksum):
+      // record boundaries are gone for the rest of the segment.
+      const lost = Math.max(0, seg.writtenCount - seg.readCount);
+      const damage = this.damage(seg, this.pos, seg.writeCursor, lost, 'length', consume);
+      if (damage) return damage;
+    }
+  }
+
+  /** Books (when consuming) a damaged span and returns its error; undefined when it was booked before. */
+  private damage(seg: Segment, start: number, end: number, records: number, reason: string, consume: boolean): HeadResult | undefined {
+    const err = new CorruptError({ segment: seg.seq, position: start, reason, lostBytes: end - start, lostRecords: records });
+    if (!consume) return { kind: 'damage', err };
+    const key = `${seg.seq}:${start}`;
+    const fresh = !this.booked.has(key);
+    this.booked.add(key);
+    this.q.ledger.add({ seg, start, end, records, done: true });
+    seg.readCount += records;
+    this.pos = end;
+    if (!fresh) return undefined;
+    const c = this.q.counters;
+    c.corruptions++;
+    c.lostBytes += end - start;
+    c.lostRecords += records;
+    return { kind: 'damage', err };
+  }
+
+  /** Frames the record at `pos`, reading through the block buffer. */
+  private locate(seg: Segment, pos: number): Located {
+    const limit = seg.writeCursor;
+    if (this.blockSeg === seg && pos >= this.blockStart && pos < this.blockStart + this.blockLen) {
+      const f = frameRecord(this.block, pos - this.blockStart, this.blockLen, limit - this.blockStart);
+      if (f !== 'need') return this.located(this.block, this.blockStart, f);
+    }
+    const want = Math.min(this.block.length, limit - pos);
+    this.blockSeg = undefined;
+    const n = this.read(seg, this.block.subarray(0, want), pos);
+    this.blockSeg = seg;
+    this.blockStart = pos;
+    this.blockLen = n;
+    const f = frameRecord(this.block, 0, n, limit - pos);
+    if (f !== 'need') return this.located(this.block, pos, f);
+    if (n < want) return { buf: this.block, base: pos, frame: 'damaged' }; // file shorter than its cursor
+    // A record larger than the block: read it whole into its own buffer.
+    const v = readUvarint(this.block, 0, n)!;
+    const big = new Uint8Array(v.size + v.value + CHECKSUM_SIZE);
+    const m = this.read(seg, big, pos);
+    const g = frameRecord(big, 0, m, limit - pos);
+    return this.located(big, pos, g === 'need' ? 'length' : g);
+  }
+
+  private located(buf: Uint8Array, base: number, f: RecordFrame | 'length'): Located {
+    return { buf, base, frame: f === 'length' ? 'damaged' : f };
+  }
+
+  private read(seg: Segment, buf: Uint8Array, pos: number): number {
+    try {
+      return seg.handle(this.q.opts.fs).pread(buf, pos);
+    } catch (err) {
+      // Not damage: nothing is dropped and the cursor stays for a retry.
+      throw new IOError(`read of segment ${seg.seq} at ${pos} failed`, { cause: err });
+    }
+  }
+}

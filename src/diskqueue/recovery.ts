@@ -1,0 +1,198 @@
+/**
+ * Opening a directory: one header read per segment, and no record reads
+ * except for segments already known to be damaged (seed 000, "Crash recovery
+ * and corruption"). Damage never fails the open: it becomes a counted loss
+ * event, reported once by the next consuming read. An I/O or permission error
+ * does fail the open, and then nothing has been deleted.
+ *
+ * The work is two passes: a read-only survey (which can still refuse the open,
+ * e.g. on a segment-size mismatch), then the repairs it decided on.
+ */
+import { join } from 'node:path';
+import type { FileHandle, FileSystem } from '../storage/fs.js';
+import { listSegments, segmentFileName } from '../storage/segment-names.js';
+import { CorruptError, IOError, SegmentSizeMismatchError } from '../errors.js';
+import { decodeHeader, HEADER_SIZE, FLAG_OVERSIZED, type SegmentHeader, type HeaderFault } from './format.js';
+import { Segment, walkRecords } from './segment.js';
+
+/** Loss counters found at open. */
+export interface RecoveryCounts {
+  corruptions: number;
+  lostBytes: number;
+  lostRecords: number;
+  lostSegments: number;
+  foreignSegments: number;
+}
+
+export interface Recovered {
+  segments: Segment[];
+  /** One per loss event, to be thrown by the next consuming reads. */
+  events: CorruptError[];
+  counts: RecoveryCounts;
+  /** Writes the repairs need flushed before the open resolves. */
+  repaired: Segment[];
+}
+
+type Survey =
+  | { seq: number; fh: FileHandle; size: number; kind: 'ok'; header: SegmentHeader }
+  | { seq: number; fh: FileHandle; size: number; kind: 'torn'; header: SegmentHeader }
+  | { seq: number; fh: FileHandle; size: number; kind: 'empty' | 'bad' | 'foreign'; fault: HeaderFault | 'insane' };
+
+function sane(h: SegmentHeader, size: number): boolean {
+  const limit = HEADER_SIZE + h.capacity;
+  return (
+    h.capacity > 0 &&
+    h.writeCursor >= HEADER_SIZE &&
+    h.writeCursor <= limit &&
+    h.commitCursor >= HEADER_SIZE &&
+    h.commitCursor <= h.writeCursor &&
+    h.committedCount <= h.writtenCount &&
+    ((h.flags & FLAG_OVERSIZED) !== 0 || h.capacity === h.segmentSize) &&
+    size >= 0
+  );
+}
+
+function survey(fs: FileSystem, dir: string, seq: number): Survey {
+  const path = join(dir, segmentFileName(seq));
+  let fh: FileHandle;
+  try {
+    fh = fs.open(path, 'rw');
+  } catch (err) {
+    throw new IOError(`cannot open segment ${path}`, { cause: err });
+  }
+  try {
+    const size = fh.size();
+    const buf = new Uint8Array(HEADER_SIZE);
+    const n = fh.pread(buf, 0);
+    if (size === 0) return { seq, fh, size, kind: 'empty', fault: 'zero' };
+    const res = decodeHeader(buf.subarray(0, n));
+    if (res.ok) {
+      return sane(res.header, size)
+        ? { seq, fh, size, kind: 'ok', header: res.header }
+        : { seq, fh, size, kind: 'bad', fault: 'insane' };
+    }
+    if (res.fault === 'zero') return { seq, fh, size, kind: 'empty', fault: 'zero' };
+    if (res.fault === 'version') return { seq, fh, size, kind: 'foreign', fault: 'version' };
+    if (res.fault === 'checksum' && res.header) return { seq, fh, size, kind: 'torn', header: res.header };
+    return { seq, fh, size, kind: 'bad', fault: res.fault };
+  } catch (err) {
+    fh.close();
+    throw new IOError(`cannot read segment ${path}`, { cause: err });
+  }
+}
+
+/** Whether every byte of a file is zero (a segment created but never written). */
+function allZero(fh: FileHandle, size: number): boolean {
+  const buf = new Uint8Array(Math.min(size, 1 << 20));
+  for (let pos = 0; pos < size; pos += buf.length) {
+    const n = fh.pread(buf, pos);
+    for (let i = 0; i < n; i++) if (buf[i] !== 0) return false;
+    if (n === 0) break;
+  }
+  return true;
+}
+
+/**
+ * Loads every segment in `dir`. Throws {@link SegmentSizeMismatchError} or
+ * {@link IOError} before changing anything; otherwise repairs what it must and
+ * returns the live segments in order.
+ */
+export function recover(fs: FileSystem, dir: string, segmentSize: number): Recovered {
+  const surveyed: Survey[] = [];
+  try {
+    for (const seq of listSegments(fs.readdir(dir))) surveyed.push(survey(fs, dir, seq));
+    for (const s of surveyed) {
+      if (s.kind === 'ok' && s.header.segmentSize !== segmentSize) {
+        throw new SegmentSizeMismatchError(s.header.segmentSize, segmentSize);
+      }
+    }
+  } catch (err) {
+    for (const s of surveyed) s.fh.close();
+    throw err instanceof IOError || err instanceof SegmentSizeMismatchError ? err : new IOError(`cannot open ${dir}`, { cause: err });
+  }
+
+  const counts: RecoveryCounts = { corruptions: 0, lostBytes: 0, lostRecords: 0, lostSegments: 0, foreignSegments: 0 };
+  const events: CorruptError[] = [];
+  const segments: Segment[] = [];
+  const repaired: Segment[] = [];
+  let replayFromHere = false;
+  const drop = (s: Survey) => {
+    s.fh.close();
+    fs.unlink(join(dir, segmentFileName(s.seq)));
+  };
+
+  surveyed.forEach((s, i) => {
+    const last = i === surveyed.length - 1;
+    const path = join(dir, segmentFileName(s.seq));
+    if (s.kind === 'empty' || s.kind === 'bad') {
+      // A zero-length or all-zero last segment never held a record: its
+      // creation was cut short. Anywhere else, or with bytes in it, it is loss.
+      if (last && (s.kind === 'empty' || (s.fault === 'short' && allZero(s.fh, s.size)))) {
+        drop(s);
+        return;
+      }
+      counts.corruptions++;
+      counts.lostSegments++;
+      counts.lostBytes += s.size;
+      events.push(new CorruptError({ segment: s.seq, position: 0, reason: `segment-${s.fault}`, lostBytes: s.size }));
+      drop(s);
+      return;
+    }
+    if (s.kind === 'foreign') {
+      counts.foreignSegments++;
+      drop(s);
+      return;
+    }
+    if (s.kind !== 'ok' && s.kind !== 'torn') return;
+    const h = s.header;
+    const fileLimit = Math.min(s.size, HEADER_SIZE + h.capacity);
+    if (s.kind === 'torn') {
+      // Only the header was lost: rebuild it from the records, which vouch for
+      // themselves. The commit position cannot be rebuilt, so replay from here.
+      const capacity = Math.max(0, s.size - HEADER_SIZE);
+      const walk = walkRecords(s.fh, HEADER_SIZE, HEADER_SIZE + capacity);
+      const oversized = capacity !== segmentSize;
+      const seg = new Segment(s.seq, path, s.fh, capacity, oversized ? FLAG_OVERSIZED : 0, segmentSize, walk.end, walk.count, HEADER_SIZE, 0);
+      seg.headerDirty = true;
+      seg.sealed = !last;
+      repaired.push(seg);
+      segments.push(seg);
+      replayFromHere = true;
+      counts.corruptions++;
+      events.push(new CorruptError({ segment: s.seq, position: 0, reason: 'header-rebuilt', lostBytes: 0, lostRecords: 0 }));
+      return;
+    }
+    const seg = new Segment(s.seq, path, s.fh, h.capacity, h.flags, h.segmentSize, h.writeCursor, h.writtenCount, h.commitCursor, h.committedCount);
+    seg.sealed = !last;
+    if (s.size < h.writeCursor) {
+      // Truncated underneath us: keep what survives, count what does not.
+      const walk = walkRecords(s.fh, HEADER_SIZE, fileLimit);
+      const lostRecords = Math.max(0, h.writtenCount - walk.count);
+      const lostBytes = h.writeCursor - walk.end;
+      seg.writeCursor = seg.end = walk.end;
+      seg.writtenCount = seg.endCount = walk.count;
+      if (seg.commitCursor > walk.end) {
+        seg.commitCursor = walk.end;
+        seg.committedCount = walk.count;
+      }
+      seg.committedCount = Math.min(seg.committedCount, walk.count);
+      seg.readCount = seg.committedCount;
+      seg.sealed = true;
+      seg.headerDirty = true;
+      repaired.push(seg);
+      counts.corruptions++;
+      counts.lostBytes += lostBytes;
+      counts.lostRecords += lostRecords;
+      events.push(new CorruptError({ segment: s.seq, position: walk.end, reason: 'truncated', lostBytes, lostRecords }));
+    }
+    if (replayFromHere && seg.commitCursor !== HEADER_SIZE) {
+      seg.commitCursor = HEADER_SIZE;
+      seg.committedCount = 0;
+      seg.readCount = 0;
+      seg.headerDirty = true;
+      repaired.push(seg);
+    }
+    segments.push(seg);
+  });
+  return { segments, events, counts, repaired };
+}

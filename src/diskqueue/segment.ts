@@ -1,0 +1,186 @@
+/**
+ * One segment file and its in-memory state.
+ *
+ * Three positions per segment, all file positions (header included):
+ * - `end`/`endCount`: record bytes that reached the kernel. Under the per-op
+ *   policy these run ahead of the published cursor until a group commit
+ *   publishes them; under batched policies they equal it.
+ * - `writeCursor`/`writtenCount`: published records, the ones readers see and
+ *   the header names.
+ * - `commitCursor`/`committedCount`: records retired by consumers.
+ */
+import type { FileHandle, FileSystem } from '../storage/fs.js';
+import { segmentFileName } from '../storage/segment-names.js';
+import { join } from 'node:path';
+import {
+  HEADER_SIZE,
+  FORMAT_VERSION,
+  FLAG_OVERSIZED,
+  encodeHeader,
+  frameRecord,
+  checksumMatches,
+  readUvarint,
+  CHECKSUM_SIZE,
+  MAX_UVARINT_BYTES,
+  type SegmentHeader,
+} from './format.js';
+
+export class Segment {
+  /** Set when no further records may be appended (a later segment exists, or it is damaged). */
+  sealed = false;
+  /** Bytes written since its last completed fdatasync. */
+  dataDirty = false;
+  /** The in-memory header differs from the file's. */
+  headerDirty = false;
+  /** Records consumed from this segment by the read cursor (for loss accounting). */
+  readCount: number;
+  end: number;
+  endCount: number;
+
+  constructor(
+    readonly seq: number,
+    readonly path: string,
+    public fh: FileHandle | undefined,
+    readonly capacity: number,
+    readonly flags: number,
+    readonly segmentSize: number,
+    public writeCursor: number,
+    public writtenCount: number,
+    public commitCursor: number,
+    public committedCount: number,
+  ) {
+    this.end = writeCursor;
+    this.endCount = writtenCount;
+    this.readCount = committedCount;
+  }
+
+  /** File position one past the data region. */
+  get limit(): number {
+    return HEADER_SIZE + this.capacity;
+  }
+
+  /** Bytes the file occupies on disk (header + preallocated data region). */
+  get diskBytes(): number {
+    return HEADER_SIZE + this.capacity;
+  }
+
+  get oversized(): boolean {
+    return (this.flags & FLAG_OVERSIZED) !== 0;
+  }
+
+  /** Every published record is committed, and nothing more can be appended. */
+  get retired(): boolean {
+    return this.sealed && this.commitCursor >= this.writeCursor && this.end === this.writeCursor;
+  }
+
+  /** The header as it should read with `writeCursor`/`writtenCount` published. */
+  header(writeCursor = this.writeCursor, writtenCount = this.writtenCount): SegmentHeader {
+    return {
+      commitCursor: this.commitCursor,
+      writeCursor,
+      writtenCount,
+      committedCount: this.committedCount,
+      version: FORMAT_VERSION,
+      flags: this.flags,
+      capacity: this.capacity,
+      segmentSize: this.segmentSize,
+    };
+  }
+
+  handle(fs: FileSystem): FileHandle {
+    this.fh ??= fs.open(this.path, 'rw');
+    return this.fh;
+  }
+
+  /** Writes the header naming `writeCursor`/`writtenCount` as published. */
+  writeHeader(fs: FileSystem, writeCursor = this.writeCursor, writtenCount = this.writtenCount): void {
+    this.handle(fs).pwrite(encodeHeader(this.header(writeCursor, writtenCount)), 0, 'header');
+    this.headerDirty = false;
+    this.dataDirty = true;
+  }
+
+  closeHandle(): void {
+    const fh = this.fh;
+    this.fh = undefined;
+    fh?.close();
+  }
+
+  /**
+   * Creates a new, preallocated segment file. A full file system fails here
+   * (the allocation), not later in the middle of a record; the partial file is
+   * removed before the error is rethrown.
+   */
+  static create(fs: FileSystem, dir: string, seq: number, capacity: number, segmentSize: number, oversized: boolean): Segment {
+    const path = join(dir, segmentFileName(seq));
+    const fh = fs.open(path, 'create');
+    const seg = new Segment(seq, path, fh, capacity, oversized ? FLAG_OVERSIZED : 0, segmentSize, HEADER_SIZE, 0, HEADER_SIZE, 0);
+    try {
+      fh.allocate(HEADER_SIZE + capacity);
+      seg.writeHeader(fs);
+    } catch (err) {
+      try {
+        fh.close();
+        fs.unlink(path);
+      } catch {
+        // the original failure is the one worth reporting
+      }
+      throw err;
+    }
+    return seg;
+  }
+}
+
+/** What a checksum-verified walk of a data region found. */
+export interface WalkResult {
+  /** End of the last intact record. */
+  end: number;
+  /** Intact records from the start of the walk. */
+  count: number;
+}
+
+const WALK_BLOCK = 1 << 20;
+
+/**
+ * Walks records from `from` up to `limit` (both file positions), verifying
+ * each checksum, and stops at the first record that is damaged, runs past the
+ * limit, or is preallocated slack. Bounded: it reads at most `limit - from`
+ * bytes and never allocates more than the largest record that fits.
+ */
+export function walkRecords(fh: FileHandle, from: number, limit: number): WalkResult {
+  let pos = from;
+  let count = 0;
+  let buf = new Uint8Array(Math.min(WALK_BLOCK, Math.max(0, limit - from)));
+  let bufStart = pos;
+  let bufLen = 0;
+  while (pos < limit) {
+    if (pos < bufStart || pos >= bufStart + bufLen) {
+      bufStart = pos;
+      bufLen = fh.pread(buf.subarray(0, Math.min(buf.length, limit - pos)), pos);
+      if (bufLen === 0) break;
+    }
+    const f = frameRecord(buf, pos - bufStart, bufLen, limit - bufStart);
+    if (f === 'length') break;
+    if (f === 'need') {
+      // The record runs past the buffer: reload from its start, growing the
+      // buffer once if the record alone is larger than it.
+      if (pos === bufStart) {
+        const whole = frameLengthAt(fh, pos);
+        if (whole === undefined || whole > limit - pos) break;
+        buf = new Uint8Array(whole);
+      }
+      bufLen = 0;
+      continue;
+    }
+    if (!checksumMatches(buf, f)) break; // damage, or zero-filled slack (an empty frame with a zero checksum)
+    pos = bufStart + f.end;
+    count++;
+  }
+  return { end: pos, count };
+}
+
+/** Framed length of the record at `pos`, from its length prefix alone. */
+function frameLengthAt(fh: FileHandle, pos: number): number | undefined {
+  const head = new Uint8Array(MAX_UVARINT_BYTES);
+  const v = readUvarint(head, 0, fh.pread(head, pos));
+  return v ? v.size + v.value + CHECKSUM_SIZE : undefined;
+}

@@ -1,0 +1,38 @@
+/**
+ * The plain object `DiskQueue.stats()` returns (seed 000, "Observability").
+ * Byte figures are bytes; counters are since open unless noted.
+ */
+export interface DiskQueueStats {
+  /** Records added and not yet committed (unread plus in flight). */
+  backlog: number;
+  /** Framed bytes of those records. */
+  backlogBytes: number;
+  /** The `maxBytes` cap, 0 when there is none. */
+  maxBytes: number;
+  /** Framed bytes reserved but not yet acknowledged. */
+  inFlightBytes: number;
+  /** Bytes a power cut would cost now (always 0 under the per-op policy). */
+  unsyncedBytes: number;
+  /** Segment files in the directory. */
+  segments: number;
+  /** Bytes those files occupy (headers plus preallocated data regions). */
+  diskBytes: number;
+  /** Records added since open. */
+  added: number;
+  /** Records handed to readers since open. */
+  delivered: number;
+  /** Records retired by commit or ack since open. */
+  committed: number;
+  /** Loss events: each was or will be reported by exactly one `CorruptError`. */
+  corruptions: number;
+  lostBytes: number;
+  lostRecords: number;
+  /** Whole segment files dropped as unreadable. */
+  lostSegments: number;
+  /** Fully committed segments whose unlink failed; climbing means disk is not being freed. */
+  unreclaimed: number;
+  /** Segments of an unknown format version, dropped at open. */
+  foreignSegments: number;
+  /** Adds refused with `FullError` since open. */
+  rejectedFull: number;
+}

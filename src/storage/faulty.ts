@@ -1,0 +1,277 @@
+/**
+ * A fault-injecting, in-memory {@link FileSystem} for tests.
+ *
+ * Every file keeps two images: what a reader sees now, and what survived the
+ * last completed `datasync`. Directory entries likewise keep the set that
+ * survived the last `syncDir`. {@link FaultyFileSystem.powerCut} throws away
+ * everything not covered by a completed sync, which is what a power cut does to
+ * a real disk with a volatile page cache. Any named step can be made to fail
+ * with `EIO`, `ENOSPC`, or a short write, once or every time.
+ */
+import { dirname } from 'node:path';
+import { LockedError } from '../errors.js';
+import type { DirectoryLock } from './lock.js';
+import type { FileHandle, FileSystem, OpenMode, SyncStep, WriteStep } from './fs.js';
+
+/** Steps that can be failed. Writes and syncs are named by what they carry. */
+export type FaultStep =
+  | `write:${WriteStep}`
+  | `sync:${SyncStep}`
+  | 'sync:dir'
+  | 'read'
+  | 'open'
+  | 'unlink';
+
+/** A rule that makes matching steps fail. */
+export interface Fault {
+  step: FaultStep;
+  /** `short` writes half the buffer, then fails with ENOSPC. */
+  error: 'EIO' | 'ENOSPC' | 'EACCES' | 'short';
+  /** Let this many matching steps succeed first (default 0). */
+  after?: number;
+  /** How many matching steps fail (default 1; `Infinity` for all). */
+  times?: number;
+  /** Only steps on paths containing this text. */
+  path?: string;
+}
+
+function sysError(code: string, syscall: string, path: string): NodeJS.ErrnoException {
+  const err = new Error(`${code}: ${syscall} ${path} (injected)`) as NodeJS.ErrnoException;
+  err.code = code;
+  err.syscall = syscall;
+  err.path = path;
+  return err;
+}
+
+class Inode {
+  data = new Uint8Array(0);
+  size = 0;
+  durable = new Uint8Array(0);
+
+  ensure(len: number): void {
+    if (len <= this.data.length) return;
+    const next = new Uint8Array(Math.max(len, this.data.length * 2, 4096));
+    next.set(this.data.subarray(0, this.size));
+    this.data = next;
+  }
+
+  setSize(len: number): void {
+    this.ensure(len);
+    if (len < this.size) this.data.fill(0, len, this.size);
+    this.size = len;
+  }
+}
+
+interface Rule extends Fault {
+  seen: number;
+  fired: number;
+}
+
+/** The in-memory, fault-injecting file system. */
+export class FaultyFileSystem implements FileSystem {
+  private names = new Map<string, Inode>();
+  private durableNames = new Map<string, Inode>();
+  private dirs = new Set<string>();
+  private locks = new Set<string>();
+  private rules: Rule[] = [];
+  private epoch = 0;
+  /** Every step in order, e.g. `write:record data.00000001@64+17`. */
+  readonly trace: string[] = [];
+  /** Total space in bytes; writes and allocations past it fail with ENOSPC. */
+  capacity = Infinity;
+
+  /** Adds a fault rule. */
+  inject(fault: Fault): this {
+    this.rules.push({ after: 0, times: 1, ...fault, seen: 0, fired: 0 });
+    return this;
+  }
+
+  /** Removes every fault rule. */
+  clearFaults(): void {
+    this.rules = [];
+  }
+
+  /** Bytes in use by every file that currently has a name. */
+  usedBytes(): number {
+    let n = 0;
+    for (const ino of new Set(this.names.values())) n += ino.size;
+    return n;
+  }
+
+  /**
+   * Simulates a power cut: every byte and every name not covered by a completed
+   * sync is gone, locks are dropped, and handles opened before it fail with EBADF.
+   */
+  powerCut(): void {
+    this.epoch++;
+    this.locks.clear();
+    const survivors = new Map<string, Inode>();
+    for (const [name, ino] of this.durableNames) {
+      const fresh = new Inode();
+      fresh.setSize(ino.durable.length);
+      fresh.data.set(ino.durable);
+      fresh.durable = ino.durable.slice();
+      survivors.set(name, fresh);
+    }
+    this.names = survivors;
+    this.durableNames = new Map(survivors);
+  }
+
+  /** Simulates a killed process: the page cache survives, only locks and handles go. */
+  processCrash(): void {
+    this.epoch++;
+    this.locks.clear();
+  }
+
+  /** Current contents of a file (a copy), or undefined. */
+  readFile(path: string): Uint8Array | undefined {
+    const ino = this.names.get(path);
+    return ino?.data.slice(0, ino.size);
+  }
+
+  /** Replaces a file's contents now, durably (for damage tests). */
+  writeFile(path: string, bytes: Uint8Array): void {
+    let ino = this.names.get(path);
+    if (!ino) {
+      ino = new Inode();
+      this.names.set(path, ino);
+      this.durableNames.set(path, ino);
+      this.dirs.add(dirname(path));
+    }
+    ino.setSize(bytes.length);
+    ino.data.set(bytes);
+    ino.durable = bytes.slice();
+  }
+
+  /** Removes a name now (as another process's `rm` would). */
+  remove(path: string): void {
+    this.names.delete(path);
+    this.durableNames.delete(path);
+  }
+
+  /** Checks the rules for `step`; throws when one fires. Returns 'short' for a short write. */
+  private check(step: FaultStep, path: string, syscall: string): 'short' | undefined {
+    this.trace.push(`${step} ${path.slice(path.lastIndexOf('/') + 1)}`);
+    for (const r of this.rules) {
+      if (r.step !== step || (r.path !== undefined && !path.includes(r.path))) continue;
+      r.seen++;
+      if (r.seen <= (r.after ?? 0) || r.fired >= (r.times ?? 1)) continue;
+      r.fired++;
+      if (r.error === 'short') return 'short';
+      throw sysError(r.error, syscall, path);
+    }
+    return undefined;
+  }
+
+  private growBy(ino: Inode, end: number, path: string): void {
+    if (end <= ino.size) return;
+    if (this.usedBytes() + (end - ino.size) > this.capacity) throw sysError('ENOSPC', 'write', path);
+  }
+
+  open(path: string, mode: OpenMode): FileHandle {
+    this.check('open', path, 'open');
+    if (!this.dirs.has(dirname(path))) throw sysError('ENOENT', 'open', path);
+    let ino = this.names.get(path);
+    if (mode === 'create') {
+      if (ino) throw sysError('EEXIST', 'open', path);
+      ino = new Inode();
+      this.names.set(path, ino);
+    } else if (!ino) {
+      throw sysError('ENOENT', 'open', path);
+    }
+    return this.handle(path, ino, mode === 'r');
+  }
+
+  private handle(path: string, ino: Inode, readOnly: boolean): FileHandle {
+    const epoch = this.epoch;
+    const live = (syscall: string) => {
+      if (epoch !== this.epoch) throw sysError('EBADF', syscall, path);
+    };
+    return {
+      path,
+      pwrite: (buf, position, step) => {
+        live('pwrite');
+        if (readOnly) throw sysError('EBADF', 'pwrite', path);
+        const short = this.check(`write:${step}`, path, 'pwrite');
+        const n = short ? buf.length >> 1 : buf.length;
+        this.growBy(ino, position + n, path);
+        ino.ensure(position + n);
+        ino.data.set(buf.subarray(0, n), position);
+        if (position + n > ino.size) ino.size = position + n;
+        if (short) throw sysError('ENOSPC', 'pwrite', path);
+      },
+      pread: (buf, position) => {
+        live('pread');
+        this.check('read', path, 'pread');
+        if (position >= ino.size) return 0;
+        const n = Math.min(buf.length, ino.size - position);
+        buf.set(ino.data.subarray(position, position + n));
+        return n;
+      },
+      size: () => {
+        live('fstat');
+        return ino.size;
+      },
+      datasync: async (step) => {
+        live('fdatasync');
+        await Promise.resolve();
+        this.check(`sync:${step}`, path, 'fdatasync');
+        if (epoch !== this.epoch) throw sysError('EBADF', 'fdatasync', path);
+        ino.durable = ino.data.slice(0, ino.size);
+      },
+      truncate: (length) => {
+        live('ftruncate');
+        this.growBy(ino, length, path);
+        ino.setSize(length);
+      },
+      allocate: (length) => {
+        live('fallocate');
+        this.check('write:allocate', path, 'fallocate');
+        this.growBy(ino, length, path);
+        if (length > ino.size) ino.setSize(length);
+      },
+      close: () => {},
+    };
+  }
+
+  readdir(dir: string): string[] {
+    if (!this.dirs.has(dir)) throw sysError('ENOENT', 'scandir', dir);
+    const out: string[] = [];
+    for (const name of this.names.keys()) if (dirname(name) === dir) out.push(name.slice(dir.length + 1));
+    return out;
+  }
+
+  mkdirp(dir: string): void {
+    this.dirs.add(dir);
+  }
+
+  unlink(path: string): void {
+    this.check('unlink', path, 'unlink');
+    if (!this.names.delete(path)) throw sysError('ENOENT', 'unlink', path);
+  }
+
+  rename(from: string, to: string): void {
+    const ino = this.names.get(from);
+    if (!ino) throw sysError('ENOENT', 'rename', from);
+    this.names.delete(from);
+    this.names.set(to, ino);
+  }
+
+  async syncDir(dir: string): Promise<void> {
+    await Promise.resolve();
+    this.check('sync:dir', dir, 'fsync');
+    for (const name of [...this.durableNames.keys()]) if (dirname(name) === dir) this.durableNames.delete(name);
+    for (const [name, ino] of this.names) if (dirname(name) === dir) this.durableNames.set(name, ino);
+  }
+
+  lock(dir: string): DirectoryLock {
+    if (this.locks.has(dir)) throw new LockedError(`${dir} is locked by another queue`);
+    this.locks.add(dir);
+    const epoch = this.epoch;
+    return {
+      release: () => {
+        if (epoch === this.epoch) this.locks.delete(dir);
+      },
+    };
+  }
+}

@@ -1,0 +1,144 @@
+/**
+ * The file-system seam: the only way ferry's disk formats touch files.
+ *
+ * Writes and reads are synchronous (they copy into or out of the page cache
+ * and return quickly); every flush to stable storage (`datasync`, `syncDir`) is
+ * asynchronous and runs on libuv's thread pool, never on the event loop's
+ * thread. Each call carries the name of the step it performs (`record`,
+ * `header`, …) so the fault-injecting double in `faulty.ts` can fail one named
+ * step, and a trace can show the order of steps.
+ */
+import * as fs from 'node:fs';
+import { dirname } from 'node:path';
+import { lockDirectory, type DirectoryLock } from './lock.js';
+
+/** The named steps a write or sync performs; used for fault injection and tracing. */
+export type WriteStep = 'record' | 'header' | 'allocate' | 'cursor';
+export type SyncStep = 'data' | 'header' | 'file';
+
+/** An open file. Positions and lengths are bytes. */
+export interface FileHandle {
+  readonly path: string;
+  /** Writes all of `buf` at `position`; throws the system error on failure (a short write then throws). */
+  pwrite(buf: Uint8Array, position: number, step: WriteStep): void;
+  /** Reads up to `buf.length` bytes at `position`; returns how many were read (0 at end of file). */
+  pread(buf: Uint8Array, position: number): number;
+  /** Current file length in bytes. */
+  size(): number;
+  /** fdatasync on the thread pool. */
+  datasync(step: SyncStep): Promise<void>;
+  /** Sets the file length. */
+  truncate(length: number): void;
+  /**
+   * Reserves `[0, length)` on disk so later writes in that range cannot fail for
+   * lack of space; throws `ENOSPC` now instead.
+   */
+  allocate(length: number): void;
+  close(): void;
+}
+
+/** How to open a file: read-only, read-write (must exist), or create (must not exist). */
+export type OpenMode = 'r' | 'rw' | 'create';
+
+/** The directory-level half of the seam. Paths are absolute or relative to the process. */
+export interface FileSystem {
+  open(path: string, mode: OpenMode): FileHandle;
+  /** Names in `dir`, unsorted. */
+  readdir(dir: string): string[];
+  mkdirp(dir: string): void;
+  unlink(path: string): void;
+  rename(from: string, to: string): void;
+  /** fsync of the directory itself, so created, renamed and removed names are durable. */
+  syncDir(dir: string): Promise<void>;
+  /** Exclusive, non-blocking lock on `dir`; throws `LockedError` when held elsewhere. */
+  lock(dir: string): DirectoryLock;
+}
+
+const ZERO_CHUNK = 1 << 20;
+let zeros: Uint8Array | undefined;
+
+class NodeFileHandle implements FileHandle {
+  constructor(
+    readonly path: string,
+    private fd: number,
+  ) {}
+
+  pwrite(buf: Uint8Array, position: number, _step: WriteStep): void {
+    let done = 0;
+    while (done < buf.length) {
+      const n = fs.writeSync(this.fd, buf, done, buf.length - done, position + done);
+      if (n <= 0) throw Object.assign(new Error(`short write to ${this.path}`), { code: 'EIO' });
+      done += n;
+    }
+  }
+
+  pread(buf: Uint8Array, position: number): number {
+    let done = 0;
+    while (done < buf.length) {
+      const n = fs.readSync(this.fd, buf, done, buf.length - done, position + done);
+      if (n === 0) break;
+      done += n;
+    }
+    return done;
+  }
+
+  size(): number {
+    return fs.fstatSync(this.fd).size;
+  }
+
+  datasync(_step: SyncStep): Promise<void> {
+    return new Promise((resolve, reject) => fs.fdatasync(this.fd, (err) => (err ? reject(err) : resolve())));
+  }
+
+  truncate(length: number): void {
+    fs.ftruncateSync(this.fd, length);
+  }
+
+  allocate(length: number): void {
+    // Node has no fallocate; writing zeros makes the file system hand out every
+    // block now, so a full disk shows here rather than in the middle of a record.
+    zeros ??= new Uint8Array(ZERO_CHUNK);
+    const from = this.size();
+    for (let pos = from; pos < length; pos += ZERO_CHUNK) {
+      const n = Math.min(ZERO_CHUNK, length - pos);
+      this.pwrite(n === ZERO_CHUNK ? zeros : zeros.subarray(0, n), pos, 'allocate');
+    }
+  }
+
+  close(): void {
+    fs.closeSync(this.fd);
+  }
+}
+
+const FLAGS: Record<OpenMode, number> = {
+  r: fs.constants.O_RDONLY,
+  rw: fs.constants.O_RDWR,
+  create: fs.constants.O_RDWR | fs.constants.O_CREAT | fs.constants.O_EXCL,
+};
+
+/** The real file system. */
+export const nodeFileSystem: FileSystem = {
+  open(path, mode) {
+    return new NodeFileHandle(path, fs.openSync(path, FLAGS[mode], 0o644));
+  },
+  readdir: (dir) => fs.readdirSync(dir),
+  mkdirp(dir) {
+    fs.mkdirSync(dir, { recursive: true });
+  },
+  unlink: (path) => fs.unlinkSync(path),
+  rename: (from, to) => fs.renameSync(from, to),
+  syncDir(dir) {
+    return new Promise((resolve, reject) => {
+      fs.open(dir, fs.constants.O_RDONLY, (err, fd) => {
+        if (err) return reject(err);
+        fs.fsync(fd, (syncErr) => fs.close(fd, () => (syncErr ? reject(syncErr) : resolve())));
+      });
+    });
+  },
+  lock: (dir) => lockDirectory(dir),
+};
+
+/** The directory holding `path`. */
+export function parentDir(path: string): string {
+  return dirname(path);
+}
