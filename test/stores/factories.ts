@@ -1,0 +1,59 @@
+/**
+ * The stores the conformance suite runs against. Adding a store is one line in
+ * `STORE_FACTORIES` (a Postgres factory would create a schema per harness and
+ * drop it in `cleanup`).
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { MemoryBacking, MemoryStore } from '../../src/queue/stores/memory.js';
+import { SqliteStore } from '../../src/queue/stores/sqlite.js';
+import type { Store } from '../../src/queue/types.js';
+
+/** One isolated data set; every `open()` is another instance over it. */
+export interface StoreHarness {
+  /** A new store handle on the harness's data, as another process or host would have. */
+  open(): Promise<Store>;
+  /** Closes every handle opened here and removes the data. */
+  cleanup(): Promise<void>;
+}
+
+export interface StoreFactory {
+  name: string;
+  create(): Promise<StoreHarness>;
+}
+
+function tracked(openOne: () => Promise<Store>, remove: () => void): StoreHarness {
+  const opened: Store[] = [];
+  return {
+    async open() {
+      const s = await openOne();
+      opened.push(s);
+      return s;
+    },
+    async cleanup() {
+      for (const s of opened) await s.close().catch(() => undefined);
+      remove();
+    },
+  };
+}
+
+export const memoryFactory: StoreFactory = {
+  name: 'memory',
+  async create() {
+    const backing = new MemoryBacking();
+    return tracked(async () => new MemoryStore({ backing }), () => undefined);
+  },
+};
+
+export const sqliteFactory: StoreFactory = {
+  name: 'sqlite',
+  async create() {
+    const dir = mkdtempSync(join(tmpdir(), 'ferry-queue-'));
+    const path = join(dir, 'queue.db');
+    // synchronous=normal keeps the suite quick; durability is covered by the crash test.
+    return tracked(() => SqliteStore.open({ path, synchronous: 'normal' }), () => rmSync(dir, { recursive: true, force: true }));
+  },
+};
+
+export const STORE_FACTORIES: StoreFactory[] = [memoryFactory, sqliteFactory];

@@ -1,0 +1,107 @@
+/** Shared helpers of the conformance suite. */
+import { randomUUID } from 'node:crypto';
+import type { Claimed, ClaimRequest, PurgePolicy, QueueStats, StartFrom, Store, StoredMessage } from '../../src/queue/types.js';
+
+export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
+/** Polls `cond` every 10 ms until it is true; throws after `timeoutMs`. */
+export async function waitFor(cond: () => boolean | Promise<boolean>, timeoutMs = 5000, what = 'condition'): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!(await cond())) {
+    if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    await sleep(10);
+  }
+}
+
+/** A message ready for `Store.append`. */
+export function msg(topic: string, extra: Partial<StoredMessage> = {}): StoredMessage {
+  return { id: randomUUID(), topic, payload: new TextEncoder().encode(`p-${topic}`), publishedAt: new Date(), ...extra };
+}
+
+export function claimReq(topic: string, group: string, extra: Partial<ClaimRequest> = {}): ClaimRequest {
+  return { topic, group, runnerId: 'test', max: 100, leaseMs: 60_000, maxInFlight: 0, ...extra };
+}
+
+export const ids = (cs: Claimed[]) => cs.map((c) => c.message.id);
+
+/** A promise with its resolver outside. */
+export function deferred<T = void>() {
+  let resolve!: (v: T) => void;
+  const promise = new Promise<T>((r) => (resolve = r));
+  return { promise, resolve };
+}
+
+type Op = keyof Omit<Store, 'listen' | 'canConsume' | 'acquireJanitor'> | 'acquireJanitor';
+
+/**
+ * Wraps a store, counting calls and letting a test inject faults: `before[op]`
+ * runs first and may throw or wait; `after[op]` may replace the result.
+ */
+export class InstrumentedStore implements Store {
+  readonly calls: Record<string, number> = {};
+  readonly claimMax: number[] = [];
+  readonly ackBatches: number[] = [];
+  readonly ackTokens: string[] = [];
+  readonly before: Partial<Record<Op, (...args: any[]) => unknown>> = {};
+  readonly after: Partial<Record<Op, (result: any, ...args: any[]) => unknown>> = {};
+  readonly listen?: Store['listen'];
+
+  constructor(readonly inner: Store) {
+    if (inner.listen) this.listen = (signal, wake) => inner.listen!(signal, wake);
+  }
+
+  async #call<T>(op: Op, args: unknown[], run: () => Promise<T>): Promise<T> {
+    this.calls[op] = (this.calls[op] ?? 0) + 1;
+    await this.before[op]?.(...args);
+    const r = await run();
+    const f = this.after[op];
+    return f ? ((await f(r, ...args)) as T) : r;
+  }
+
+  count(op: Op): number {
+    return this.calls[op] ?? 0;
+  }
+
+  ensureGroup(topic: string, group: string, s: StartFrom) {
+    return this.#call('ensureGroup', [topic, group, s], () => this.inner.ensureGroup(topic, group, s));
+  }
+  append(msgs: StoredMessage[]) {
+    return this.#call('append', [msgs], () => this.inner.append(msgs));
+  }
+  claim(req: ClaimRequest) {
+    this.claimMax.push(req.max);
+    return this.#call('claim', [req], () => this.inner.claim(req));
+  }
+  ack(cs: Claimed[]) {
+    this.ackBatches.push(cs.length);
+    this.ackTokens.push(...cs.map((c) => c.claimToken));
+    return this.#call('ack', [cs], () => this.inner.ack(cs));
+  }
+  retry(c: Claimed, backoffMs: number, e: string) {
+    return this.#call('retry', [c, backoffMs, e], () => this.inner.retry(c, backoffMs, e));
+  }
+  kill(c: Claimed, e: string) {
+    return this.#call('kill', [c, e], () => this.inner.kill(c, e));
+  }
+  extend(cs: Claimed[], leaseMs: number) {
+    return this.#call('extend', [cs, leaseMs], () => this.inner.extend(cs, leaseMs));
+  }
+  release(cs: Claimed[]) {
+    return this.#call('release', [cs], () => this.inner.release(cs));
+  }
+  purge(p: PurgePolicy, batch: number) {
+    return this.#call('purge', [p, batch], () => this.inner.purge(p, batch));
+  }
+  stats(topic: string, group: string): Promise<QueueStats> {
+    return this.#call('stats', [topic, group], () => this.inner.stats(topic, group));
+  }
+  ping() {
+    return this.#call('ping', [], () => this.inner.ping());
+  }
+  close() {
+    return this.#call('close', [], () => this.inner.close());
+  }
+  acquireJanitor(holder: string, ttlMs: number) {
+    return this.#call('acquireJanitor', [holder, ttlMs], () => this.inner.acquireJanitor!(holder, ttlMs));
+  }
+}
