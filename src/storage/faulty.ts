@@ -79,6 +79,14 @@ export class FaultyFileSystem implements FileSystem {
   readonly trace: string[] = [];
   /** Total space in bytes; writes and allocations past it fail with ENOSPC. */
   capacity = Infinity;
+  /** Steps completed so far (the ones in {@link trace} whose effect took place). */
+  steps = 0;
+  /**
+   * Called after each completed step with the running count, synchronously,
+   * before control returns to the caller: the place to take a
+   * {@link crashImage} "between step n and step n + 1".
+   */
+  onStep: ((steps: number) => void) | undefined;
 
   /** Adds a fault rule. */
   inject(fault: Fault): this {
@@ -105,16 +113,28 @@ export class FaultyFileSystem implements FileSystem {
   powerCut(): void {
     this.epoch++;
     this.locks.clear();
-    const survivors = new Map<string, Inode>();
+    const img = this.crashImage();
+    this.names = img.names;
+    this.durableNames = img.durableNames;
+  }
+
+  /**
+   * A new file system holding what a power cut right now would leave: only
+   * bytes and names covered by a completed sync. This one is not changed, so a
+   * queue can keep running on it while a test reopens the image.
+   */
+  crashImage(): FaultyFileSystem {
+    const img = new FaultyFileSystem();
+    for (const d of this.dirs) img.dirs.add(d);
     for (const [name, ino] of this.durableNames) {
       const fresh = new Inode();
       fresh.setSize(ino.durable.length);
       fresh.data.set(ino.durable);
       fresh.durable = ino.durable.slice();
-      survivors.set(name, fresh);
+      img.names.set(name, fresh);
+      img.durableNames.set(name, fresh);
     }
-    this.names = survivors;
-    this.durableNames = new Map(survivors);
+    return img;
   }
 
   /** Simulates a killed process: the page cache survives, only locks and handles go. */
@@ -163,6 +183,12 @@ export class FaultyFileSystem implements FileSystem {
     return undefined;
   }
 
+  /** Marks a step complete. */
+  private done(): void {
+    this.steps++;
+    this.onStep?.(this.steps);
+  }
+
   private growBy(ino: Inode, end: number, path: string): void {
     if (end <= ino.size) return;
     if (this.usedBytes() + (end - ino.size) > this.capacity) throw sysError('ENOSPC', 'write', path);
@@ -179,6 +205,7 @@ export class FaultyFileSystem implements FileSystem {
     } else if (!ino) {
       throw sysError('ENOENT', 'open', path);
     }
+    this.done();
     return this.handle(path, ino, mode === 'r');
   }
 
@@ -198,14 +225,15 @@ export class FaultyFileSystem implements FileSystem {
         ino.ensure(position + n);
         ino.data.set(buf.subarray(0, n), position);
         if (position + n > ino.size) ino.size = position + n;
+        this.done();
         if (short) throw sysError('ENOSPC', 'pwrite', path);
       },
       pread: (buf, position) => {
         live('pread');
         this.check('read', path, 'pread');
-        if (position >= ino.size) return 0;
-        const n = Math.min(buf.length, ino.size - position);
-        buf.set(ino.data.subarray(position, position + n));
+        const n = Math.max(0, Math.min(buf.length, ino.size - position));
+        if (n > 0) buf.set(ino.data.subarray(position, position + n));
+        this.done();
         return n;
       },
       size: () => {
@@ -218,6 +246,7 @@ export class FaultyFileSystem implements FileSystem {
         this.check(`sync:${step}`, path, 'fdatasync');
         if (epoch !== this.epoch) throw sysError('EBADF', 'fdatasync', path);
         ino.durable = ino.data.slice(0, ino.size);
+        this.done();
       },
       truncate: (length) => {
         live('ftruncate');
@@ -229,6 +258,7 @@ export class FaultyFileSystem implements FileSystem {
         this.check('write:allocate', path, 'fallocate');
         this.growBy(ino, length, path);
         if (length > ino.size) ino.setSize(length);
+        this.done();
       },
       close: () => {},
     };
@@ -248,6 +278,7 @@ export class FaultyFileSystem implements FileSystem {
   unlink(path: string): void {
     this.check('unlink', path, 'unlink');
     if (!this.names.delete(path)) throw sysError('ENOENT', 'unlink', path);
+    this.done();
   }
 
   rename(from: string, to: string): void {
@@ -262,6 +293,7 @@ export class FaultyFileSystem implements FileSystem {
     this.check('sync:dir', dir, 'fsync');
     for (const name of [...this.durableNames.keys()]) if (dirname(name) === dir) this.durableNames.delete(name);
     for (const [name, ino] of this.names) if (dirname(name) === dir) this.durableNames.set(name, ino);
+    this.done();
   }
 
   lock(dir: string): DirectoryLock {
