@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { afterEach, beforeEach, describe, it } from 'node:test';
 import { deliveryId } from '../../src/queue/delivery-id.js';
 import { MAX_ID_LENGTH, MAX_NAME_LENGTH } from '../../src/queue/names.js';
-import type { Claimed, Store } from '../../src/queue/types.js';
+import type { Claimed, Store, StoredMessage } from '../../src/queue/types.js';
 import { STORE_FACTORIES } from './factories.js';
 import type { StoreHarness } from './factories.js';
 import { claimReq, ids, msg, sleep } from './helpers.js';
@@ -304,7 +304,7 @@ for (const factory of STORE_FACTORIES) {
       const all = new Uint8Array(256).map((_, i) => i);
       const published = new Date(Date.now() - 5000);
       const deliverAt = new Date(Date.now() - 1000);
-      const samples = [
+      const samples: StoredMessage[] = [
         { id: 'i'.repeat(MAX_ID_LENGTH), topic, key: 'k'.repeat(MAX_ID_LENGTH), payload: all, publishedAt: published },
         { id: 'empty', topic, payload: new Uint8Array(0), publishedAt: published, headers: {} },
         { id: 'ünïcødé-🚀', topic, key: '键-🔑', payload: new TextEncoder().encode('ß'), publishedAt: published, deliverAt, headers: { 'x-ü': 'ñ 🚀', empty: '' } },
