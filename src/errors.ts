@@ -17,6 +17,8 @@ export interface FerryErrorOptions {
 export class FerryError extends Error {
   /** Stable machine-readable code, e.g. `ERR_FULL`. */
   readonly code: string;
+  /** Set when a batch stopped early on this error: how many leading items were placed. */
+  placed?: number;
 
   constructor(code: string, message: string, options?: FerryErrorOptions) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause });
@@ -28,10 +30,8 @@ export class FerryError extends Error {
 /**
  * The queue is at a cap (segment count, `maxBytes`, spool byte cap). It clears
  * as the consumer commits; `addWait` waits for that. Seed 000 `ErrFull`.
- * `placed` is set when a batch stopped early: how many leading items were placed.
  */
 export class FullError extends FerryError {
-  placed?: number;
   constructor(message = 'queue is full', options?: FerryErrorOptions & { code?: string }) {
     super(options?.code ?? 'ERR_FULL', message, options);
   }
@@ -46,7 +46,6 @@ export class ExceedsCapError extends FullError {
 
 /** A record larger than any cap could ever admit (seed 000 `ErrRecordTooLarge`). Waiting cannot fix it. */
 export class RecordTooLargeError extends FerryError {
-  placed?: number;
   constructor(message = 'record is too large', options?: FerryErrorOptions) {
     super('ERR_RECORD_TOO_LARGE', message, options);
   }

@@ -9,6 +9,11 @@ import { CodecError } from '../errors.js';
 export interface Codec<T> {
   encode(value: T): Uint8Array;
   decode(bytes: Uint8Array): T;
+  /**
+   * True when `decode` never returns a value that aliases its input (it copies
+   * or parses). The reader then skips its private copy of the record.
+   */
+  readonly decodeCopies?: boolean;
 }
 
 const textEncoder = new TextEncoder();
@@ -21,6 +26,7 @@ const bytes: Codec<Uint8Array> = {
     return value;
   },
   decode: (b) => b.slice(),
+  decodeCopies: true,
 };
 
 /** UTF-8 strings; invalid UTF-8 on read is a `CodecError`. */
@@ -30,6 +36,7 @@ const utf8: Codec<string> = {
     return textEncoder.encode(value);
   },
   decode: (b) => textDecoder.decode(b),
+  decodeCopies: true,
 };
 
 /** Any JSON-serialisable value, as UTF-8 JSON text. */
@@ -40,6 +47,7 @@ const json: Codec<unknown> = {
     return textEncoder.encode(text);
   },
   decode: (b) => JSON.parse(textDecoder.decode(b)),
+  decodeCopies: true,
 };
 
 /** The codecs ferry ships: `bytes` (the default), `utf8` and `json`. */

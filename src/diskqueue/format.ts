@@ -67,20 +67,26 @@ export function normalizeSegmentSize(requested: number): number {
 }
 
 function getU64(view: DataView, at: number): number {
-  return Number(view.getBigUint64(at, true));
+  return view.getUint32(at, true) + view.getUint32(at + 4, true) * 2 ** 32;
+}
+
+/** Writes a non-negative safe integer as u64 little-endian without a bigint. */
+function setU64(view: DataView, at: number, n: number): void {
+  view.setUint32(at, n % 2 ** 32, true);
+  view.setUint32(at + 4, Math.floor(n / 2 ** 32), true);
 }
 
 /** Encodes `h` into a new 64-byte header, checksum included. */
 export function encodeHeader(h: SegmentHeader, out = new Uint8Array(HEADER_SIZE)): Uint8Array {
   const view = new DataView(out.buffer, out.byteOffset, HEADER_SIZE);
   out.set(MAGIC, 0);
-  view.setBigUint64(OFF_COMMIT_CURSOR, BigInt(h.commitCursor), true);
-  view.setBigUint64(OFF_WRITE_CURSOR, BigInt(h.writeCursor), true);
-  view.setBigUint64(OFF_WRITTEN, BigInt(h.writtenCount), true);
-  view.setBigUint64(OFF_COMMITTED, BigInt(h.committedCount), true);
+  setU64(view, OFF_COMMIT_CURSOR, h.commitCursor);
+  setU64(view, OFF_WRITE_CURSOR, h.writeCursor);
+  setU64(view, OFF_WRITTEN, h.writtenCount);
+  setU64(view, OFF_COMMITTED, h.committedCount);
   out[OFF_VERSION] = h.version;
   out[OFF_FLAGS] = h.flags;
-  view.setBigUint64(OFF_CAPACITY, BigInt(h.capacity), true);
+  setU64(view, OFF_CAPACITY, h.capacity);
   // u48 little-endian: low 32 bits, then high 16 bits.
   view.setUint32(OFF_SEGMENT_SIZE, h.segmentSize % 2 ** 32, true);
   view.setUint16(OFF_SEGMENT_SIZE + 4, Math.floor(h.segmentSize / 2 ** 32), true);

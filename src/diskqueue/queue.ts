@@ -40,6 +40,9 @@ import { Reader } from './reader.js';
 import type { DiskQueueStats } from './stats.js';
 import { Waiters } from './waiters.js';
 
+/** Most bytes one record write carries; longer runs are split. */
+const RUN_BYTES = 4 << 20;
+
 function asIOError(what: string, err: unknown): FerryError {
   return err instanceof FerryError ? err : new IOError(`${what}: ${(err as Error)?.message ?? err}`, { cause: err });
 }
@@ -62,6 +65,7 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
   private unsyncedBytes = 0;
   private unsyncedOps = 0;
   private headerWriteScheduled = false;
+  private commitMoved = false;
   private timer: NodeJS.Timeout | undefined;
   private zombies: Segment[] = [];
 
@@ -167,17 +171,16 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
    */
   async addBatch(values: Iterable<T>): Promise<number> {
     this.checkWritable();
-    let placed = 0;
+    const payloads: Uint8Array[] = [];
     let stop: unknown;
-    for (const v of values) {
-      try {
-        this.place(this.encode(v), false);
-        placed++;
-      } catch (err) {
-        stop = err;
-        break;
-      }
+    try {
+      for (const v of values) payloads.push(this.encode(v));
+    } catch (err) {
+      stop = err;
     }
+    const res = this.placeAll(payloads, false);
+    let placed = res.placed;
+    stop = res.error ?? stop;
     if (placed > 0) {
       try {
         await this.afterWrites(placed);
@@ -187,8 +190,7 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
       }
     }
     if (stop !== undefined) {
-      if (stop instanceof FullError || stop instanceof RecordTooLargeError) stop.placed = placed;
-      else if (stop instanceof FerryError) Object.assign(stop, { placed });
+      if (stop instanceof FerryError) Object.assign(stop, { placed });
       throw stop;
     }
     return placed;
@@ -216,34 +218,84 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
    * `bypassCaps` is for requeue, which must work on a full queue.
    */
   place(payload: Uint8Array, bypassCaps: boolean): void {
-    const size = frameSize(payload.length);
+    const { placed, error } = this.placeAll([payload], bypassCaps);
+    if (placed === 0) throw error;
+  }
+
+  /**
+   * @internal Writes records in order, each run that shares a segment with one
+   * pwrite (and, under batched policies, one header write). Stops at the first
+   * record that cannot be placed and returns how many were, with the error.
+   */
+  placeAll(payloads: Uint8Array[], bypassCaps: boolean): { placed: number; error?: unknown } {
     const { maxBytes, maxSegments, segmentSize } = this.opts;
-    if (maxBytes > 0 && size > maxBytes) {
-      throw new RecordTooLargeError(`record of ${size} framed bytes exceeds maxBytes ${maxBytes}`);
-    }
-    if (!bypassCaps && maxBytes > 0 && this.backlogBytes() + size > maxBytes) {
-      this.counters.rejectedFull++;
-      throw new FullError(`backlog would exceed maxBytes ${maxBytes}`);
-    }
-    let seg = this.tail();
-    if (!seg || seg.end + size > seg.limit) {
-      if (!bypassCaps && maxSegments > 0 && this.segments.length >= maxSegments) {
-        this.counters.rejectedFull++;
-        throw new FullError(`queue holds maxSegments ${maxSegments} segments`);
-      }
-      seg = this.roll(size > segmentSize ? size : segmentSize, size > segmentSize);
-    }
-    if (this.scratch.length < size) this.scratch = new Uint8Array(Math.max(size, this.scratch.length * 2));
-    encodeRecord(payload, this.scratch, 0);
+    let placed = 0;
+    let runSeg: Segment | undefined;
+    let runBytes = 0;
+    let runCount = 0;
+    let backlog = this.backlogBytes();
+    const writeRun = () => {
+      if (runSeg && runCount > 0) this.writeRun(runSeg, runBytes, runCount);
+      placed += runCount;
+      runBytes = 0;
+      runCount = 0;
+    };
     try {
-      seg.handle(this.opts.fs).pwrite(this.scratch.subarray(0, size), seg.end, 'record');
+      for (const payload of payloads) {
+        const size = frameSize(payload.length);
+        if (maxBytes > 0 && size > maxBytes) {
+          throw new RecordTooLargeError(`record of ${size} framed bytes exceeds maxBytes ${maxBytes}`);
+        }
+        if (!bypassCaps && maxBytes > 0 && backlog + size > maxBytes) {
+          this.counters.rejectedFull++;
+          throw new FullError(`backlog would exceed maxBytes ${maxBytes}`);
+        }
+        let seg = this.tail();
+        if (!seg || seg.end + runBytes + size > seg.limit || runBytes + size > RUN_BYTES) {
+          writeRun();
+          seg = this.tail();
+          if (!seg || seg.end + size > seg.limit) {
+            if (!bypassCaps && maxSegments > 0 && this.segments.length >= maxSegments) {
+              this.counters.rejectedFull++;
+              throw new FullError(`queue holds maxSegments ${maxSegments} segments`);
+            }
+            seg = this.roll(size > segmentSize ? size : segmentSize, size > segmentSize);
+          }
+        }
+        runSeg = seg;
+        if (this.scratch.length < runBytes + size) {
+          const grown = new Uint8Array(Math.max(runBytes + size, this.scratch.length * 2));
+          grown.set(this.scratch.subarray(0, runBytes));
+          this.scratch = grown;
+        }
+        runBytes += encodeRecord(payload, this.scratch, runBytes);
+        runCount++;
+        backlog += size;
+        if (seg.oversized) writeRun();
+      }
+      writeRun();
+    } catch (error) {
+      try {
+        writeRun();
+      } catch (writeError) {
+        return { placed, error: writeError };
+      }
+      return { placed, error };
+    }
+    return { placed };
+  }
+
+  /** Writes `bytes` of encoded records from the scratch buffer at the end of `seg`. */
+  private writeRun(seg: Segment, bytes: number, count: number): void {
+    try {
+      seg.handle(this.opts.fs).pwrite(this.scratch.subarray(0, bytes), seg.end, 'record');
     } catch (err) {
       throw asIOError(`record write to ${seg.path} failed`, err);
     }
-    seg.end += size;
-    seg.endCount++;
+    seg.end += bytes;
+    seg.endCount += count;
     seg.dataDirty = true;
-    this.counters.added++;
+    this.counters.added += count;
     if (seg.oversized) seg.sealed = true;
     if (this.opts.perOp) return;
     try {
@@ -252,12 +304,12 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
       seg.end = seg.writeCursor;
       seg.endCount = seg.writtenCount;
       seg.headerDirty = true;
-      this.counters.added--;
+      this.counters.added -= count;
       throw asIOError(`header write to ${seg.path} failed`, err);
     }
     seg.writeCursor = seg.end;
     seg.writtenCount = seg.endCount;
-    this.unsyncedBytes += size;
+    this.unsyncedBytes += bytes;
     this.published.wakeAll();
   }
 
@@ -315,14 +367,9 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
    * whole segments, and persists the cursor per the sync policy.
    */
   async retire(): Promise<void> {
-    const done = this.ledger.takeDone();
-    if (done.length === 0) return;
-    for (const e of done) {
-      e.seg.commitCursor = e.end;
-      e.seg.committedCount += e.records;
-      e.seg.headerDirty = true;
-      this.counters.committed += e.records;
-    }
+    for (const e of this.ledger.takeDone()) this.commitDirect(e.seg, e.end, e.records);
+    if (!this.commitMoved) return;
+    this.commitMoved = false;
     this.reclaim();
     this.freed.wakeAll();
     if (this.latched !== undefined) throw this.latchedError();
@@ -332,6 +379,15 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
     }
     this.scheduleHeaderWrite();
     await this.afterWrites(1);
+  }
+
+  /** @internal Moves `seg`'s commit cursor to `end` across `records` records; `retire()` persists it. */
+  commitDirect(seg: Segment, end: number, records: number): void {
+    seg.commitCursor = end;
+    seg.committedCount += records;
+    seg.headerDirty = true;
+    this.counters.committed += records;
+    this.commitMoved = true;
   }
 
   /** Under batched policies, commit headers of one event-loop turn share one write. */

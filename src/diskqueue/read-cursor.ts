@@ -67,12 +67,20 @@ export class ReadCursor {
     return this.head(true);
   }
 
-  /** Moves past `rec` and enters it in the ledger; returns its offset. */
-  advance(rec: HeadRecord, done: boolean): bigint {
-    this.q.ledger.add({ seg: rec.seg, start: rec.start, end: rec.end, records: 1, done });
+  /**
+   * Moves past `rec`. A reservation (`done` false) enters the ledger and gets
+   * its offset back. A self-retiring read with nothing outstanding before it
+   * moves the commit cursor directly (the common case of `take`).
+   */
+  advance(rec: HeadRecord, done: boolean): bigint | undefined {
     rec.seg.readCount++;
     this.pos = rec.end;
-    return packOffset(rec.seg.seq, rec.start);
+    if (done && this.q.ledger.size === 0) {
+      this.q.commitDirect(rec.seg, rec.end, 1);
+      return undefined;
+    }
+    this.q.ledger.add({ seg: rec.seg, start: rec.start, end: rec.end, records: 1, done });
+    return done ? undefined : packOffset(rec.seg.seq, rec.start);
   }
 
   /** Unread published records. */

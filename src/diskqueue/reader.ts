@@ -195,7 +195,7 @@ export class Reader<T> {
       // and a latch surfaces on the next add, commit or sync.
       await this.q.retire().catch(() => {});
     }
-    return { value, offset };
+    return { value, offset: offset ?? 0n };
   }
 
   private decode(rec: HeadRecord): T {
@@ -208,10 +208,16 @@ export class Reader<T> {
       this.lastAgeMs = Math.max(0, Date.now() - Number(stampNs / 1_000_000n));
       bytes = bytes.subarray(STAMP_SIZE);
     }
-    if (this.copy.length < bytes.length) this.copy = new Uint8Array(Math.max(bytes.length, this.copy.length * 2));
-    this.copy.set(bytes);
+    const codec = this.q.opts.codec;
+    if (!codec.decodeCopies) {
+      // The block buffer is shared by every reader; the codec's value may alias
+      // what it is given, so it gets this reader's own copy.
+      if (this.copy.length < bytes.length) this.copy = new Uint8Array(Math.max(bytes.length, this.copy.length * 2));
+      this.copy.set(bytes);
+      bytes = this.copy.subarray(0, bytes.length);
+    }
     try {
-      return this.q.opts.codec.decode(this.copy.subarray(0, bytes.length));
+      return codec.decode(bytes);
     } catch (err) {
       throw err instanceof CodecError
         ? err

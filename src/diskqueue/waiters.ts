@@ -12,6 +12,7 @@ export class Waiters {
   /** Wakes every waiter. */
   wakeAll(): void {
     this.generation++;
+    if (this.pending.size === 0) return;
     for (const w of this.pending) w.resolve();
     this.pending.clear();
   }

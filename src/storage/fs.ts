@@ -11,6 +11,7 @@
 import * as fs from 'node:fs';
 import { dirname } from 'node:path';
 import { lockDirectory, type DirectoryLock } from './lock.js';
+import { preallocate } from './preallocate.js';
 
 /** The named steps a write or sync performs; used for fault injection and tracing. */
 export type WriteStep = 'record' | 'header' | 'allocate' | 'cursor';
@@ -54,9 +55,6 @@ export interface FileSystem {
   lock(dir: string): DirectoryLock;
 }
 
-const ZERO_CHUNK = 1 << 20;
-let zeros: Uint8Array | undefined;
-
 class NodeFileHandle implements FileHandle {
   constructor(
     readonly path: string,
@@ -95,14 +93,7 @@ class NodeFileHandle implements FileHandle {
   }
 
   allocate(length: number): void {
-    // Node has no fallocate; writing zeros makes the file system hand out every
-    // block now, so a full disk shows here rather than in the middle of a record.
-    zeros ??= new Uint8Array(ZERO_CHUNK);
-    const from = this.size();
-    for (let pos = from; pos < length; pos += ZERO_CHUNK) {
-      const n = Math.min(ZERO_CHUNK, length - pos);
-      this.pwrite(n === ZERO_CHUNK ? zeros : zeros.subarray(0, n), pos, 'allocate');
-    }
+    preallocate(this.fd, length);
   }
 
   close(): void {

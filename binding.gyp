@@ -1,0 +1,8 @@
+{
+  "targets": [
+    {
+      "target_name": "ferry_native",
+      "sources": ["native/fallocate.c"]
+    }
+  ]
+}
