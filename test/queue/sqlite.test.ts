@@ -1,0 +1,75 @@
+/** SQLite-specific behaviour: WAL mode, lazy loading of the driver, and surviving a killed consumer. */
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { createQueue } from '../../src/queue/index.js';
+import { SqliteStore } from '../../src/queue/stores/sqlite.js';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const enc = (s: string) => new TextEncoder().encode(s);
+
+describe('sqlite store', () => {
+  let dir: string;
+  before(() => {
+    dir = mkdtempSync(join(tmpdir(), 'ferry-sqlite-'));
+  });
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('opens the database in WAL mode and keeps data across reopen', async () => {
+    const path = join(dir, 'wal.db');
+    const s = await SqliteStore.open({ path });
+    assert.equal(s.journalMode, 'wal');
+    await s.ensureGroup('t', 'g', 'latest');
+    await s.append([{ id: 'kept', topic: 't', payload: enc('x'), publishedAt: new Date() }]);
+    await s.close();
+    const again = await SqliteStore.open({ path });
+    assert.deepEqual(await again.stats('t', 'g'), { pending: 1, leased: 0, dead: 0 });
+    await again.close();
+    await assert.rejects(again.stats('t', 'g'), /closed/);
+  });
+
+  it('loads better-sqlite3 only when the sqlite store is used', () => {
+    const r = spawnSync(process.execPath, ['--import', 'tsx', join(here, 'fixtures', 'lazy-load.ts')], { encoding: 'utf8' });
+    assert.equal(r.status, 0, r.stderr);
+    assert.deepEqual(JSON.parse(r.stdout), { before: false, afterMemory: false, afterSqlite: true });
+  });
+
+  it('a consumer killed with SIGKILL mid-handler loses nothing: a new one finishes at attempt 2', async () => {
+    const path = join(dir, 'crash.db');
+    const setup = await SqliteStore.open({ path });
+    await setup.ensureGroup('jobs', 'workers', 'latest');
+    await setup.close();
+    const q = (await createQueue({ enabled: true, type: 'sqlite', config: { path } }))!;
+    const ids = await q.publish(...['one', 'two', 'hang', 'four', 'five'].map((t) => ({ topic: 'jobs', payload: enc(t) })));
+    await q.close();
+
+    const child = spawn(process.execPath, ['--import', 'tsx', join(here, 'fixtures', 'sqlite-consumer.ts'), path], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const started: Array<{ id: string; attempt: number; text: string }> = [];
+    const exited = new Promise<NodeJS.Signals | null>((resolve) => child.on('exit', (_code, signal) => resolve(signal)));
+    for await (const line of createInterface({ input: child.stdout! })) {
+      started.push(JSON.parse(line));
+      if (started.at(-1)!.text === 'hang') break;
+    }
+    child.kill('SIGKILL');
+    assert.equal(await exited, 'SIGKILL');
+    assert.deepEqual(started.map((s) => [s.text, s.attempt]), [['one', 1], ['two', 1], ['hang', 1]]);
+
+    const q2 = (await createQueue({ enabled: true, type: 'sqlite', config: { path } }))!;
+    assert.deepEqual(await q2.stats('jobs', 'workers'), { pending: 2, leased: 1, dead: 0 }, 'the dead consumer still holds its lease until it runs out');
+    const finished: Array<[string, number]> = [];
+    await q2.subscribe('jobs', 'workers', async (d) => void finished.push([new TextDecoder().decode(d.payload), d.attempt]), { pollIntervalMs: 20, concurrency: 1 });
+    const deadline = Date.now() + 10_000;
+    while (finished.length < 3 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
+    await q2.close();
+    assert.deepEqual(finished.sort(), [['five', 1], ['four', 1], ['hang', 2]]);
+    assert.equal(ids.length, 5);
+    const s = await SqliteStore.open({ path });
+    assert.deepEqual(await s.stats('jobs', 'workers'), { pending: 0, leased: 0, dead: 0 });
+    await s.close();
+  });
+});
