@@ -55,11 +55,14 @@ export class AckLedger {
     this.inFlightBytes += e.end - e.start;
   }
 
-  /** Marks one record done. Returns false when no outstanding record starts at `offset`. */
+  /**
+   * Marks the reserved record starting at `offset` done (again, harmlessly).
+   * Returns false when no reservation in the ledger starts there.
+   */
   ack(offset: bigint): boolean {
     const e = this.byOffset.get(offset);
     if (!e) return false;
-    this.finish(e, offset);
+    if (!e.done) this.finish(e);
     return true;
   }
 
@@ -71,25 +74,21 @@ export class AckLedger {
       const at = packOffset(e.seg.seq, e.start);
       if (at > offset) break;
       if (!e.done) {
-        this.finish(e, at);
+        this.finish(e);
         n++;
       }
     }
     return n;
   }
 
-  /** Whether `offset` lies inside an entry still in the ledger (done or not). */
-  covers(offset: bigint): boolean {
-    if (this.size === 0) return false;
-    const first = this.entries[this.head]!;
-    const last = this.entries[this.entries.length - 1]!;
-    return offset >= packOffset(first.seg.seq, first.start) && offset < packOffset(last.seg.seq, last.end);
-  }
-
   /** Removes and returns the done prefix, oldest first. */
   takeDone(): LedgerEntry[] {
     const out: LedgerEntry[] = [];
-    while (this.head < this.entries.length && this.entries[this.head]!.done) out.push(this.entries[this.head++]!);
+    while (this.head < this.entries.length && this.entries[this.head]!.done) {
+      const e = this.entries[this.head++]!;
+      if (this.byOffset.size > 0) this.byOffset.delete(packOffset(e.seg.seq, e.start));
+      out.push(e);
+    }
     if (this.head > 1024 && this.head * 2 > this.entries.length) {
       this.entries = this.entries.slice(this.head);
       this.head = 0;
@@ -107,9 +106,8 @@ export class AckLedger {
     return first;
   }
 
-  private finish(e: LedgerEntry, offset: bigint): void {
+  private finish(e: LedgerEntry): void {
     e.done = true;
-    this.byOffset.delete(offset);
     this.inFlightBytes -= e.end - e.start;
   }
 }

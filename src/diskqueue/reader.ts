@@ -83,7 +83,7 @@ export class Reader<T> {
       await this.q.retire();
       return;
     }
-    if (this.isCommitted(offset) || this.q.ledger.covers(offset)) return;
+    if (this.isCommitted(offset)) return;
     throw new OffsetError(`no reserved record at offset ${offset}`);
   }
 

@@ -1,0 +1,35 @@
+import { test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { DiskQueue, LockedError } from '../../src/diskqueue/index.js';
+import { tempDir } from '../helpers/tmp.js';
+
+test('a second open of the same directory in this process is LockedError; close frees it', async () => {
+  const dir = tempDir();
+  const q = await DiskQueue.open(dir);
+  await assert.rejects(DiskQueue.open(dir), LockedError);
+  await q.close();
+  const q2 = await DiskQueue.open(dir);
+  await q2.close();
+});
+
+test('a lock held by another process excludes us, and does not outlive that process when it is killed', async () => {
+  const dir = tempDir();
+  const child = spawn(
+    process.execPath,
+    ['--import', 'tsx', '-e', `import('./src/diskqueue/index.ts').then(async (m) => { await m.DiskQueue.open(${JSON.stringify(dir)}); process.stdout.write('held\\n'); setInterval(() => {}, 1000); })`],
+    { stdio: ['ignore', 'pipe', 'inherit'] },
+  );
+  await new Promise<void>((resolve, reject) => {
+    child.stdout.on('data', (d) => String(d).includes('held') && resolve());
+    child.on('exit', (code) => reject(new Error(`child exited ${code}`)));
+  });
+  const err = await DiskQueue.open(dir).catch((e) => e);
+  assert.ok(err instanceof LockedError);
+  assert.equal(err.code, 'ERR_LOCKED');
+  const exited = new Promise((r) => child.on('exit', r));
+  child.kill('SIGKILL');
+  await exited;
+  const q = await DiskQueue.open(dir);
+  await q.close();
+});
