@@ -11,4 +11,5 @@ export { DEFAULT_MAX_SEGMENTS } from './options.js';
 export type { DiskQueueStats } from './stats.js';
 export { DEFAULT_SEGMENT_SIZE, HEADER_SIZE, FORMAT_VERSION } from './format.js';
 export { packOffset, unpackOffset } from './ledger.js';
+export { verifyQueue, type VerifyReport, type VerifyDamage, type VerifyOptions } from './verify.js';
 export * from '../errors.js';

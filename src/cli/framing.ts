@@ -1,0 +1,184 @@
+/**
+ * How the CLI cuts a byte stream into records and writes records back out
+ * (docs/CLI.md, "Framing"). Pure: no I/O, so chunk boundaries can be tested
+ * directly.
+ *
+ * - lines: a record is the bytes of one line without its `\n`. Nothing else is
+ *   touched (a `\r` before the `\n` stays in the record). An empty line is an
+ *   empty record; a last line without `\n` is still a record. On output every
+ *   record is followed by `\n`, so a newline-terminated input round-trips
+ *   byte for byte.
+ * - raw: a record is `length (u32 big-endian) ‖ bytes`, for payloads that may
+ *   contain `\n` or any other byte.
+ */
+
+/** How records are framed on stdin/stdout. */
+export type Framing = 'lines' | 'raw';
+
+/** Bytes of the raw length prefix. */
+export const RAW_PREFIX_BYTES = 4;
+/** The largest record the CLI reads or writes: 1 GiB. A longer line or length prefix is refused. */
+export const MAX_RECORD_BYTES = 2 ** 30;
+
+const NEWLINE = 0x0a;
+const EMPTY = Buffer.alloc(0);
+
+/** The input is not a valid record stream; the records framed before the fault are still good. */
+export class FramingError extends Error {
+  constructor(
+    message: string,
+    /** Bytes of input consumed when the fault was found. */
+    readonly inputOffset: number,
+  ) {
+    super(message);
+    this.name = 'FramingError';
+  }
+}
+
+/** Cuts a stream into records chunk by chunk; `end()` returns what the last chunk left over. */
+export interface RecordSplitter {
+  /** Records completed by `chunk`. They may be views into `chunk`; the caller must not reuse it. */
+  push(chunk: Buffer): Buffer[];
+  /** Call at end of input: the trailing record, if any. @throws FramingError the input ends inside a record. */
+  end(): Buffer[];
+}
+
+class LineSplitter implements RecordSplitter {
+  /** Pieces of a line that started in an earlier chunk. */
+  private partial: Buffer[] = [];
+  private partialLen = 0;
+  private consumed = 0;
+
+  push(chunk: Buffer): Buffer[] {
+    const out: Buffer[] = [];
+    let start = 0;
+    for (;;) {
+      const nl = chunk.indexOf(NEWLINE, start);
+      if (nl < 0) break;
+      out.push(this.take(chunk.subarray(start, nl)));
+      start = nl + 1;
+    }
+    if (start < chunk.length) {
+      const rest = chunk.subarray(start);
+      this.partialLen += rest.length;
+      if (this.partialLen > MAX_RECORD_BYTES) {
+        throw new FramingError(`a line longer than ${MAX_RECORD_BYTES} bytes`, this.consumed + chunk.length);
+      }
+      this.partial.push(rest);
+    }
+    this.consumed += chunk.length;
+    return out;
+  }
+
+  end(): Buffer[] {
+    if (this.partialLen === 0 && this.partial.length === 0) return [];
+    return [this.take(EMPTY)];
+  }
+
+  /** The line ending with `tail`, joined with what earlier chunks left. */
+  private take(tail: Buffer): Buffer {
+    if (this.partial.length === 0) return tail.length === 0 ? EMPTY : tail;
+    this.partial.push(tail);
+    const line = Buffer.concat(this.partial, this.partialLen + tail.length);
+    this.partial = [];
+    this.partialLen = 0;
+    return line;
+  }
+}
+
+class RawSplitter implements RecordSplitter {
+  private prefix = Buffer.alloc(RAW_PREFIX_BYTES);
+  private prefixLen = 0;
+  /** The record being filled across chunks, once its length is known. */
+  private body: Buffer | undefined;
+  private bodyLen = 0;
+  private consumed = 0;
+
+  push(chunk: Buffer): Buffer[] {
+    const out: Buffer[] = [];
+    let i = 0;
+    while (i < chunk.length) {
+      if (this.body !== undefined) {
+        const n = Math.min(this.body.length - this.bodyLen, chunk.length - i);
+        chunk.copy(this.body, this.bodyLen, i, i + n);
+        this.bodyLen += n;
+        i += n;
+        if (this.bodyLen === this.body.length) {
+          out.push(this.body);
+          this.body = undefined;
+        }
+        continue;
+      }
+      if (this.prefixLen === 0 && chunk.length - i >= RAW_PREFIX_BYTES) {
+        // Fast path: the prefix is whole in this chunk, and often the payload too.
+        const len = this.checkLength(chunk.readUInt32BE(i), i);
+        i += RAW_PREFIX_BYTES;
+        if (chunk.length - i >= len) {
+          out.push(len === 0 ? EMPTY : chunk.subarray(i, i + len));
+          i += len;
+        } else {
+          this.body = Buffer.allocUnsafe(len);
+          this.bodyLen = 0;
+        }
+        continue;
+      }
+      const n = Math.min(RAW_PREFIX_BYTES - this.prefixLen, chunk.length - i);
+      chunk.copy(this.prefix, this.prefixLen, i, i + n);
+      this.prefixLen += n;
+      i += n;
+      if (this.prefixLen < RAW_PREFIX_BYTES) continue;
+      this.prefixLen = 0;
+      const len = this.checkLength(this.prefix.readUInt32BE(0), i);
+      if (len === 0) out.push(EMPTY);
+      else {
+        this.body = Buffer.allocUnsafe(len);
+        this.bodyLen = 0;
+      }
+    }
+    this.consumed += chunk.length;
+    return out;
+  }
+
+  end(): Buffer[] {
+    const at = this.consumed;
+    if (this.body !== undefined) {
+      throw new FramingError(`input ends inside a record: ${this.bodyLen} of its ${this.body.length} bytes arrived`, at);
+    }
+    if (this.prefixLen > 0) {
+      throw new FramingError(`input ends inside a length prefix: ${this.prefixLen} of ${RAW_PREFIX_BYTES} bytes arrived`, at);
+    }
+    return [];
+  }
+
+  private checkLength(len: number, i: number): number {
+    if (len > MAX_RECORD_BYTES) {
+      throw new FramingError(`length prefix ${len} exceeds the ${MAX_RECORD_BYTES}-byte record limit`, this.consumed + i);
+    }
+    return len;
+  }
+}
+
+/** A fresh splitter for `framing`. */
+export function recordSplitter(framing: Framing): RecordSplitter {
+  return framing === 'raw' ? new RawSplitter() : new LineSplitter();
+}
+
+/** Bytes `records` take when framed. */
+export function framedLength(records: readonly Uint8Array[], framing: Framing): number {
+  let n = 0;
+  for (const r of records) n += r.length;
+  return n + records.length * (framing === 'raw' ? RAW_PREFIX_BYTES : 1);
+}
+
+/** `records` framed one after another in one buffer. */
+export function encodeRecords(records: readonly Uint8Array[], framing: Framing): Buffer {
+  const out = Buffer.allocUnsafe(framedLength(records, framing));
+  let at = 0;
+  for (const r of records) {
+    if (framing === 'raw') at = out.writeUInt32BE(r.length, at);
+    out.set(r, at);
+    at += r.length;
+    if (framing === 'lines') out[at++] = NEWLINE;
+  }
+  return out;
+}

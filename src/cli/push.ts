@@ -1,0 +1,171 @@
+/**
+ * `ferry push DIR [FILE]`: appends every record of FILE (or stdin) to the
+ * queue in DIR.
+ *
+ * Input is streamed, never read whole: each chunk is cut into records, and
+ * records go to the queue through `addBatch` in batches. The next chunk is not
+ * pulled until the batch before it is stored (durable under the default per-op
+ * policy), so memory stays bounded by one chunk plus one batch however large
+ * the input is.
+ */
+import { open, type FileHandle } from 'node:fs/promises';
+import type { Readable } from 'node:stream';
+import { FerryError, type DiskQueue } from '../diskqueue/index.js';
+import { CliError, EXIT_FAILED, EXIT_USAGE, describe, note, openQueue, summaryLine } from './common.js';
+import { FramingError, recordSplitter, type Framing } from './framing.js';
+import { startProgress } from './progress.js';
+
+/** Options of `ferry push`, as parsed from the command line. */
+export interface PushOptions {
+  raw?: boolean;
+  /** `--no-sync` sets this false. */
+  sync?: boolean;
+  syncEvery?: number;
+  segmentSize?: number;
+  maxSegments?: number;
+  maxBytes?: number;
+  /** Most records per `addBatch`. */
+  batch?: number;
+  lockTimeout?: number;
+  quiet?: boolean;
+}
+
+/** Default records per `addBatch`. */
+export const DEFAULT_PUSH_BATCH = 4096;
+/** A batch is also stored once it holds this many payload bytes. */
+const BATCH_BYTES = 4 * 1024 * 1024;
+/** Read size: small enough that one chunk's records are cheap to hold. */
+const CHUNK_BYTES = 256 * 1024;
+
+interface Input {
+  stream: Readable;
+  /** Total bytes when known (a regular file), for the progress bar. */
+  size?: number;
+  name: string;
+  close(): Promise<void>;
+}
+
+async function openInput(file: string | undefined): Promise<Input> {
+  if (file === undefined || file === '-') {
+    const stdin = process.stdin;
+    return { stream: stdin, name: 'stdin', close: async () => void stdin.destroy() };
+  }
+  let fh: FileHandle;
+  try {
+    fh = await open(file, 'r');
+  } catch (err) {
+    throw new CliError(`cannot read ${file}: ${describe(err)}`, EXIT_USAGE);
+  }
+  const st = await fh.stat();
+  if (st.isDirectory()) {
+    await fh.close();
+    throw new CliError(`cannot read ${file}: it is a directory`, EXIT_USAGE);
+  }
+  const stream = fh.createReadStream({ highWaterMark: CHUNK_BYTES, autoClose: false });
+  return {
+    stream,
+    size: st.isFile() ? st.size : undefined,
+    name: file,
+    close: async () => {
+      stream.destroy();
+      await fh.close();
+    },
+  };
+}
+
+/** Runs `ferry push`; resolves to the exit status. */
+export async function push(dir: string, file: string | undefined, o: PushOptions): Promise<number> {
+  const started = performance.now();
+  const framing: Framing = o.raw ? 'raw' : 'lines';
+  const input = await openInput(file);
+  let q: DiskQueue<Uint8Array> | undefined;
+  let stored = 0;
+  let storedBytes = 0;
+  const progress = startProgress('push', input.size ?? 0, 'bytes', !o.quiet);
+  let failure: CliError | undefined;
+  try {
+    q = await openQueue(dir, {
+      create: true,
+      segmentSize: o.segmentSize,
+      maxSegments: o.maxSegments,
+      maxBytes: o.maxBytes,
+      syncEvery: o.syncEvery,
+      noSync: o.sync === false,
+      lockTimeoutMs: o.lockTimeout,
+    });
+    const queue = q;
+    const splitter = recordSplitter(framing);
+    let batch: Buffer[] = [];
+    let batchBytes = 0;
+    const limit = o.batch ?? DEFAULT_PUSH_BATCH;
+    const store = async () => {
+      if (batch.length === 0) return;
+      const records = batch;
+      const bytes = batchBytes;
+      batch = [];
+      batchBytes = 0;
+      try {
+        await queue.addBatch(records);
+      } catch (err) {
+        const placed = (err as { placed?: number }).placed ?? 0;
+        stored += placed;
+        for (let i = 0; i < placed; i++) storedBytes += records[i]!.length;
+        throw err;
+      }
+      stored += records.length;
+      storedBytes += bytes;
+    };
+    const take = async (records: Buffer[]) => {
+      for (const r of records) {
+        batch.push(r);
+        batchBytes += r.length;
+      }
+      if (batch.length >= limit || batchBytes >= BATCH_BYTES) await store();
+    };
+
+    let read = 0;
+    try {
+      for await (const chunk of input.stream as AsyncIterable<Buffer>) {
+        read += chunk.length;
+        await take(splitter.push(chunk));
+        progress.update(read);
+      }
+    } catch (err) {
+      if (err instanceof FramingError || err instanceof FerryError) throw err;
+      // The input failed mid-way: keep what was framed so far, then report.
+      await store();
+      throw new CliError(`cannot read ${input.name}: ${describe(err)}`, EXIT_FAILED);
+    }
+    let tail: Buffer[];
+    try {
+      tail = splitter.end();
+    } catch (err) {
+      await store();
+      throw err;
+    }
+    await take(tail);
+    await store();
+  } catch (err) {
+    failure = pushFailure(err, input.name, stored);
+  } finally {
+    progress.stop();
+    // Under --no-sync or --sync-every, this final flush is what makes the records durable.
+    await q?.close().catch((err) => {
+      failure ??= new CliError(`closing the queue failed: ${describe(err)}; ${stored} records were stored before it`);
+    });
+    await input.close();
+  }
+  if (failure) throw failure;
+  if (!o.quiet) note(summaryLine('pushed', stored, storedBytes, started));
+  return 0;
+}
+
+function pushFailure(err: unknown, input: string, stored: number): CliError {
+  if (err instanceof CliError) {
+    return err.exitCode === EXIT_USAGE ? err : new CliError(`${err.message}; ${stored} records before it were stored`, err.exitCode);
+  }
+  const kept = `${stored} records before it were stored`;
+  if (err instanceof FramingError) return new CliError(`${input}: ${err.message} (at input byte ${err.inputOffset}); ${kept}`);
+  if (err instanceof FerryError) return new CliError(`${describe(err)} (${err.code}); ${kept}`);
+  return new CliError(`push failed: ${describe(err)}; ${kept}`);
+}

@@ -1,0 +1,49 @@
+/**
+ * `ferry verify DIR`: a read-only check of every segment header and record
+ * checksum (`verifyQueue`). Exit 0 when clean, 1 when damage was found, 2
+ * when the directory could not be read or is held by a running queue.
+ */
+import { FerryError, LockedError, verifyQueue, type VerifyReport } from '../diskqueue/index.js';
+import { CliError, EXIT_FAILED, EXIT_USAGE, describe, formatBytes, requireDirectory } from './common.js';
+import { startProgress, type Progress } from './progress.js';
+
+/** Options of `ferry verify`. */
+export interface VerifyCommandOptions {
+  json?: boolean;
+}
+
+/** Runs `ferry verify`; resolves to the exit status. */
+export async function verify(dir: string, o: VerifyCommandOptions): Promise<number> {
+  await requireDirectory(dir);
+  let progress: Progress | undefined;
+  let report: VerifyReport;
+  try {
+    report = await verifyQueue(dir, {
+      onProgress(done, total) {
+        progress ??= startProgress('verify', total, 'bytes');
+        progress.update(done);
+      },
+    });
+  } catch (err) {
+    if (err instanceof LockedError) throw new CliError(`${dir} is locked: another process has this queue open`, EXIT_USAGE);
+    if (err instanceof FerryError) throw new CliError(`cannot verify ${dir}: ${describe(err)}`, EXIT_USAGE);
+    throw err;
+  } finally {
+    progress?.stop();
+  }
+  process.stdout.write(o.json ? `${JSON.stringify(report)}\n` : humanReport(report));
+  return report.ok ? 0 : EXIT_FAILED;
+}
+
+function humanReport(r: VerifyReport): string {
+  const lines = [
+    `${r.ok ? 'ok' : 'DAMAGED'}: ${r.segments} segments, ${r.records} intact records (${formatBytes(r.bytes)}), ${r.committedRecords} committed`,
+  ];
+  for (const d of r.damage) {
+    const cost: string[] = [];
+    if (d.lostRecords !== undefined) cost.push(`${d.lostRecords} records`);
+    if (d.lostBytes !== undefined) cost.push(`${d.lostBytes} bytes`);
+    lines.push(`  segment ${d.segment} at byte ${d.position}: ${d.reason}${cost.length ? ` (loses ${cost.join(', ')})` : ''}`);
+  }
+  return `${lines.join('\n')}\n`;
+}
