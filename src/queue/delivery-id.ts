@@ -18,9 +18,15 @@ function uuidBytes(uuid: string): Buffer {
   return Buffer.from(hex, 'hex');
 }
 
+const NAMESPACE_BYTES = uuidBytes(DELIVERY_ID_NAMESPACE);
+
 /** A version-5 UUID of `name` (UTF-8) in `namespace` (RFC 9562 §5.5), lower-case. */
 export function uuidV5(namespace: string, name: string): string {
-  const digest = createHash('sha1').update(uuidBytes(namespace)).update(name, 'utf8').digest();
+  return v5(uuidBytes(namespace), name);
+}
+
+function v5(namespace: Buffer, name: string): string {
+  const digest = createHash('sha1').update(namespace).update(name, 'utf8').digest();
   digest[6] = (digest[6]! & 0x0f) | 0x50; // version 5
   digest[8] = (digest[8]! & 0x3f) | 0x80; // RFC variant
   const h = digest.subarray(0, 16).toString('hex');
@@ -34,5 +40,5 @@ export function uuidV5(namespace: string, name: string): string {
  * to deduplicate. Seed 003 `DeliveryID`.
  */
 export function deliveryId(messageId: string, group: string): string {
-  return uuidV5(DELIVERY_ID_NAMESPACE, `${group}:${messageId}`);
+  return v5(NAMESPACE_BYTES, `${group}:${messageId}`);
 }
