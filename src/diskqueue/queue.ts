@@ -39,6 +39,7 @@ import { ReadCursor, type HeadRecord } from './read-cursor.js';
 import { Reader } from './reader.js';
 import type { DiskQueueStats } from './stats.js';
 import { Waiters } from './waiters.js';
+import { HandlePool } from './handle-pool.js';
 
 /** Most bytes one record write carries; longer runs are split. */
 const RUN_BYTES = 4 << 20;
@@ -68,6 +69,7 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
   private commitMoved = false;
   private timer: NodeJS.Timeout | undefined;
   private zombies: Segment[] = [];
+  private pool: HandlePool | undefined;
 
   private constructor(
     readonly dir: string,
@@ -81,6 +83,10 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
     this.segments = segments;
     this.counters = { ...counts, added: 0, delivered: 0, committed: 0, unreclaimed: 0, rejectedFull: 0 };
     this.cursor = new ReadCursor(this, events);
+    if (opts.maxOpenFiles > 0) {
+      this.pool = new HandlePool(opts.maxOpenFiles);
+      for (const s of segments) this.adopt(s);
+    }
     this.group = new GroupCommit(() => this.flush());
     if (!opts.perOp && opts.syncIntervalMs > 0) {
       this.timer = setInterval(() => {
@@ -329,9 +335,17 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
       throw asIOError(`cannot create segment ${seq}`, err);
     }
     if (last) last.sealed = true;
+    this.adopt(seg);
     this.segments.push(seg);
     this.dirDirty = true;
     return seg;
+  }
+
+  /** Puts `seg`'s descriptor under the `maxOpenFiles` bound. */
+  private adopt(seg: Segment): void {
+    if (!this.pool) return;
+    seg.pool = this.pool;
+    if (seg.fh) this.pool.use(seg);
   }
 
   /** @internal Settles the durability of writes already placed. */

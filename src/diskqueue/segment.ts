@@ -10,6 +10,7 @@
  * - `commitCursor`/`committedCount`: records retired by consumers.
  */
 import type { FileHandle, FileSystem } from '../storage/fs.js';
+import type { HandlePool } from './handle-pool.js';
 import { segmentFileName } from '../storage/segment-names.js';
 import { join } from 'node:path';
 import {
@@ -87,8 +88,12 @@ export class Segment {
     };
   }
 
+  /** Bounds open descriptors across segments; set by the queue when `maxOpenFiles` is on. */
+  pool: HandlePool | undefined;
+
   handle(fs: FileSystem): FileHandle {
     this.fh ??= fs.open(this.path, 'rw');
+    this.pool?.use(this);
     return this.fh;
   }
 
@@ -102,6 +107,7 @@ export class Segment {
   closeHandle(): void {
     const fh = this.fh;
     this.fh = undefined;
+    this.pool?.forget(this);
     fh?.close();
   }
 

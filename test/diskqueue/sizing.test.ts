@@ -5,6 +5,7 @@ import { join } from 'node:path';
 import { DiskQueue, codecs, FullError, RecordTooLargeError, ClosedError, HEADER_SIZE } from '../../src/diskqueue/index.js';
 import { decodeHeader, frameSize, FLAG_OVERSIZED } from '../../src/diskqueue/format.js';
 import { tempDir } from '../helpers/tmp.js';
+import { FaultyFileSystem } from '../../src/storage/faulty.js';
 
 const segFiles = (dir: string) => readdirSync(dir).filter((f) => f.startsWith('data.')).sort();
 
@@ -135,5 +136,32 @@ test('whole segments are unlinked once every record in them is committed', async
   assert.deepEqual(segFiles(dir), [segFiles(dir).at(-1)], 'only the tail segment is kept');
   assert.equal(q.stats().segments, 1);
   assert.equal(q.stats().unreclaimed, 0);
+  await q.close();
+});
+
+test('maxOpenFiles bounds open segment descriptors; closed ones reopen on demand', async () => {
+  const fs = new FaultyFileSystem();
+  const q = await DiskQueue.open<string>('/q', { fs, segmentSize: 4096, maxSegments: 0, maxOpenFiles: 2, codec: codecs.utf8 });
+  const values = Array.from({ length: 200 }, (_, i) => `${i}`.padStart(100, '.'));
+  await q.addBatch(values);
+  assert.ok(q.stats().segments >= 5);
+  const got: string[] = [];
+  for await (const v of q.reader().drain()) got.push(v);
+  assert.deepEqual(got, values);
+  const opens = fs.trace.filter((t) => t.startsWith('open ')).length;
+  assert.ok(opens > q.stats().segments, `segments were reopened after eviction (${opens} opens)`);
+  await q.close();
+});
+
+test('reopen reads one header per segment and no records', async () => {
+  const fs = new FaultyFileSystem();
+  let q = await DiskQueue.open<string>('/q', { fs, segmentSize: 4096, maxSegments: 0, codec: codecs.utf8 });
+  await q.addBatch(Array.from({ length: 300 }, () => 'y'.repeat(100)));
+  const segments = q.stats().segments;
+  await q.close();
+  fs.trace.length = 0;
+  q = await DiskQueue.open<string>('/q', { fs, segmentSize: 4096, maxSegments: 0, codec: codecs.utf8 });
+  assert.equal(fs.trace.filter((t) => t.startsWith('read ')).length, segments);
+  assert.equal(q.stats().backlog, 300);
   await q.close();
 });
