@@ -149,9 +149,9 @@ for (const factory of STORE_FACTORIES) {
       let runs = 0;
       const handler: Handler = async () => {
         runs++;
-        await sleep(450);
+        await sleep(800);
       };
-      const opts = { ...FAST, leaseDurationMs: 150 };
+      const opts = { ...FAST, leaseDurationMs: 300 };
       await a.q.subscribe('t', 'g', handler, opts);
       await b.q.subscribe('t', 'g', handler, opts);
       await a.q.publish({ topic: 't', payload: enc('slow') });
@@ -196,9 +196,9 @@ for (const factory of STORE_FACTORIES) {
       let runs = 0;
       await q.subscribe('t2', 'g', async (_d, signal) => {
         runs++;
-        await sleep(350);
+        await sleep(700);
         wasAborted = signal.aborted;
-      }, { ...FAST, leaseDurationMs: 240 });
+      }, { ...FAST, leaseDurationMs: 450 });
       await q.publish({ topic: 't2', payload: enc('y') });
       await waitFor(() => wasAborted !== undefined, 5000);
       await waitFor(async () => (await q.stats('t2', 'g')).leased === 0);

@@ -106,10 +106,10 @@ for (const factory of STORE_FACTORIES) {
     it('5. an expired lease is claimable again; the old token changes nothing', async () => {
       await s.ensureGroup('t', 'g', 'latest');
       await s.append([msg('t', { id: 'x' })]);
-      const [old] = await s.claim(claimReq('t', 'g', { leaseMs: 40 }));
+      const [old] = await s.claim(claimReq('t', 'g', { leaseMs: 300 }));
       assert.equal(old!.attempt, 1);
       assert.deepEqual(await s.claim(claimReq('t', 'g')), []);
-      await sleep(80);
+      await sleep(400);
       assert.deepEqual(await s.stats('t', 'g'), { pending: 1, leased: 0, dead: 0 });
       const [cur] = await s.claim(claimReq('t', 'g'));
       assert.equal(cur!.deliveryId, old!.deliveryId);
@@ -131,7 +131,7 @@ for (const factory of STORE_FACTORIES) {
       await s.append([msg('t', { id: 'r' })]);
       const [c1] = await s.claim(claimReq('t', 'g'));
       const retriedAt = Date.now();
-      assert.equal(await s.retry(c1!, 150, 'boom'), true);
+      assert.equal(await s.retry(c1!, 300, 'boom'), true);
       assert.deepEqual(await s.claim(claimReq('t', 'g')), []);
       assert.deepEqual(await s.stats('t', 'g'), { pending: 1, leased: 0, dead: 0 });
       let c2: Claimed | undefined;
@@ -139,7 +139,7 @@ for (const factory of STORE_FACTORIES) {
         [c2] = await s.claim(claimReq('t', 'g'));
         if (!c2) await sleep(10);
       }
-      assert.ok(Date.now() - retriedAt >= 145, 'returned before its backoff');
+      assert.ok(Date.now() - retriedAt >= 295, 'returned before its backoff');
       assert.equal(c2.attempt, 2);
       await s.release([c2]);
       assert.deepEqual(await s.stats('t', 'g'), { pending: 1, leased: 0, dead: 0 });
@@ -173,12 +173,12 @@ for (const factory of STORE_FACTORIES) {
       assert.deepEqual(ids(first), ['a1', 'b1', 'u1']);
       const [a1, b1] = first;
       assert.deepEqual(await s.stats('t', 'g'), { pending: 2, leased: 3, dead: 0 });
-      assert.equal(await s.retry(a1!, 60, 'later'), true);
+      assert.equal(await s.retry(a1!, 400, 'later'), true);
       await s.append([msg('t', { id: 'u2' })]);
       assert.deepEqual(ids(await s.claim(claimReq('t', 'g'))), ['u2'], 'unkeyed messages pass a blocked lane');
       await s.ack([b1!]);
       assert.deepEqual(await s.claim(claimReq('t', 'g')), [], 'a retried head keeps its lane blocked');
-      await sleep(90);
+      await sleep(450);
       const again = await s.claim(claimReq('t', 'g'));
       assert.deepEqual(ids(again), ['a1']);
       assert.equal(again[0]!.attempt, 2);
@@ -197,10 +197,10 @@ for (const factory of STORE_FACTORIES) {
       assert.deepEqual(ids(first), ['m0', 'm1']);
       assert.deepEqual(await other.claim(claimReq('t', 'g', { maxInFlight: 2 })), []);
       await s.ack([first[0]!]);
-      const third = await other.claim(claimReq('t', 'g', { maxInFlight: 2, leaseMs: 40 }));
+      const third = await other.claim(claimReq('t', 'g', { maxInFlight: 2, leaseMs: 250 }));
       assert.deepEqual(ids(third), ['m2']);
       assert.deepEqual(await s.claim(claimReq('t', 'g', { maxInFlight: 2 })), []);
-      await sleep(80);
+      await sleep(320);
       const back = await s.claim(claimReq('t', 'g', { maxInFlight: 2 }));
       assert.deepEqual(ids(back), ['m2']);
       assert.equal(back[0]!.attempt, 2);
@@ -211,7 +211,7 @@ for (const factory of STORE_FACTORIES) {
     it('10. deliverAt: never early, past is immediate, a scheduled head blocks its lane, a promoted successor waits for its time', async () => {
       await s.ensureGroup('t', 'g', 'latest');
       const now = Date.now();
-      const due = now + 150;
+      const due = now + 400;
       await s.append([
         msg('t', { id: 'future', deliverAt: new Date(due) }),
         msg('t', { id: 'past', deliverAt: new Date(now - 60_000) }),
@@ -335,9 +335,9 @@ for (const factory of STORE_FACTORIES) {
     it('14. ack and extend report which deliveries are still held', async () => {
       await s.ensureGroup('t', 'g', 'latest');
       await s.append([msg('t', { id: 'a' }), msg('t', { id: 'b' }), msg('t', { id: 'c' })]);
-      const [a] = await s.claim(claimReq('t', 'g', { max: 1, leaseMs: 40 }));
+      const [a] = await s.claim(claimReq('t', 'g', { max: 1, leaseMs: 200 }));
       const [b, c] = await s.claim(claimReq('t', 'g', { max: 2 }));
-      await sleep(80);
+      await sleep(260);
       const [a2] = await s.claim(claimReq('t', 'g'));
       assert.equal(a2!.message.id, 'a');
       assert.deepEqual(await s.ack([a!, b!, c!]), [b!.deliveryId, c!.deliveryId]);
@@ -348,10 +348,10 @@ for (const factory of STORE_FACTORIES) {
     it('the janitor role is held by one instance at a time', async () => {
       const other = await h.open();
       assert.ok(s.acquireJanitor && other.acquireJanitor, 'store offers acquireJanitor');
-      assert.equal(await s.acquireJanitor('one', 60), true);
-      assert.equal(await other.acquireJanitor!('two', 60), false);
-      assert.equal(await s.acquireJanitor('one', 60), true, 'the holder renews');
-      await sleep(100);
+      assert.equal(await s.acquireJanitor('one', 60_000), true);
+      assert.equal(await other.acquireJanitor!('two', 60_000), false);
+      assert.equal(await s.acquireJanitor('one', 50), true, 'the holder renews (here for a shorter time)');
+      await sleep(120);
       assert.equal(await other.acquireJanitor!('two', 60_000), true, 'an expired role passes on');
       assert.equal(await s.acquireJanitor('one', 60_000), false);
     });
