@@ -25,6 +25,9 @@ const EMPTY = Buffer.alloc(0);
 
 /** The input is not a valid record stream; the records framed before the fault are still good. */
 export class FramingError extends Error {
+  /** Records the failing `push` completed before the fault; they are good. */
+  records: Buffer[] = [];
+
   constructor(
     message: string,
     /** Bytes of input consumed when the fault was found. */
@@ -62,7 +65,9 @@ class LineSplitter implements RecordSplitter {
       const rest = chunk.subarray(start);
       this.partialLen += rest.length;
       if (this.partialLen > MAX_RECORD_BYTES) {
-        throw new FramingError(`a line longer than ${MAX_RECORD_BYTES} bytes`, this.consumed + chunk.length);
+        const err = new FramingError(`a line longer than ${MAX_RECORD_BYTES} bytes`, this.consumed + chunk.length);
+        err.records = out;
+        throw err;
       }
       this.partial.push(rest);
     }
@@ -96,6 +101,17 @@ class RawSplitter implements RecordSplitter {
 
   push(chunk: Buffer): Buffer[] {
     const out: Buffer[] = [];
+    try {
+      this.cut(chunk, out);
+    } catch (err) {
+      if (err instanceof FramingError) err.records = out;
+      throw err;
+    }
+    this.consumed += chunk.length;
+    return out;
+  }
+
+  private cut(chunk: Buffer, out: Buffer[]): void {
     let i = 0;
     while (i < chunk.length) {
       if (this.body !== undefined) {
@@ -135,8 +151,6 @@ class RawSplitter implements RecordSplitter {
         this.bodyLen = 0;
       }
     }
-    this.consumed += chunk.length;
-    return out;
   }
 
   end(): Buffer[] {

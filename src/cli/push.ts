@@ -123,28 +123,39 @@ export async function push(dir: string, file: string | undefined, o: PushOptions
       if (batch.length >= limit || batchBytes >= BATCH_BYTES) await store();
     };
 
-    let read = 0;
-    try {
-      for await (const chunk of input.stream as AsyncIterable<Buffer>) {
-        read += chunk.length;
-        await take(splitter.push(chunk));
-        progress.update(read);
+    // A framing fault keeps the records framed before it: they are stored, then the fault is reported.
+    let fault: FramingError | undefined;
+    const cut = (f: () => Buffer[]): Buffer[] => {
+      try {
+        return f();
+      } catch (err) {
+        if (!(err instanceof FramingError)) throw err;
+        fault = err;
+        return err.records;
       }
-    } catch (err) {
-      if (err instanceof FramingError || err instanceof FerryError) throw err;
-      // The input failed mid-way: keep what was framed so far, then report.
-      await store();
-      throw new CliError(`cannot read ${input.name}: ${describe(err)}`, EXIT_FAILED);
+    };
+
+    let read = 0;
+    const chunks = (input.stream as AsyncIterable<Buffer>)[Symbol.asyncIterator]();
+    for (;;) {
+      let next: IteratorResult<Buffer>;
+      try {
+        next = await chunks.next();
+      } catch (err) {
+        // The input failed mid-way: keep what was framed so far, then report.
+        await store();
+        throw new CliError(`cannot read ${input.name}: ${describe(err)}`, EXIT_FAILED);
+      }
+      if (next.done) break;
+      read += next.value.length;
+      const chunk = next.value;
+      await take(cut(() => splitter.push(chunk)));
+      progress.update(read);
+      if (fault) break;
     }
-    let tail: Buffer[];
-    try {
-      tail = splitter.end();
-    } catch (err) {
-      await store();
-      throw err;
-    }
-    await take(tail);
+    if (!fault) await take(cut(() => splitter.end()));
     await store();
+    if (fault) throw fault;
   } catch (err) {
     failure = pushFailure(err, input.name, stored);
   } finally {

@@ -1,0 +1,61 @@
+/**
+ * Runs the ferry CLI from source as a child process (no build needed) and
+ * gives each test its own temporary directory.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtemp, rm } from 'node:fs/promises';
+import { tmpdir } from 'node:os';
+import { dirname, join, resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const ROOT = resolve(dirname(fileURLToPath(import.meta.url)), '../..');
+const MAIN = join(ROOT, 'src', 'cli', 'main.ts');
+
+export interface Run {
+  code: number | null;
+  stdout: Buffer;
+  stderr: string;
+}
+
+/** Runs `ferry ...args` with `input` on stdin (closed at once when absent). */
+export function ferry(args: string[], opts: { input?: Uint8Array | string; env?: Record<string, string>; closeStdout?: boolean } = {}): Promise<Run> {
+  return new Promise((resolvePromise, reject) => {
+    const child = spawn(process.execPath, ['--import', 'tsx', MAIN, ...args], {
+      cwd: ROOT,
+      env: { ...process.env, ...opts.env },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    const out: Buffer[] = [];
+    const err: Buffer[] = [];
+    // closeStdout: the reader of the child's stdout is gone before it writes (a consumer that quit).
+    if (opts.closeStdout) child.stdout.destroy();
+    else child.stdout.on('data', (b: Buffer) => out.push(b));
+    child.stderr.on('data', (b: Buffer) => err.push(b));
+    child.on('error', reject);
+    child.on('close', (code) => resolvePromise({ code, stdout: Buffer.concat(out), stderr: Buffer.concat(err).toString() }));
+    child.stdin.on('error', () => {});
+    child.stdin.end(opts.input ?? '');
+  });
+}
+
+/** A fresh temporary directory, removed by the returned cleanup. */
+export async function scratch(): Promise<{ dir: string; cleanup(): Promise<void> }> {
+  const dir = await mkdtemp(join(tmpdir(), 'ferry-cli-test-'));
+  return { dir, cleanup: () => rm(dir, { recursive: true, force: true }) };
+}
+
+/** Asserts-friendly view of stderr: no stack trace lines. */
+export function hasStackTrace(stderr: string): boolean {
+  return /^\s+at .+\(.+:\d+:\d+\)$/m.test(stderr) || /^\s+at \S+:\d+:\d+$/m.test(stderr);
+}
+
+/** `records` framed as the CLI's --raw input: u32 big-endian length, then the bytes. */
+export function rawFrames(records: Uint8Array[]): Buffer {
+  return Buffer.concat(
+    records.flatMap((r) => {
+      const len = Buffer.alloc(4);
+      len.writeUInt32BE(r.length);
+      return [len, Buffer.from(r)];
+    }),
+  );
+}
