@@ -20,6 +20,13 @@ export class GroupCommit {
     });
   }
 
+  /** Rejects every caller waiting for the next flush: their writes were rolled back. */
+  failWaiting(err: unknown): void {
+    const batch = this.waiting;
+    this.waiting = [];
+    for (const w of batch) w.reject(err);
+  }
+
   /** Resolves when no flush is running. */
   settled(): Promise<void> {
     if (!this.running) return Promise.resolve();

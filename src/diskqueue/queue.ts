@@ -482,7 +482,7 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
       if (dirDirty) await fs.syncDir(this.dir);
     } catch (err) {
       this.latch(err);
-      this.rollBack();
+      this.rollBack(this.latchedError());
       throw this.latchedError();
     }
     // Header phase: publish what the data fsync covered, and persist commits.
@@ -494,16 +494,17 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
       }
       for (const s of this.writeDirtyHeaders()) headers.add(s);
     } catch (err) {
-      this.rollBack();
+      const failure = asIOError('header write failed', err);
+      this.rollBack(failure);
       for (const p of pending) p.s.headerDirty = true;
-      throw asIOError('header write failed', err);
+      throw failure;
     }
     for (const s of headers) s.dataDirty = false;
     try {
       await Promise.all([...headers].map((s) => s.handle(fs).datasync('header')));
     } catch (err) {
       this.latch(err);
-      this.rollBack();
+      this.rollBack(this.latchedError());
       throw this.latchedError();
     }
     for (const p of pending) {
@@ -515,8 +516,12 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
     if (pending.length) this.published.wakeAll();
   }
 
-  /** Drops every written but unpublished record (their adds are all rejected). */
-  private rollBack(): void {
+  /**
+   * Drops every written but unpublished record, including those of callers
+   * waiting for the next flush, and rejects those callers with `err`.
+   */
+  private rollBack(err: unknown): void {
+    this.group.failWaiting(err);
     for (const s of this.segments) {
       if (s.end > s.writeCursor) {
         this.counters.added -= s.endCount - s.writtenCount;

@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { DiskQueue, codecs } from '../../src/diskqueue/index.js';
+import { DiskQueue, codecs, IOError } from '../../src/diskqueue/index.js';
 import { FaultyFileSystem } from '../../src/storage/faulty.js';
 import { frameSize } from '../../src/diskqueue/format.js';
 
@@ -94,4 +94,32 @@ test('syncIntervalMs flushes an idle queue on a timer', async () => {
   while (q.stats().unsyncedBytes > 0 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 5));
   assert.equal(q.stats().unsyncedBytes, 0);
   await q.close();
+});
+
+test('a failed header write rejects every add whose record it rolled back, including those queued for the next flush', async () => {
+  const fs = new FaultyFileSystem();
+  const q = await DiskQueue.open<string>(DIR, { fs, codec: codecs.utf8 });
+  await q.add('kept');
+  fs.inject({ step: 'write:header', error: 'EIO' });
+  const outcome = (p: Promise<void>) => p.then(() => 'resolved', (e) => (e instanceof IOError ? 'IOError' : String(e)));
+  // 'b' is added while the flush carrying 'a' is between its data fsync and
+  // its header write, so it waits for the next flush.
+  let second: Promise<string> | undefined;
+  fs.onStep = () => {
+    if (fs.trace.at(-1)?.startsWith('sync:data') && !second) second = outcome(q.add('b'));
+  };
+  const first = outcome(q.add('a'));
+  assert.equal(await first, 'IOError');
+  fs.onStep = undefined;
+  assert.ok(second, "'b' was added during the flush");
+  assert.equal(await second, 'IOError');
+  await q.add('c'); // not latched: a retry succeeds
+  const r = q.reader();
+  const got: string[] = [];
+  for await (const v of r.drain()) got.push(v);
+  assert.deepEqual(got, ['kept', 'c']);
+  await q.close();
+  const q2 = await DiskQueue.open<string>(DIR, { fs, codec: codecs.utf8 });
+  assert.equal(q2.stats().backlog, 0);
+  await q2.close();
 });
