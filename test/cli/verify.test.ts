@@ -1,0 +1,232 @@
+import { test, after } from 'node:test';
+import assert from 'node:assert/strict';
+import { readFile, writeFile, truncate, open } from 'node:fs/promises';
+import { join } from 'node:path';
+import { DiskQueue, LockedError, verifyQueue, type VerifyDamage } from '../../src/diskqueue/index.js';
+import { decodeHeader, encodeHeader } from '../../src/diskqueue/format.js';
+import { ferry, scratch } from './helpers.js';
+
+const tmp = await scratch();
+after(() => tmp.cleanup());
+let n = 0;
+
+const SEGMENT_SIZE = 4096;
+const HEADER = 64;
+// Records "alpha", "bravo", "charlie": each is a 1-byte length, the payload and an 8-byte checksum.
+const R1 = HEADER; // alpha: 64..78
+const R2 = R1 + 1 + 5 + 8; // bravo: 78..92, payload at 79
+const R3 = R2 + 1 + 5 + 8; // charlie: 92..108
+const END = R3 + 1 + 7 + 8; // the write cursor
+const FILE_SIZE = HEADER + SEGMENT_SIZE;
+
+/** A closed queue holding alpha, bravo, charlie (the first `taken` of them committed). */
+async function makeQueue(taken = 0): Promise<{ dir: string; seg: string }> {
+  const dir = join(tmp.dir, `q${++n}`);
+  const q = await DiskQueue.open(dir, { segmentSize: SEGMENT_SIZE });
+  for (const word of ['alpha', 'bravo', 'charlie']) await q.add(Buffer.from(word));
+  const r = q.reader();
+  for (let i = 0; i < taken; i++) assert.ok(await r.tryTake());
+  await q.close();
+  return { dir, seg: join(dir, 'data.00000001') };
+}
+
+async function patch(path: string, at: number, bytes: number[]): Promise<void> {
+  const fh = await open(path, 'r+');
+  try {
+    await fh.write(Buffer.from(bytes), 0, bytes.length, at);
+  } finally {
+    await fh.close();
+  }
+}
+
+async function xorByte(path: string, at: number): Promise<void> {
+  const buf = await readFile(path);
+  await patch(path, at, [buf[at]! ^ 0xff]);
+}
+
+/** Rewrites the header of `path` with `change` applied and a valid checksum. */
+async function rewriteHeader(path: string, change: (h: ReturnType<typeof headerOf>) => void): Promise<void> {
+  const buf = await readFile(path);
+  const h = headerOf(buf);
+  change(h);
+  await patch(path, 0, [...encodeHeader(h)]);
+}
+function headerOf(buf: Buffer) {
+  const res = decodeHeader(buf.subarray(0, HEADER));
+  assert.ok(res.ok);
+  return res.header;
+}
+
+test('a clean queue verifies ok, committed records included', async () => {
+  const { dir } = await makeQueue(1);
+  const report = await verifyQueue(dir);
+  assert.deepEqual(report, { ok: true, segments: 1, records: 3, bytes: END - HEADER, committedRecords: 1, damage: [] });
+});
+
+// One row per kind of damage: what is changed, what verify must report, how many records stay intact.
+const cases: Array<{ name: string; damage(seg: string, dir: string): Promise<void>; expect: VerifyDamage[]; records: number }> = [
+  {
+    name: 'payload byte flipped: that record only, the walk continues after it',
+    damage: (seg) => xorByte(seg, R2 + 1),
+    expect: [{ segment: 1, position: R2, reason: 'checksum', lostBytes: R3 - R2, lostRecords: 1 }],
+    records: 2,
+  },
+  {
+    name: 'stored checksum flipped: same as a payload flip',
+    damage: (seg) => xorByte(seg, R3 - 1),
+    expect: [{ segment: 1, position: R2, reason: 'checksum', lostBytes: R3 - R2, lostRecords: 1 }],
+    records: 2,
+  },
+  {
+    name: 'length prefix runs past the write cursor: rest of the segment',
+    damage: (seg) => patch(seg, R2, [0x7f]),
+    expect: [{ segment: 1, position: R2, reason: 'length', lostBytes: END - R2, lostRecords: 2 }],
+    records: 1,
+  },
+  {
+    name: 'malformed length prefix (11 continuation bytes): rest of the segment',
+    damage: (seg) => patch(seg, R1, Array(11).fill(0xff)),
+    expect: [{ segment: 1, position: R1, reason: 'length', lostBytes: END - R1, lostRecords: 3 }],
+    records: 0,
+  },
+  {
+    name: 'file cut inside the last record: shorter than its write cursor',
+    damage: (seg) => truncate(seg, R3 + 4),
+    expect: [{ segment: 1, position: R3, reason: 'truncated', lostBytes: END - R3, lostRecords: 1 }],
+    records: 2,
+  },
+  {
+    name: 'file cut at a record boundary',
+    damage: (seg) => truncate(seg, R2),
+    expect: [{ segment: 1, position: R2, reason: 'truncated', lostBytes: END - R2, lostRecords: 2 }],
+    records: 1,
+  },
+  {
+    name: 'bad magic: a foreign file, the whole segment',
+    damage: (seg) => xorByte(seg, 0),
+    expect: [{ segment: 1, position: 0, reason: 'segment-magic', lostBytes: FILE_SIZE }],
+    records: 0,
+  },
+  {
+    name: 'unknown format version',
+    damage: (seg) => patch(seg, 40, [9]),
+    expect: [{ segment: 1, position: 0, reason: 'segment-version', lostBytes: FILE_SIZE }],
+    records: 0,
+  },
+  {
+    name: 'short header',
+    damage: (seg) => truncate(seg, 30),
+    expect: [{ segment: 1, position: 0, reason: 'segment-short', lostBytes: 30 }],
+    records: 0,
+  },
+  {
+    name: 'torn header checksum: records still counted, the open would rebuild it',
+    damage: (seg) => xorByte(seg, 60),
+    expect: [{ segment: 1, position: 0, reason: 'header-checksum', lostBytes: 0, lostRecords: 0 }],
+    records: 3,
+  },
+  {
+    name: 'header claims more records than the segment holds',
+    damage: (seg) => rewriteHeader(seg, (h) => (h.writtenCount = 4)),
+    expect: [{ segment: 1, position: END, reason: 'count-mismatch', lostBytes: 0, lostRecords: 1 }],
+    records: 3,
+  },
+  {
+    name: 'commit cursor inside a record',
+    damage: (seg) => rewriteHeader(seg, (h) => ((h.commitCursor = R2 + 3), (h.committedCount = 1))),
+    expect: [{ segment: 1, position: R2 + 3, reason: 'commit-cursor', lostBytes: 0, lostRecords: 0 }],
+    records: 3,
+  },
+  {
+    name: 'committed count disagrees with the commit cursor',
+    damage: (seg) => rewriteHeader(seg, (h) => ((h.commitCursor = R2), (h.committedCount = 2))),
+    expect: [{ segment: 1, position: R2, reason: 'commit-cursor', lostBytes: 0, lostRecords: 0 }],
+    records: 3,
+  },
+  {
+    name: 'checksummed header with impossible cursors: the whole segment',
+    damage: (seg) => rewriteHeader(seg, (h) => (h.commitCursor = END + 100)),
+    expect: [{ segment: 1, position: 0, reason: 'segment-insane', lostBytes: FILE_SIZE }],
+    records: 0,
+  },
+];
+
+for (const c of cases) {
+  test(`verify: ${c.name}`, async () => {
+    const { dir, seg } = await makeQueue();
+    await c.damage(seg, dir);
+    const before = await readFile(seg);
+    const report = await verifyQueue(dir);
+    assert.deepEqual(report.damage, c.expect);
+    assert.equal(report.records, c.records);
+    assert.equal(report.ok, c.expect.length === 0);
+    assert.ok((await readFile(seg)).equals(before), 'verify changed nothing');
+  });
+}
+
+test('a zero-length last segment is a cut-short creation, not damage; one in the middle is', async () => {
+  const { dir } = await makeQueue();
+  await writeFile(join(dir, 'data.00000002'), '');
+  assert.deepEqual((await verifyQueue(dir)).damage, []);
+  await writeFile(join(dir, 'data.00000003'), '');
+  const report = await verifyQueue(dir);
+  assert.equal(report.segments, 3);
+  assert.deepEqual(report.damage, [{ segment: 2, position: 0, reason: 'segment-zero', lostBytes: 0 }]);
+});
+
+test('progress is reported in data bytes up to the total', async () => {
+  const { dir } = await makeQueue();
+  const seen: Array<[number, number]> = [];
+  await verifyQueue(dir, { onProgress: (done, total) => seen.push([done, total]) });
+  assert.deepEqual(seen.at(-1), [END - HEADER, END - HEADER]);
+});
+
+test('verifyQueue refuses a directory a queue holds', async () => {
+  const { dir } = await makeQueue();
+  const q = await DiskQueue.open(dir, { segmentSize: SEGMENT_SIZE });
+  try {
+    await assert.rejects(verifyQueue(dir), LockedError);
+  } finally {
+    await q.close();
+  }
+});
+
+test('ferry verify: exit 0 when clean, 1 with the damage listed after a payload flip, files unchanged', async () => {
+  const dir = join(tmp.dir, 'cli');
+  const push = await ferry(['push', dir, '--segment-size', String(SEGMENT_SIZE), '-q'], { input: 'alpha\nbravo\ncharlie\n' });
+  assert.equal(push.code, 0, push.stderr);
+  const clean = await ferry(['verify', dir]);
+  assert.equal(clean.code, 0, clean.stderr);
+  assert.equal(clean.stdout.toString(), 'ok: 1 segments, 3 intact records (44 B), 0 committed\n');
+
+  const seg = join(dir, 'data.00000001');
+  await xorByte(seg, R2 + 1);
+  const before = await readFile(seg);
+  const human = await ferry(['verify', dir]);
+  assert.equal(human.code, 1);
+  assert.equal(
+    human.stdout.toString(),
+    `DAMAGED: 1 segments, 2 intact records (30 B), 0 committed\n  segment 1 at byte ${R2}: checksum (loses 1 records, 14 bytes)\n`,
+  );
+  const json = await ferry(['verify', dir, '--json']);
+  assert.equal(json.code, 1);
+  const report = JSON.parse(json.stdout.toString());
+  assert.equal(report.ok, false);
+  assert.deepEqual(report.damage, [{ segment: 1, position: R2, reason: 'checksum', lostBytes: 14, lostRecords: 1 }]);
+  assert.ok((await readFile(seg)).equals(before), 'verify changed nothing');
+
+  // A drain steps past the damage, reports it and exits 1; the intact records come out.
+  const drained = await ferry(['drain', dir]);
+  assert.equal(drained.code, 1);
+  assert.equal(drained.stdout.toString(), 'alpha\ncharlie\n');
+  assert.match(drained.stderr, /skipped damaged data: corrupt data \(checksum\) in segment 1 at byte 78/);
+  assert.match(drained.stderr, /1 damaged span\(s\) were skipped \(1 records lost\)/);
+});
+
+test('ferry verify of a path that is not a directory exits 2', async () => {
+  const file = join(tmp.dir, 'plain-file');
+  await writeFile(file, 'x');
+  const res = await ferry(['verify', file]);
+  assert.equal(res.code, 2);
+  assert.equal(res.stderr, `ferry: no queue at ${file}: not a directory\n`);
+});
