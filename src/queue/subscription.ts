@@ -128,7 +128,12 @@ export class StoreSubscription implements Subscription {
         break;
       }
       for (const c of claimed) this.#start(c, leaseStart + o.leaseDurationMs);
-      if (claimed.length >= max) continue; // a full batch: there may be more, poll again at once
+      if (claimed.length >= max) {
+        // A full batch: there may be more, so poll again at once, but after
+        // letting timers and I/O run (a synchronous store never yields).
+        await new Promise<void>((resolve) => setImmediate(resolve));
+        continue;
+      }
       await this.#wait(o.pollIntervalMs);
     }
   }
@@ -187,19 +192,24 @@ export class StoreSubscription implements Subscription {
     });
   }
 
+  /**
+   * Writes the acks gathered so far in one store call. Acks arriving while it
+   * runs wait for the next turn of the event loop, so a busy subscription on a
+   * synchronous store cannot chain claims and acks in microtasks forever and
+   * starve the timers (heartbeats above all).
+   */
   async #flushAcks(): Promise<void> {
-    while (this.#acks.length > 0) {
-      const batch = this.#acks.splice(0);
-      try {
-        // Deliveries not reported held had lost their lease; whoever holds them now will finish them.
-        await this.#host.store.ack(batch.map((a) => a.job.c));
-      } catch (err) {
-        // The leases run out and the deliveries come back: at least once.
-        this.#host.onError(err, 'ack');
-      }
-      for (const a of batch) a.resolve();
+    const batch = this.#acks.splice(0);
+    try {
+      // Deliveries not reported held had lost their lease; whoever holds them now will finish them.
+      await this.#host.store.ack(batch.map((a) => a.job.c));
+    } catch (err) {
+      // The leases run out and the deliveries come back: at least once.
+      this.#host.onError(err, 'ack');
     }
-    this.#ackFlushScheduled = false;
+    for (const a of batch) a.resolve();
+    if (this.#acks.length > 0) setImmediate(() => void this.#flushAcks());
+    else this.#ackFlushScheduled = false;
   }
 
   async #retry(job: Job, text: string): Promise<void> {

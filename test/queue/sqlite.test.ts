@@ -60,7 +60,9 @@ describe('sqlite store', () => {
     assert.deepEqual(started.map((s) => [s.text, s.attempt]), [['one', 1], ['two', 1], ['hang', 1]]);
 
     const q2 = (await createQueue({ enabled: true, type: 'sqlite', config: { path } }))!;
-    assert.deepEqual(await q2.stats('jobs', 'workers'), { pending: 2, leased: 1, dead: 0 }, 'the dead consumer still holds its lease until it runs out');
+    const left = await q2.stats('jobs', 'workers');
+    // 'hang' is still leased by the dead consumer, or pending once that lease has run out.
+    assert.deepEqual([left.pending + left.leased, left.dead], [3, 0]);
     const finished: Array<[string, number]> = [];
     await q2.subscribe('jobs', 'workers', async (d) => void finished.push([new TextDecoder().decode(d.payload), d.attempt]), { pollIntervalMs: 20, concurrency: 1 });
     const deadline = Date.now() + 10_000;
