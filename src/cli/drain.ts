@@ -34,9 +34,9 @@ export interface DrainOptions {
 }
 
 /** Default records per stdout write. */
-export const DEFAULT_DRAIN_BATCH = 1024;
+export const DEFAULT_DRAIN_BATCH = 8192;
 /** A stdout batch is also written once it holds this many payload bytes. */
-const BATCH_BYTES = 1024 * 1024;
+const BATCH_BYTES = 4 * 1024 * 1024;
 /** Default idle poll interval of `--follow`, ms. */
 export const DEFAULT_POLL_MS = 500;
 /** Exit status after SIGINT/SIGTERM stopped a drain that was not following. */
