@@ -11,6 +11,9 @@ import type { ErrorReporter, ResolvedSubscribeOptions } from './options.js';
 import { isPermanent } from './permanent.js';
 import type { Claimed, CloseOptions, Delivery, Handler, Store, StoredMessage, Subscription } from './types.js';
 
+/** How long one ack flush may keep the event loop before yielding, ms. */
+const ACK_TURN_MS = 2;
+
 /** What a subscription needs from the queue that owns it. */
 export interface SubscriptionHost {
   readonly store: Store;
@@ -193,21 +196,24 @@ export class StoreSubscription implements Subscription {
   }
 
   /**
-   * Writes the acks gathered so far in one store call. Acks arriving while it
-   * runs wait for the next turn of the event loop, so a busy subscription on a
-   * synchronous store cannot chain claims and acks in microtasks forever and
-   * starve the timers (heartbeats above all).
+   * Writes the acks gathered so far, one store call per batch. After
+   * `ACK_TURN_MS` the rest wait for the next turn of the event loop, so a busy
+   * subscription on a synchronous store cannot chain claims and acks in
+   * microtasks forever and starve the timers (heartbeats above all).
    */
   async #flushAcks(): Promise<void> {
-    const batch = this.#acks.splice(0);
-    try {
-      // Deliveries not reported held had lost their lease; whoever holds them now will finish them.
-      await this.#host.store.ack(batch.map((a) => a.job.c));
-    } catch (err) {
-      // The leases run out and the deliveries come back: at least once.
-      this.#host.onError(err, 'ack');
-    }
-    for (const a of batch) a.resolve();
+    const turnStart = performance.now();
+    do {
+      const batch = this.#acks.splice(0);
+      try {
+        // Deliveries not reported held had lost their lease; whoever holds them now will finish them.
+        await this.#host.store.ack(batch.map((a) => a.job.c));
+      } catch (err) {
+        // The leases run out and the deliveries come back: at least once.
+        this.#host.onError(err, 'ack');
+      }
+      for (const a of batch) a.resolve();
+    } while (this.#acks.length > 0 && performance.now() - turnStart < ACK_TURN_MS);
     if (this.#acks.length > 0) setImmediate(() => void this.#flushAcks());
     else this.#ackFlushScheduled = false;
   }
