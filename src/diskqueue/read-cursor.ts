@@ -139,8 +139,8 @@ export class ReadCursor {
           rec: { seg, start: this.pos, end: at.base + f.end, payload: at.buf.subarray(f.payloadStart, f.payloadEnd) },
         };
       }
-      if (f !== 'damaged' && f.payloadEnd > f.payloadStart) {
-        // The frame holds, only its payload is bad: one record lost.
+      if (f !== 'damaged' && f.payloadEnd > f.payloadStart && this.resyncsAt(seg, at.base + f.end)) {
+        // The frame holds, only its payload (or checksum) is bad: one record lost.
         const damage = this.damage(seg, this.pos, at.base + f.end, 1, 'checksum', consume);
         if (damage) return damage;
         continue;
@@ -151,6 +151,20 @@ export class ReadCursor {
       const damage = this.damage(seg, this.pos, seg.writeCursor, lost, 'length', consume);
       if (damage) return damage;
     }
+  }
+
+  /**
+   * Whether a record boundary at `pos` is believable after a checksum failure:
+   * it is the segment's write cursor, or an intact record starts there. A
+   * length prefix that was damaged but still frames inside the segment lands
+   * mid-record, and believing it would step through garbage one false frame
+   * at a time, each booked as a record it is not; such a length is treated as
+   * what it is, a lost boundary.
+   */
+  private resyncsAt(seg: Segment, pos: number): boolean {
+    if (pos === seg.writeCursor) return true;
+    const at = this.locate(seg, pos);
+    return at.frame !== 'damaged' && checksumMatches(at.buf, at.frame);
   }
 
   /** Books (when consuming) a damaged span and returns its error; undefined when it was booked before. */

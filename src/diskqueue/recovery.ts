@@ -13,7 +13,7 @@ import type { FileHandle, FileSystem } from '../storage/fs.js';
 import { listSegments, segmentFileName } from '../storage/segment-names.js';
 import { CorruptError, IOError, SegmentSizeMismatchError } from '../errors.js';
 import { decodeHeader, HEADER_SIZE, FLAG_OVERSIZED, type SegmentHeader, type HeaderFault } from './format.js';
-import { Segment, walkRecords } from './segment.js';
+import { Segment, walkRecords, type WalkResult } from './segment.js';
 
 /** Loss counters found at open. */
 export interface RecoveryCounts {
@@ -33,10 +33,16 @@ export interface Recovered {
   repaired: Segment[];
 }
 
-type Survey =
-  | { seq: number; fh: FileHandle; size: number; kind: 'ok'; header: SegmentHeader }
-  | { seq: number; fh: FileHandle; size: number; kind: 'torn'; header: SegmentHeader }
-  | { seq: number; fh: FileHandle; size: number; kind: 'empty' | 'bad' | 'foreign'; fault: HeaderFault | 'insane' };
+/**
+ * What the read-only pass learned about one segment. `walk` and `zero` are
+ * the record reads a damaged segment needs, done in that pass too, so an I/O
+ * error in them still fails the open before anything is deleted.
+ */
+type Survey = { seq: number; fh: FileHandle; size: number; walk?: WalkResult; zero?: boolean } & (
+  | { kind: 'ok'; header: SegmentHeader }
+  | { kind: 'torn'; header: SegmentHeader }
+  | { kind: 'empty' | 'bad' | 'foreign'; fault: HeaderFault | 'insane' }
+);
 
 function sane(h: SegmentHeader, size: number): boolean {
   const limit = HEADER_SIZE + h.capacity;
@@ -92,6 +98,18 @@ function allZero(fh: FileHandle, size: number): boolean {
   return true;
 }
 
+/** The record reads a segment's repair will need (read-only). */
+function inspect(s: Survey, last: boolean): void {
+  if (s.kind === 'empty' || s.kind === 'bad') {
+    if (last && s.size > 0 && (s.kind === 'empty' || s.fault === 'short')) s.zero = allZero(s.fh, s.size);
+    if (s.size > HEADER_SIZE) s.walk = walkRecords(s.fh, HEADER_SIZE, s.size);
+  } else if (s.kind === 'torn') {
+    s.walk = walkRecords(s.fh, HEADER_SIZE, s.size);
+  } else if (s.kind === 'ok' && s.size < s.header.writeCursor) {
+    s.walk = walkRecords(s.fh, HEADER_SIZE, Math.min(s.size, HEADER_SIZE + s.header.capacity));
+  }
+}
+
 /**
  * Loads every segment in `dir`. Throws {@link SegmentSizeMismatchError} or
  * {@link IOError} before changing anything; otherwise repairs what it must and
@@ -106,6 +124,7 @@ export function recover(fs: FileSystem, dir: string, segmentSize: number): Recov
         throw new SegmentSizeMismatchError(s.header.segmentSize, segmentSize);
       }
     }
+    surveyed.forEach((s, i) => inspect(s, i === surveyed.length - 1));
   } catch (err) {
     for (const s of surveyed) s.fh.close();
     throw err instanceof IOError || err instanceof SegmentSizeMismatchError ? err : new IOError(`cannot open ${dir}`, { cause: err });
@@ -126,15 +145,20 @@ export function recover(fs: FileSystem, dir: string, segmentSize: number): Recov
     const path = join(dir, segmentFileName(s.seq));
     if (s.kind === 'empty' || s.kind === 'bad') {
       // A zero-length or all-zero last segment never held a record: its
-      // creation was cut short. Anywhere else, or with bytes in it, it is loss.
-      if (last && (s.kind === 'empty' || (s.fault === 'short' && allZero(s.fh, s.size)))) {
+      // creation was cut short. Anywhere else, or with any byte set (a zeroed
+      // header with records behind it), it is loss.
+      if (last && (s.size === 0 || s.zero)) {
         drop(s);
         return;
       }
+      // The header cannot say what the segment held; the records that still
+      // vouch for themselves can, so they are what the loss is counted in.
+      const lostRecords = s.walk?.count ?? 0;
       counts.corruptions++;
       counts.lostSegments++;
       counts.lostBytes += s.size;
-      events.push(new CorruptError({ segment: s.seq, position: 0, reason: `segment-${s.fault}`, lostBytes: s.size }));
+      counts.lostRecords += lostRecords;
+      events.push(new CorruptError({ segment: s.seq, position: 0, reason: `segment-${s.fault}`, lostBytes: s.size, lostRecords }));
       drop(s);
       return;
     }
@@ -145,12 +169,11 @@ export function recover(fs: FileSystem, dir: string, segmentSize: number): Recov
     }
     if (s.kind !== 'ok' && s.kind !== 'torn') return;
     const h = s.header;
-    const fileLimit = Math.min(s.size, HEADER_SIZE + h.capacity);
     if (s.kind === 'torn') {
       // Only the header was lost: rebuild it from the records, which vouch for
       // themselves. The commit position cannot be rebuilt, so replay from here.
       const capacity = Math.max(0, s.size - HEADER_SIZE);
-      const walk = walkRecords(s.fh, HEADER_SIZE, HEADER_SIZE + capacity);
+      const walk = s.walk!;
       const oversized = capacity !== segmentSize;
       const seg = new Segment(s.seq, path, s.fh, capacity, oversized ? FLAG_OVERSIZED : 0, segmentSize, walk.end, walk.count, HEADER_SIZE, 0);
       seg.headerDirty = true;
@@ -158,15 +181,24 @@ export function recover(fs: FileSystem, dir: string, segmentSize: number): Recov
       repaired.push(seg);
       segments.push(seg);
       replayFromHere = true;
+      // The walk stops at the first damaged record. What lay behind it is only
+      // known from the torn header's own cursor and count, believed when they
+      // are consistent with the walk (each is either the old or the new value
+      // of a rewrite, and neither undercounts what the walk proved).
+      const hinted = h.writeCursor >= walk.end && h.writeCursor <= HEADER_SIZE + capacity && h.writtenCount >= walk.count;
+      const lostBytes = hinted ? h.writeCursor - walk.end : 0;
+      const lostRecords = hinted ? h.writtenCount - walk.count : 0;
       counts.corruptions++;
-      events.push(new CorruptError({ segment: s.seq, position: 0, reason: 'header-rebuilt', lostBytes: 0, lostRecords: 0 }));
+      counts.lostBytes += lostBytes;
+      counts.lostRecords += lostRecords;
+      events.push(new CorruptError({ segment: s.seq, position: 0, reason: 'header-rebuilt', lostBytes, lostRecords }));
       return;
     }
     const seg = new Segment(s.seq, path, s.fh, h.capacity, h.flags, h.segmentSize, h.writeCursor, h.writtenCount, h.commitCursor, h.committedCount);
     seg.sealed = !last;
     if (s.size < h.writeCursor) {
       // Truncated underneath us: keep what survives, count what does not.
-      const walk = walkRecords(s.fh, HEADER_SIZE, fileLimit);
+      const walk = s.walk!;
       const lostRecords = Math.max(0, h.writtenCount - walk.count);
       const lostBytes = h.writeCursor - walk.end;
       seg.writeCursor = seg.end = walk.end;

@@ -211,14 +211,18 @@ describe('record or header write fails (before any fsync failed)', () => {
   it('addBatch stopped by a failed record write reports the durable leading items as placed', async () => {
     const fs = new FaultyFileSystem();
     let q = await openQ(fs);
-    fs.inject({ step: 'write:record', error: 'EIO', after: 3 });
-    const err = await q.addBatch(range(0, 6).map((i) => val(i))).then(() => undefined, (e: unknown) => e);
+    // A batch is written one pwrite per segment: 292 records of 14 bytes fill
+    // the first segment, and the write of the run in the second one fails.
+    fs.inject({ step: 'write:record', error: 'EIO', after: 1 });
+    const err = await q.addBatch(range(0, 300).map((i) => val(i))).then(() => undefined, (e: unknown) => e);
     assert.ok(err instanceof IOError);
-    assert.equal((err as IOError & { placed?: number }).placed, 3);
+    assert.equal(causeCode(err), 'EIO');
+    assert.equal((err as IOError & { placed?: number }).placed, 292);
+    assert.equal(q.stats().added, 292);
     await q.close();
     fs.powerCut();
     q = await openQ(fs);
-    assert.deepEqual((await drainAll(q.reader())).values, range(0, 3).map((i) => val(i)));
+    assert.deepEqual((await drainAll(q.reader())).values, range(0, 292).map((i) => val(i)));
     await q.close();
   });
 });
