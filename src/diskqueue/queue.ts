@@ -241,10 +241,14 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
     let runCount = 0;
     let backlog = this.backlogBytes();
     const writeRun = () => {
-      if (runSeg && runCount > 0) this.writeRun(runSeg, runBytes, runCount);
-      placed += runCount;
+      // The run is taken before it is written, so a run whose write failed is
+      // not written a second time by the flush of the pending run below.
+      const bytes = runBytes;
+      const count = runCount;
       runBytes = 0;
       runCount = 0;
+      if (runSeg && count > 0) this.writeRun(runSeg, bytes, count);
+      placed += count;
     };
     try {
       for (const payload of payloads) {
