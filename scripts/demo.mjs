@@ -89,6 +89,10 @@ function snapshot(files, out) {
   let skipped = 0;
   try {
     for (const f of files) {
+      if (bytes + f.size + 1 > MAX_INPUT_BYTES) {
+        skipped++;
+        continue;
+      }
       let data;
       try {
         data = readFileSync(f.path);
@@ -98,6 +102,7 @@ function snapshot(files, out) {
       }
       if (data.length === 0) continue;
       if (bytes + data.length + 1 > MAX_INPUT_BYTES) {
+        // it grew since it was listed
         skipped++;
         continue;
       }

@@ -76,7 +76,7 @@ class LineSplitter implements RecordSplitter {
   }
 
   end(): Buffer[] {
-    if (this.partialLen === 0 && this.partial.length === 0) return [];
+    if (this.partial.length === 0) return [];
     return [this.take(EMPTY)];
   }
 

@@ -6,17 +6,15 @@
 import cliProgress from 'cli-progress';
 import { formatBytes } from './common.js';
 
-/** A running progress display; both methods are no-ops when no bar is shown. */
+/** A running progress display; its methods are no-ops when no bar is shown. */
 export interface Progress {
   /** Sets the amount done (same unit as the total). */
   update(done: number): void;
-  /** Moves the total (a drain whose backlog grew, a verify that learnt the real size). */
-  setTotal(total: number): void;
   /** Removes the bar. Call before printing the summary. */
   stop(): void;
 }
 
-const NONE: Progress = { update() {}, setTotal() {}, stop() {} };
+const NONE: Progress = { update() {}, stop() {} };
 
 /**
  * Starts a bar labelled `label` over `total` units. `unit` decides how
@@ -38,14 +36,9 @@ export function startProgress(label: string, total: number, unit: 'bytes' | 'rec
     cliProgress.Presets.shades_classic,
   );
   bar.start(total, 0, { done: show(0), all: show(total) });
-  let all = total;
   return {
     update(done) {
-      bar.update(Math.min(done, all), { done: show(done), all: show(all) });
-    },
-    setTotal(t) {
-      all = t;
-      bar.setTotal(t);
+      bar.update(Math.min(done, total), { done: show(done), all: show(total) });
     },
     stop() {
       bar.stop();

@@ -6,6 +6,7 @@
  * run "since open" (added, delivered, committed) are therefore 0 here; the
  * gauges and loss counters are what this command is for.
  */
+import type { DiskQueueStats } from '../diskqueue/index.js';
 import { formatBytes, openQueue } from './common.js';
 
 /** Options of `ferry stats`. */
@@ -20,7 +21,7 @@ const BYTE_FIELDS = new Set(['backlogBytes', 'maxBytes', 'inFlightBytes', 'unsyn
 /** Runs `ferry stats`; resolves to the exit status. */
 export async function stats(dir: string, o: StatsOptions): Promise<number> {
   const q = await openQueue(dir, { create: false, lockTimeoutMs: o.lockTimeout });
-  let s;
+  let s: DiskQueueStats;
   try {
     s = q.stats();
   } finally {
