@@ -45,7 +45,7 @@ import { ClosedError, DeadLetterLoopError, FerryError, IOError, PayloadTooLargeE
 import { Janitor } from './janitor.js';
 import { validateId, validateName } from './names.js';
 import { hoursToMs, resolveEngineConfig, resolveSubscribeOptions } from './options.js';
-import type { EngineConfig, ErrorReporter, ResolvedEngineConfig, SubscribeOptions } from './options.js';
+import type { EngineConfig, ResolvedEngineConfig, SubscribeOptions } from './options.js';
 import { StoreSubscription } from './subscription.js';
 import type { SubscriptionHost } from './subscription.js';
 import type { CloseOptions, Handler, Message, Queue, QueueStats, Store, StoredMessage, Subscription } from './types.js';
@@ -97,11 +97,6 @@ export class StoreQueue implements Queue {
       appendInternal: (msgs) => this.#append(msgs),
       forget: (sub) => this.#subs.delete(sub),
     };
-  }
-
-  /** Where handled errors are reported (`EngineConfig.onError`). */
-  get onError(): ErrorReporter {
-    return this.#cfg.onError;
   }
 
   #assertOpen(): void {

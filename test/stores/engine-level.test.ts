@@ -6,7 +6,7 @@
  */
 import assert from 'node:assert/strict';
 import { afterEach, beforeEach, describe, it } from 'node:test';
-import { ClosedError, DeadLetterLoopError, InvalidNameError, PayloadTooLargeError, ScheduleTooFarError } from '../../src/errors.js';
+import { ClosedError, DeadLetterLoopError, InvalidNameError, NoLockerError, PayloadTooLargeError, ScheduleTooFarError } from '../../src/errors.js';
 import {
   HEADER_DLQ_ATTEMPTS,
   HEADER_DLQ_DELIVERY_ID,
@@ -21,7 +21,7 @@ import { createStoreQueue, PUBLISH_RETRIES } from '../../src/queue/engine.js';
 import type { StoreQueue } from '../../src/queue/engine.js';
 import type { EngineConfig, SubscribeOptions } from '../../src/queue/options.js';
 import { permanent } from '../../src/queue/permanent.js';
-import type { Delivery, Handler } from '../../src/queue/types.js';
+import type { Delivery, Handler, Store } from '../../src/queue/types.js';
 import { STORE_FACTORIES } from './factories.js';
 import type { StoreHarness } from './factories.js';
 import { claimReq, deferred, InstrumentedStore, sleep, waitFor } from './helpers.js';
@@ -584,6 +584,16 @@ for (const factory of STORE_FACTORIES) {
       await assert.rejects(q.subscribe('t', 'g', noop, { concurrency: 0 }), RangeError);
       await assert.rejects(q.stats('t', ''), InvalidNameError);
       await q.ping();
+    });
+
+    it('subscribe asks the store whether it can consume before registering anything', async () => {
+      const { q, store } = await instance();
+      (store as Store).canConsume = () => {
+        throw new NoLockerError();
+      };
+      await assert.rejects(q.subscribe('t', 'g', async () => undefined), NoLockerError);
+      assert.equal(store.count('ensureGroup'), 0);
+      assert.deepEqual(await q.stats('t', 'g'), { pending: 0, leased: 0, dead: 0 });
     });
 
     it('the janitor purges on its timer', async () => {

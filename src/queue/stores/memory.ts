@@ -41,9 +41,8 @@ interface DeliveryRow {
 
 const laneOf = (topic: string, group: string): string => `${topic}\u0000${group}`;
 
-/** The shared state behind one or more `MemoryStore` handles. */
-export class MemoryBacking {
-  /** Milliseconds since the epoch; replaceable so tests can move time. */
+/** The maps behind a `MemoryBacking`; reachable only from this module. */
+class MemoryState {
   readonly now: () => number;
   readonly groups = new Map<string, Set<string>>();
   readonly messages = new Map<string, MessageRow>();
@@ -57,8 +56,8 @@ export class MemoryBacking {
   readonly events = new EventEmitter();
   janitor: { holder: string; until: number } | undefined;
 
-  constructor(opts: { now?: () => number } = {}) {
-    this.now = opts.now ?? Date.now;
+  constructor(now: () => number) {
+    this.now = now;
     this.events.setMaxListeners(0);
   }
 
@@ -66,6 +65,19 @@ export class MemoryBacking {
     let s = this.active.get(lane);
     if (!s) this.active.set(lane, (s = new Set()));
     return s;
+  }
+}
+
+const states = new WeakMap<MemoryBacking, MemoryState>();
+
+/**
+ * The data behind one or more `MemoryStore` handles. Pass one backing to
+ * several stores to model several instances of a service sharing a queue.
+ */
+export class MemoryBacking {
+  /** `now` (ms since the epoch, default `Date.now`) is the store's clock; tests may pass their own. */
+  constructor(opts: { now?: () => number } = {}) {
+    states.set(this, new MemoryState(opts.now ?? Date.now));
   }
 }
 
@@ -89,19 +101,22 @@ function copyMessage(m: StoredMessage): StoredMessage {
  * through any handle on the same backing) and `acquireJanitor`.
  */
 export class MemoryStore implements Store {
+  /** The data this handle works on. */
   readonly backing: MemoryBacking;
+  readonly #state: MemoryState;
   #closed = false;
 
   constructor(opts: MemoryStoreOptions = {}) {
     this.backing = opts.backing ?? new MemoryBacking();
+    this.#state = states.get(this.backing)!;
   }
 
-  #open(): MemoryBacking {
+  #open(): MemoryState {
     if (this.#closed) throw new ClosedError('memory store is closed');
-    return this.backing;
+    return this.#state;
   }
 
-  #newDelivery(b: MemoryBacking, row: MessageRow, group: string): void {
+  #newDelivery(b: MemoryState, row: MessageRow, group: string): void {
     const id = deliveryId(row.msg.id, group);
     if (b.deliveries.has(id)) return;
     const lane = laneOf(row.msg.topic, group);
@@ -174,12 +189,12 @@ export class MemoryStore implements Store {
   }
 
   /** The live row `c` still holds, or undefined when its token is stale. */
-  #held(b: MemoryBacking, c: Claimed): DeliveryRow | undefined {
+  #held(b: MemoryState, c: Claimed): DeliveryRow | undefined {
     const d = b.deliveries.get(c.deliveryId);
     return d && d.state === 'leased' && d.token === c.claimToken ? d : undefined;
   }
 
-  #finish(b: MemoryBacking, d: DeliveryRow, state: 'acked' | 'dead' | 'pending'): void {
+  #finish(b: MemoryState, d: DeliveryRow, state: 'acked' | 'dead' | 'pending'): void {
     d.state = state;
     d.token = undefined;
     d.holder = undefined;
@@ -315,6 +330,10 @@ export class MemoryStore implements Store {
         resolve();
       }, { once: true });
     });
+  }
+
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
   }
 
   async acquireJanitor(holder: string, ttlMs: number): Promise<boolean> {

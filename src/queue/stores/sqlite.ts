@@ -286,7 +286,7 @@ export class SqliteStore implements Store {
       const rows = this.#q.due.all({ a: req.topic, b: req.group, c: now, d: limit }) as ClaimRowDb[];
       return rows.map((r) => {
         const token = randomUUID();
-        this.#q.lease.run(token, req.runnerId, now + req.leaseMs, r.delivery_id);
+        this.#q.lease.run(token, req.runnerId, now + Math.ceil(req.leaseMs), r.delivery_id);
         return { deliveryId: r.delivery_id, claimToken: token, group: req.group, attempt: r.attempt + 1, message: toMessage(r) };
       });
     });
@@ -297,7 +297,7 @@ export class SqliteStore implements Store {
   }
 
   async retry(c: Claimed, backoffMs: number, lastError: string): Promise<boolean> {
-    return this.#write((now) => this.#q.retry.run(now + Math.round(backoffMs), lastError, c.deliveryId, c.claimToken).changes === 1);
+    return this.#write((now) => this.#q.retry.run(now + Math.ceil(backoffMs), lastError, c.deliveryId, c.claimToken).changes === 1);
   }
 
   async kill(c: Claimed, lastError: string): Promise<boolean> {
@@ -306,7 +306,7 @@ export class SqliteStore implements Store {
 
   async extend(cs: Claimed[], leaseMs: number): Promise<string[]> {
     return this.#write((now) =>
-      cs.filter((c) => this.#q.extend.run(now + leaseMs, c.deliveryId, c.claimToken).changes === 1).map((c) => c.deliveryId),
+      cs.filter((c) => this.#q.extend.run(now + Math.ceil(leaseMs), c.deliveryId, c.claimToken).changes === 1).map((c) => c.deliveryId),
     );
   }
 
@@ -348,6 +348,10 @@ export class SqliteStore implements Store {
     if (this.#closed) return;
     this.#closed = true;
     this.#db.close();
+  }
+
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
   }
 
   async acquireJanitor(holder: string, ttlMs: number): Promise<boolean> {
