@@ -42,6 +42,8 @@ export class ReadCursor {
   private blockStart = 0;
   private blockLen = 0;
   private booked = new Set<string>();
+  /** The sealed segment whose file was last checked to still exist. */
+  private probed: Segment | undefined;
 
   constructor(
     private readonly q: DiskQueue<any>,
@@ -131,26 +133,35 @@ export class ReadCursor {
     for (;;) {
       if (!this.settle()) return undefined;
       const seg = this.seg!;
-      const at = this.locate(seg, this.pos);
-      const f = at.frame;
-      if (f !== 'damaged' && checksumMatches(at.buf, f)) {
-        return {
-          kind: 'record',
-          rec: { seg, start: this.pos, end: at.base + f.end, payload: at.buf.subarray(f.payloadStart, f.payloadEnd) },
-        };
+      let found: HeadRecord | { end: number; records: number; reason: string };
+      try {
+        found = this.frameAt(seg);
+      } catch (err) {
+        if (!(err instanceof MissingSegment)) throw err;
+        // Deleted underneath the queue: what was unread in it is one loss.
+        found = { end: seg.writeCursor, records: Math.max(0, seg.writtenCount - seg.readCount), reason: 'missing' };
       }
-      if (f !== 'damaged' && f.payloadEnd > f.payloadStart && this.resyncsAt(seg, at.base + f.end)) {
-        // The frame holds, only its payload (or checksum) is bad: one record lost.
-        const damage = this.damage(seg, this.pos, at.base + f.end, 1, 'checksum', consume);
-        if (damage) return damage;
-        continue;
-      }
-      // The length prefix is unusable (or an empty frame fails its checksum):
-      // record boundaries are gone for the rest of the segment.
-      const lost = Math.max(0, seg.writtenCount - seg.readCount);
-      const damage = this.damage(seg, this.pos, seg.writeCursor, lost, 'length', consume);
+      if ('payload' in found) return { kind: 'record', rec: found };
+      const damage = this.damage(seg, this.pos, found.end, found.records, found.reason, consume);
       if (damage) return damage;
     }
+  }
+
+  /** The record at the cursor, or the damaged span that starts there. */
+  private frameAt(seg: Segment): HeadRecord | { end: number; records: number; reason: string } {
+    if (seg !== this.probed && seg.sealed) this.probe(seg);
+    const at = this.locate(seg, this.pos);
+    const f = at.frame;
+    if (f !== 'damaged' && checksumMatches(at.buf, f)) {
+      return { seg, start: this.pos, end: at.base + f.end, payload: at.buf.subarray(f.payloadStart, f.payloadEnd) };
+    }
+    if (f !== 'damaged' && f.payloadEnd > f.payloadStart && this.resyncsAt(seg, at.base + f.end)) {
+      // The frame holds, only its payload (or checksum) is bad: one record lost.
+      return { end: at.base + f.end, records: 1, reason: 'checksum' };
+    }
+    // The length prefix is unusable (or an empty frame fails its checksum):
+    // record boundaries are gone for the rest of the segment.
+    return { end: seg.writeCursor, records: Math.max(0, seg.writtenCount - seg.readCount), reason: 'length' };
   }
 
   /**
@@ -213,12 +224,45 @@ export class ReadCursor {
     return { buf, base, frame: f === 'length' ? 'damaged' : f };
   }
 
-  private read(seg: Segment, buf: Uint8Array, pos: number): number {
+  /**
+   * Checks, once each time the cursor enters a sealed segment, that its file
+   * still has a name. A descriptor opened earlier would go on reading a
+   * deleted file, so without this a segment removed underneath the queue
+   * would be noticed only when `maxOpenFiles` closed its handle — or never,
+   * and its records would vanish at the next open without a word. One open
+   * per segment switch is the whole cost.
+   */
+  private probe(seg: Segment): void {
     try {
-      return seg.handle(this.q.opts.fs).pread(buf, pos);
+      this.q.opts.fs.open(seg.path, 'r').close();
+    } catch (err) {
+      if (isMissing(err)) throw new MissingSegment();
+      throw new IOError(`cannot open segment ${seg.seq}`, { cause: err });
+    }
+    this.probed = seg;
+  }
+
+  private read(seg: Segment, buf: Uint8Array, pos: number): number {
+    let fh;
+    try {
+      fh = seg.handle(this.q.opts.fs);
+    } catch (err) {
+      // A handle closed by `maxOpenFiles` cannot be reopened: the file is gone.
+      if (isMissing(err)) throw new MissingSegment();
+      throw new IOError(`cannot open segment ${seg.seq}`, { cause: err });
+    }
+    try {
+      return fh.pread(buf, pos);
     } catch (err) {
       // Not damage: nothing is dropped and the cursor stays for a retry.
       throw new IOError(`read of segment ${seg.seq} at ${pos} failed`, { cause: err });
     }
   }
+}
+
+/** A segment's file no longer exists. */
+class MissingSegment extends Error {}
+
+function isMissing(err: unknown): boolean {
+  return (err as NodeJS.ErrnoException)?.code === 'ENOENT';
 }
