@@ -190,3 +190,17 @@ function frameLengthAt(fh: FileHandle, pos: number): number | undefined {
   const v = readUvarint(head, 0, fh.pread(head, pos));
   return v ? v.size + v.value + CHECKSUM_SIZE : undefined;
 }
+
+/**
+ * Whether an intact record starts at `pos`, read on its own (at most the
+ * record's framed length, which must end by `limit`). After a checksum
+ * failure this is what tells a damaged payload, behind which the next record
+ * starts, from a damaged length, behind which no boundary can be believed.
+ */
+export function intactRecordAt(fh: FileHandle, pos: number, limit: number): boolean {
+  const len = frameLengthAt(fh, pos);
+  if (len === undefined || len > limit - pos) return false;
+  const buf = new Uint8Array(len);
+  const f = frameRecord(buf, 0, fh.pread(buf, pos), len);
+  return f !== 'need' && f !== 'length' && checksumMatches(buf, f);
+}

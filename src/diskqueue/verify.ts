@@ -39,7 +39,7 @@ import {
   readUvarint,
   type SegmentHeader,
 } from './format.js';
-import { walkRecords } from './segment.js';
+import { walkRecords, intactRecordAt } from './segment.js';
 
 /** One damaged span found by {@link verifyQueue}. */
 export interface VerifyDamage {
@@ -264,8 +264,16 @@ async function walkSegment(
       if (checksumMatches(buf, f)) {
         report.records++;
         report.bytes += end - start;
-      } else {
+      } else if (end === limit || intactRecordAt(p.fh, end, limit)) {
         add('checksum', start, end - start, 1);
+      } else {
+        // A damaged length that still frames inside the segment lands
+        // mid-record; a drain loses the rest of the segment there, and so
+        // does this report.
+        const lost = lostFrom(start);
+        add('length', start, lost.bytes, lost.records);
+        stopped = true;
+        break;
       }
       frames++;
       if (start < h.commitCursor && end > h.commitCursor) add('commit-cursor', h.commitCursor, 0, 0);
