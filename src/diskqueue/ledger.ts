@@ -40,7 +40,8 @@ export function unpackOffset(offset: bigint): { seq: number; pos: number } {
 export class AckLedger {
   private entries: LedgerEntry[] = [];
   private head = 0;
-  private byOffset = new Map<bigint, LedgerEntry>();
+  /** Outstanding reservations by segment number, then start position (no bigint on the hot path). */
+  private reserved = new Map<number, Map<number, LedgerEntry>>();
   /** Framed bytes of entries not yet done. */
   inFlightBytes = 0;
 
@@ -51,7 +52,9 @@ export class AckLedger {
   add(e: LedgerEntry): void {
     this.entries.push(e);
     if (e.done) return;
-    this.byOffset.set(packOffset(e.seg.seq, e.start), e);
+    let bySeg = this.reserved.get(e.seg.seq);
+    if (!bySeg) this.reserved.set(e.seg.seq, (bySeg = new Map()));
+    bySeg.set(e.start, e);
     this.inFlightBytes += e.end - e.start;
   }
 
@@ -60,7 +63,8 @@ export class AckLedger {
    * Returns false when no reservation in the ledger starts there.
    */
   ack(offset: bigint): boolean {
-    const e = this.byOffset.get(offset);
+    const { seq, pos } = unpackOffset(offset);
+    const e = this.reserved.get(seq)?.get(pos);
     if (!e) return false;
     if (!e.done) this.finish(e);
     return true;
@@ -68,11 +72,11 @@ export class AckLedger {
 
   /** Marks every record starting at or before `offset` done; returns how many it marked. */
   ackThrough(offset: bigint): number {
+    const { seq, pos } = unpackOffset(offset);
     let n = 0;
     for (let i = this.head; i < this.entries.length; i++) {
       const e = this.entries[i]!;
-      const at = packOffset(e.seg.seq, e.start);
-      if (at > offset) break;
+      if (e.seg.seq > seq || (e.seg.seq === seq && e.start > pos)) break;
       if (!e.done) {
         this.finish(e);
         n++;
@@ -86,7 +90,8 @@ export class AckLedger {
     const out: LedgerEntry[] = [];
     while (this.head < this.entries.length && this.entries[this.head]!.done) {
       const e = this.entries[this.head++]!;
-      if (this.byOffset.size > 0) this.byOffset.delete(packOffset(e.seg.seq, e.start));
+      const bySeg = this.reserved.get(e.seg.seq);
+      if (bySeg?.delete(e.start) && bySeg.size === 0) this.reserved.delete(e.seg.seq);
       out.push(e);
     }
     if (this.head > 1024 && this.head * 2 > this.entries.length) {
@@ -101,7 +106,7 @@ export class AckLedger {
     const first = this.entries[this.head];
     this.entries = [];
     this.head = 0;
-    this.byOffset.clear();
+    this.reserved.clear();
     this.inFlightBytes = 0;
     return first;
   }
