@@ -1,0 +1,51 @@
+/** Set-up shared by the engine-level conformance files. */
+import { afterEach, beforeEach } from 'node:test';
+import { createStoreQueue } from '../../src/queue/engine.js';
+import type { StoreQueue } from '../../src/queue/engine.js';
+import type { EngineConfig, SubscribeOptions } from '../../src/queue/options.js';
+import type { StoreFactory, StoreHarness } from './factories.js';
+import { InstrumentedStore } from './helpers.js';
+
+export const enc = (s: string) => new TextEncoder().encode(s);
+export const dec = (b: Uint8Array) => new TextDecoder().decode(b);
+/** Quick options for tests: short polls, leases and backoffs. */
+export const FAST: SubscribeOptions = { pollIntervalMs: 20, leaseDurationMs: 2000, backoffBaseMs: 5, backoffMaxMs: 20 };
+
+export interface EngineHarness {
+  /** A queue over a new handle on this test's data (another instance), instrumented; closed after the test. */
+  instance(cfg?: EngineConfig): Promise<{ q: StoreQueue; store: InstrumentedStore }>;
+  /** The store harness of the running test. */
+  readonly h: StoreHarness;
+  /** Errors the queues of the running test reported through `onError`. */
+  readonly errors: Array<{ op: string; err: unknown }>;
+}
+
+/** Call inside a `describe`: gives every test a fresh store harness and closes its queues afterwards. */
+export function engineHarness(factory: StoreFactory): EngineHarness {
+  let h: StoreHarness;
+  let queues: StoreQueue[] = [];
+  let errors: Array<{ op: string; err: unknown }> = [];
+  beforeEach(async () => {
+    h = await factory.create();
+    queues = [];
+    errors = [];
+  });
+  afterEach(async () => {
+    await Promise.allSettled(queues.map((q) => q.close({ timeoutMs: 100 })));
+    await h.cleanup();
+  });
+  return {
+    async instance(cfg: EngineConfig = {}) {
+      const store = new InstrumentedStore(await h.open());
+      const q = createStoreQueue(store, { onError: (err, op) => errors.push({ op, err }), ...cfg });
+      queues.push(q);
+      return { q, store };
+    },
+    get h() {
+      return h;
+    },
+    get errors() {
+      return errors;
+    },
+  };
+}
