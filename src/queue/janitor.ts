@@ -31,6 +31,7 @@ export class Janitor {
     this.#onError = onError;
   }
 
+  /** Starts the timer; the first pass runs one interval from now. */
   start(): void {
     this.#timer = setInterval(() => {
       this.runOnce().catch((err) => this.#onError(err, 'janitor'));

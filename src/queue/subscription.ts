@@ -83,11 +83,6 @@ export class StoreSubscription implements Subscription {
     w?.();
   }
 
-  /** Deliveries this instance holds right now. */
-  get inFlight(): number {
-    return this.#jobs.size;
-  }
-
   #wait(ms: number | undefined): Promise<void> {
     if (this.#woken || this.#closing) {
       this.#woken = false;
