@@ -12,7 +12,8 @@
  */
 import { CorruptError, IOError } from '../errors.js';
 import { frameRecord, checksumMatches, readUvarint, CHECKSUM_SIZE, HEADER_SIZE, type RecordFrame } from './format.js';
-import type { Segment } from './segment.js';
+import { walkRecords, type Segment } from './segment.js';
+import type { FileHandle } from '../storage/fs.js';
 import type { DiskQueue } from './queue.js';
 import { packOffset } from './ledger.js';
 
@@ -156,8 +157,9 @@ export class ReadCursor {
       return { seg, start: this.pos, end: at.base + f.end, payload: at.buf.subarray(f.payloadStart, f.payloadEnd) };
     }
     if (f !== 'damaged' && f.payloadEnd > f.payloadStart && this.resyncsAt(seg, at.base + f.end)) {
-      // The frame holds, only its payload (or checksum) is bad: one record lost.
-      return { end: at.base + f.end, records: 1, reason: 'checksum' };
+      // The frame holds, only its payload (or checksum) is bad: one record
+      // lost — unless a damaged length happened to land on a later boundary.
+      return { end: at.base + f.end, records: this.recordsIn(seg, at.base + f.end), reason: 'checksum' };
     }
     // The length prefix is unusable (or an empty frame fails its checksum):
     // record boundaries are gone for the rest of the segment.
@@ -176,6 +178,27 @@ export class ReadCursor {
     if (pos === seg.writeCursor) return true;
     const at = this.locate(seg, pos);
     return at.frame !== 'damaged' && checksumMatches(at.buf, at.frame);
+  }
+
+  /**
+   * How many records the damaged span from the cursor to `end` held. The
+   * damaged frame cannot say, but the segment's written count can: whatever
+   * is unread and not accounted for by the intact records from `end` to the
+   * write cursor was in the span. When the rest of the segment is not intact
+   * either, the span is counted as one record and the next event, which ends
+   * the segment, takes up the difference.
+   */
+  private recordsIn(seg: Segment, end: number): number {
+    const unread = seg.writtenCount - seg.readCount;
+    if (end === seg.writeCursor) return Math.max(1, unread);
+    const fh = this.fileOf(seg);
+    let walk;
+    try {
+      walk = walkRecords(fh, end, seg.writeCursor);
+    } catch (err) {
+      throw new IOError(`read of segment ${seg.seq} after ${end} failed`, { cause: err });
+    }
+    return walk.end === seg.writeCursor ? Math.max(1, unread - walk.count) : 1;
   }
 
   /** Books (when consuming) a damaged span and returns its error; undefined when it was booked before. */
@@ -242,15 +265,19 @@ export class ReadCursor {
     this.probed = seg;
   }
 
-  private read(seg: Segment, buf: Uint8Array, pos: number): number {
-    let fh;
+  /** `seg`'s handle, reopened if `maxOpenFiles` closed it. */
+  private fileOf(seg: Segment): FileHandle {
     try {
-      fh = seg.handle(this.q.opts.fs);
+      return seg.handle(this.q.opts.fs);
     } catch (err) {
       // A handle closed by `maxOpenFiles` cannot be reopened: the file is gone.
       if (isMissing(err)) throw new MissingSegment();
       throw new IOError(`cannot open segment ${seg.seq}`, { cause: err });
     }
+  }
+
+  private read(seg: Segment, buf: Uint8Array, pos: number): number {
+    const fh = this.fileOf(seg);
     try {
       return fh.pread(buf, pos);
     } catch (err) {

@@ -265,7 +265,12 @@ async function walkSegment(
         report.records++;
         report.bytes += end - start;
       } else if (end === limit || intactRecordAt(p.fh, end, limit)) {
-        add('checksum', start, end - start, 1);
+        // One record, unless a damaged length landed on a later boundary: the
+        // written count, less the intact records after it, says how many.
+        const rest = end === limit ? { end, count: 0 } : walkRecords(p.fh, end, limit);
+        const lost = rest.end === limit ? Math.max(1, h.writtenCount - frames - rest.count) : 1;
+        add('checksum', start, end - start, lost);
+        frames += lost - 1;
       } else {
         // A damaged length that still frames inside the segment lands
         // mid-record; a drain loses the rest of the segment there, and so

@@ -128,6 +128,15 @@ export const rows: DamageRow[] = [
     lostRecords: 1,
     lostSegments: 0,
   },
+  {
+    name: 'length grown to land exactly on a later record boundary (127: two records)',
+    damage: (fs) => mutate(fs, s3, setBytes(j20, uvarint(127n))),
+    lost: [[140, 142]],
+    events: [{ segment: 3, position: j20, reason: 'checksum' }],
+    lostRecords: 2,
+    lostSegments: 0,
+    lostBytes: 2 * FRAME,
+  },
   ...(
     [
       ['length 0', uvarint(0n)],
