@@ -118,9 +118,14 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
     try {
       const rec = recover(fs, abs, opts.segmentSize);
       const q = new DiskQueue<T>(abs, opts, lock, rec.segments, rec.counts, rec.events);
-      q.dirDirty = rec.counts.corruptions + rec.counts.foreignSegments > 0;
       q.reclaim();
-      if (rec.repaired.length > 0 || q.dirDirty) await q.group.request();
+      // Bytes and names a previous process left in the page cache (a batched
+      // policy, or a kill between write and flush) are not known to be
+      // durable, yet this queue will deliver them and report unsyncedBytes 0:
+      // flush them before saying so. On a clean file an fdatasync is cheap.
+      for (const s of q.segments) s.dataDirty = true;
+      q.dirDirty = true;
+      await q.group.request();
       return q;
     } catch (err) {
       lock.release();
