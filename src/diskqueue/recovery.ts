@@ -182,12 +182,12 @@ export function recover(fs: FileSystem, dir: string, segmentSize: number): Recov
       segments.push(seg);
       replayFromHere = true;
       // The walk stops at the first damaged record. What lay behind it is only
-      // known from the torn header's own cursor and count, believed when they
-      // are consistent with the walk (each is either the old or the new value
-      // of a rewrite, and neither undercounts what the walk proved).
-      const hinted = h.writeCursor >= walk.end && h.writeCursor <= HEADER_SIZE + capacity && h.writtenCount >= walk.count;
-      const lostBytes = hinted ? h.writeCursor - walk.end : 0;
-      const lostRecords = hinted ? h.writtenCount - walk.count : 0;
+      // known from the torn header's own cursor and count, each believed on
+      // its own when it is consistent with the walk (a torn rewrite leaves
+      // each field either old or new, and neither undercounts what the walk
+      // proved; a field damaged in place usually fails that test).
+      const lostBytes = h.writeCursor >= walk.end && h.writeCursor <= HEADER_SIZE + capacity ? h.writeCursor - walk.end : 0;
+      const lostRecords = h.writtenCount >= walk.count && h.writtenCount <= capacity ? h.writtenCount - walk.count : 0;
       counts.corruptions++;
       counts.lostBytes += lostBytes;
       counts.lostRecords += lostRecords;

@@ -2,7 +2,7 @@
  * Property test: random programs of add / reserve / take / commit / ack /
  * rewind / reopen / crash / power cut / byte flip against the reference model
  * in model.ts. `FERRY_FUZZ_RUNS` sets the number of random programs (default
- * 60, which keeps this file well under a minute; `npm run fuzz` runs 2000).
+ * 100, which keeps this file to a few seconds; `npm run fuzz` runs 2000).
  * Every entry of corpus.json is replayed on every run: explicit programs, and
  * fast-check seeds (with their shrink path) of failures found before.
  */
@@ -11,7 +11,7 @@ import { readFileSync } from 'node:fs';
 import fc from 'fast-check';
 import { runProgram, type Cmd, type Program } from './model.js';
 
-const RUNS = Number(process.env.FERRY_FUZZ_RUNS ?? 60);
+const RUNS = Number(process.env.FERRY_FUZZ_RUNS ?? 100);
 
 interface Corpus {
   programs: Array<{ name: string } & Program>;
