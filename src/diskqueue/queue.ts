@@ -65,7 +65,7 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
   private closed = false;
   private unsyncedBytes = 0;
   private unsyncedOps = 0;
-  private headerWriteScheduled = false;
+  private headerWrite: Promise<void> | undefined;
   private commitMoved = false;
   private timer: NodeJS.Timeout | undefined;
   private zombies: Segment[] = [];
@@ -400,7 +400,7 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
       await this.group.request();
       return;
     }
-    this.scheduleHeaderWrite();
+    await this.scheduleHeaderWrite();
     await this.afterWrites(1);
   }
 
@@ -413,19 +413,26 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
     this.commitMoved = true;
   }
 
-  /** Under batched policies, commit headers of one event-loop turn share one write. */
-  private scheduleHeaderWrite(): void {
-    if (this.headerWriteScheduled) return;
-    this.headerWriteScheduled = true;
-    setImmediate(() => {
-      this.headerWriteScheduled = false;
-      if (this.closed) return;
-      try {
-        this.writeDirtyHeaders();
-      } catch {
-        // stays dirty; the next flush or close reports it
-      }
+  /**
+   * Under batched policies, commit headers of one event-loop turn share one
+   * write. The commits wait for it, so a killed process never loses a commit
+   * that resolved (as it never loses an add that resolved).
+   */
+  private scheduleHeaderWrite(): Promise<void> {
+    this.headerWrite ??= new Promise((resolve) => {
+      setImmediate(() => {
+        this.headerWrite = undefined;
+        if (!this.closed) {
+          try {
+            this.writeDirtyHeaders();
+          } catch {
+            // stays dirty; the next flush or close reports it
+          }
+        }
+        resolve();
+      });
     });
+    return this.headerWrite;
   }
 
   private writeDirtyHeaders(): Segment[] {
