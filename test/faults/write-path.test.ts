@@ -247,3 +247,51 @@ describe('lifecycle (checklist 13)', () => {
     assert.ok(fs.readFile(segPath(1)));
   });
 });
+
+describe('group commit and addBatch under each failing step (checklist 3)', () => {
+  // For each step: what three concurrent adds (one group) settle to, what an
+  // addBatch of three reports as placed, whether the queue latches, and what
+  // survives a power cut afterwards.
+  const table = [
+    { step: 'write:record', adds: ['rejected', 'fulfilled', 'fulfilled'], placed: 0, latched: false, survivors: 2 },
+    { step: 'sync:data', adds: ['rejected', 'rejected', 'rejected'], placed: 0, latched: true, survivors: 0 },
+    { step: 'write:header', adds: ['rejected', 'rejected', 'rejected'], placed: 0, latched: false, survivors: 0 },
+    { step: 'sync:header', adds: ['rejected', 'rejected', 'rejected'], placed: 0, latched: true, survivors: 0 },
+  ] as const;
+
+  for (const row of table) {
+    it(`${row.step} fails`, async () => {
+      // Three concurrent adds share one group commit.
+      let fs = new FaultyFileSystem();
+      let q = await openQ(fs);
+      await q.add('base');
+      fs.inject({ step: row.step, error: 'EIO' });
+      const settled = await Promise.allSettled([q.add('a'), q.add('b'), q.add('c')]);
+      assert.deepEqual(settled.map((s) => s.status), row.adds);
+      for (const s of settled) if (s.status === 'rejected') assert.ok(s.reason instanceof IOError && causeCode(s.reason) === 'EIO');
+      const next = await q.add('d').then(() => 'fulfilled', () => 'rejected');
+      assert.equal(next, row.latched ? 'rejected' : 'fulfilled', 'latched?');
+      await q.close().catch(() => {});
+      fs.powerCut();
+      q = await openQ(fs);
+      const expected = ['base', ...settled.flatMap((s, i) => (s.status === 'fulfilled' ? ['abc'[i]!] : [])), ...(row.latched ? [] : ['d'])];
+      assert.deepEqual((await drainAll(q.reader())).values, expected);
+      assert.equal(expected.length - 1 - (row.latched ? 0 : 1), row.survivors);
+      await q.close();
+
+      // addBatch: the count placed is how many leading items are durable.
+      fs = new FaultyFileSystem();
+      q = await openQ(fs);
+      await q.add('base');
+      fs.inject({ step: row.step, error: 'EIO' });
+      const err = await q.addBatch(['a', 'b', 'c']).then(() => undefined, (e: unknown) => e);
+      assert.ok(err instanceof IOError);
+      assert.equal((err as IOError & { placed?: number }).placed, row.placed);
+      await q.close().catch(() => {});
+      fs.powerCut();
+      q = await openQ(fs);
+      assert.deepEqual((await drainAll(q.reader())).values, ['base']);
+      await q.close();
+    });
+  }
+});
