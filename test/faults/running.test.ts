@@ -45,6 +45,26 @@ describe('a segment deleted underneath a running queue', () => {
   }
 });
 
+describe('a segment cut short underneath a running queue', () => {
+  it('delivers the records before the cut and books the rest of the segment once', async () => {
+    const fs = new FaultyFileSystem();
+    const q = await openQ(fs);
+    await q.addBatch(range(0, TOTAL).map(rec));
+    const r = q.reader();
+    for (let i = 0; i < 5; i++) assert.equal((await r.tryTake())?.value, rec(i));
+    const file = fs.readFile(segPath(2))!;
+    fs.writeFile(segPath(2), file.slice(0, at(30) + 20)); // same file, now cut inside record 90
+    const got = await drainAll(r);
+    assert.deepEqual(got.values, [...range(5, 90), ...range(120, TOTAL)].map(rec));
+    assert.deepEqual(
+      got.errors.map((e) => [e.segment, e.position, e.reason, e.lostRecords]),
+      [[2, at(30), 'length', 30]],
+    );
+    assert.deepEqual([q.stats().corruptions, q.stats().lostRecords, q.stats().backlog], [1, 30, 0]);
+    await q.close();
+  });
+});
+
 describe('an I/O error on read is not damage', () => {
   it('nothing is dropped or counted, the cursor stays, and the next read retries', async () => {
     const fs = await buildStore();
