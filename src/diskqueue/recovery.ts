@@ -182,12 +182,17 @@ export function recover(fs: FileSystem, dir: string, segmentSize: number): Recov
       segments.push(seg);
       replayFromHere = true;
       // The walk stops at the first damaged record. What lay behind it is only
-      // known from the torn header's own cursor and count, each believed on
+      // known from the torn header's own cursors and counts, each believed on
       // its own when it is consistent with the walk (a torn rewrite leaves
       // each field either old or new, and neither undercounts what the walk
-      // proved; a field damaged in place usually fails that test).
-      const lostBytes = h.writeCursor >= walk.end && h.writeCursor <= HEADER_SIZE + capacity ? h.writeCursor - walk.end : 0;
-      const lostRecords = h.writtenCount >= walk.count && h.writtenCount <= capacity ? h.writtenCount - walk.count : 0;
+      // proved; a field damaged in place usually fails that test). Records
+      // behind the walk that were already committed are not owed to anyone.
+      const writeOk = h.writeCursor >= walk.end && h.writeCursor <= HEADER_SIZE + capacity;
+      const countOk = h.writtenCount >= walk.count && h.writtenCount <= capacity;
+      const owedFrom = writeOk && h.commitCursor <= h.writeCursor ? Math.max(walk.end, h.commitCursor) : walk.end;
+      const owedCount = countOk && h.committedCount <= h.writtenCount ? Math.max(walk.count, h.committedCount) : walk.count;
+      const lostBytes = writeOk ? h.writeCursor - owedFrom : 0;
+      const lostRecords = countOk ? h.writtenCount - owedCount : 0;
       counts.corruptions++;
       counts.lostBytes += lostBytes;
       counts.lostRecords += lostRecords;
@@ -199,8 +204,9 @@ export function recover(fs: FileSystem, dir: string, segmentSize: number): Recov
     if (s.size < h.writeCursor) {
       // Truncated underneath us: keep what survives, count what does not.
       const walk = s.walk!;
-      const lostRecords = Math.max(0, h.writtenCount - walk.count);
-      const lostBytes = h.writeCursor - walk.end;
+      // Records past the cut that were already committed are not owed to anyone.
+      const lostRecords = Math.max(0, h.writtenCount - Math.max(walk.count, h.committedCount));
+      const lostBytes = h.writeCursor - Math.max(walk.end, h.commitCursor);
       seg.writeCursor = seg.end = walk.end;
       seg.writtenCount = seg.endCount = walk.count;
       if (seg.commitCursor > walk.end) {

@@ -188,6 +188,19 @@ export const rows: DamageRow[] = [
     lostSegments: 0,
   },
   {
+    name: 'torn header over a damaged record inside the committed prefix',
+    damage: (fs) => {
+      mutate(fs, 2, xor(60));
+      mutate(fs, 2, xor(at(5) + 30)); // record 65, already committed
+    },
+    replayed: [60, 65],
+    lost: [[65, 120]],
+    events: [{ segment: 2, position: 0, reason: 'header-rebuilt' }],
+    lostRecords: 50, // 70–119: the committed 65–69 were owed to no one
+    lostSegments: 0,
+    lostBytes: 50 * FRAME,
+  },
+  {
     name: 'bad magic',
     damage: (fs) => mutate(fs, s3, xor(0)),
     lost: [[120, 180]],
@@ -261,6 +274,15 @@ export const rows: DamageRow[] = [
     lostRecords: 30,
     lostSegments: 0,
     lostBytes: 30 * FRAME,
+  },
+  {
+    name: 'file cut inside the committed prefix',
+    damage: (fs) => mutate(fs, 2, (f) => f.slice(0, at(5) + 3)),
+    lost: [[70, 120]],
+    events: [{ segment: 2, position: at(5), reason: 'truncated' }],
+    lostRecords: 50,
+    lostSegments: 0,
+    lostBytes: 50 * FRAME,
   },
   {
     name: 'tail file shorter than its write cursor (cut at a record boundary)',
