@@ -102,38 +102,6 @@ describe('data fsync fails', () => {
     await q.close();
   });
 
-  it('a power cut after the failed fsync loses nothing that resolved', async () => {
-    const fs = new FaultyFileSystem();
-    let q = await openQ(fs);
-    await addAll(q, ['a', 'b']);
-    fs.inject({ step: 'sync:data', error: 'EIO' });
-    await assert.rejects(q.add('lost'), IOError);
-    fs.powerCut();
-    q = await openQ(fs);
-    assert.deepEqual((await drainAll(q.reader())).values, ['a', 'b']);
-    await q.close();
-  });
-
-  it('concurrent adds in the failed group all reject; addBatch reports none placed', async () => {
-    const fs = new FaultyFileSystem();
-    let q = await openQ(fs);
-    await q.add('a');
-    fs.inject({ step: 'sync:data', error: 'EIO' });
-    const results = await Promise.allSettled([q.add('x'), q.add('y'), q.add('z')]);
-    assert.deepEqual(results.map((r) => r.status), ['rejected', 'rejected', 'rejected']);
-    await q.close().catch(() => {});
-
-    q = await openQ(fs);
-    fs.inject({ step: 'sync:data', error: 'EIO' });
-    const err = await q.addBatch(['p', 'q', 'r']).then(() => undefined, (e: unknown) => e);
-    assert.ok(err instanceof IOError);
-    assert.equal((err as IOError & { placed?: number }).placed, 0);
-    await q.close().catch(() => {});
-    fs.powerCut();
-    q = await openQ(fs);
-    assert.deepEqual((await drainAll(q.reader())).values, ['a']);
-    await q.close();
-  });
 });
 
 describe('header fsync fails', () => {
@@ -159,17 +127,6 @@ describe('header fsync fails', () => {
     await q.close();
   });
 
-  it('after a power cut the record whose header fsync failed is gone', async () => {
-    const fs = new FaultyFileSystem();
-    let q = await openQ(fs);
-    await q.add('a');
-    fs.inject({ step: 'sync:header', error: 'EIO' });
-    await assert.rejects(q.add('maybe'), IOError);
-    fs.powerCut();
-    q = await openQ(fs);
-    assert.deepEqual((await drainAll(q.reader())).values, ['a']);
-    await q.close();
-  });
 });
 
 describe('record or header write fails (before any fsync failed)', () => {
