@@ -218,3 +218,22 @@ describe('peeking at damage', () => {
     await q.close();
   });
 });
+
+describe('a fully committed segment that will not unlink', () => {
+  it('is counted as unreclaimed and unlinked on a later try', async () => {
+    const fs = new FaultyFileSystem();
+    const q = await openQ(fs);
+    await q.addBatch(range(0, 61).map(rec)); // 60 fill segment 1, one goes to segment 2
+    const r = q.reader();
+    fs.inject({ step: 'unlink', error: 'EIO' });
+    for (let i = 0; i < 60; i++) await r.tryTake();
+    assert.equal(q.stats().unreclaimed, 1);
+    assert.equal(q.stats().segments, 1, 'no longer part of the queue');
+    assert.deepEqual(segNumbers(fs), [1, 2], 'but still on disk');
+    await q.add(rec(61)); // more records, then another commit: reclaim runs again
+    await r.tryTake();
+    assert.equal(q.stats().unreclaimed, 0);
+    assert.deepEqual(segNumbers(fs), [2]);
+    await q.close();
+  });
+});

@@ -6,7 +6,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { ClosedError, IOError, LockedError } from '../../src/errors.js';
-import { FaultyFileSystem, openQ, drainAll, addAll, val, range, causeCode, segPath } from './helpers.js';
+import { FaultyFileSystem, openQ, drainAll, addAll, val, range, causeCode, segPath, segNumbers } from './helpers.js';
 
 /** The trace without opens and reads: the steps that write or sync. */
 const steps = (fs: FaultyFileSystem, from = 0) =>
@@ -251,4 +251,24 @@ describe('group commit and addBatch under each failing step (checklist 3)', () =
       await q.close();
     });
   }
+});
+
+describe('directory fsync fails when a segment is created', () => {
+  it('latches like a data fsync: the adds in the new segment reject and a power cut takes the segment', async () => {
+    const fs = new FaultyFileSystem();
+    let q = await openQ(fs);
+    await q.addBatch(range(0, 292).map((i) => val(i))); // fills segment 1 exactly
+    fs.inject({ step: 'sync:dir', error: 'EIO' });
+    const err = await q.add(val(292)).then(() => undefined, (e: unknown) => e);
+    assert.ok(err instanceof IOError);
+    assert.equal(causeCode(err), 'EIO');
+    await assert.rejects(q.add(val(293)), IOError);
+    await assert.rejects(q.close(), IOError);
+    fs.powerCut();
+    q = await openQ(fs);
+    assert.deepEqual(segNumbers(fs), [1]);
+    const got = await drainAll(q.reader());
+    assert.deepEqual(got, { values: range(0, 292).map((i) => val(i)), errors: [] });
+    await q.close();
+  });
 });
