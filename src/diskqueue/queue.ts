@@ -65,7 +65,6 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
   private closed = false;
   private unsyncedBytes = 0;
   private unsyncedOps = 0;
-  private headerWrite: Promise<void> | undefined;
   private commitMoved = false;
   private timer: NodeJS.Timeout | undefined;
   private zombies: Segment[] = [];
@@ -400,7 +399,7 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
       await this.group.request();
       return;
     }
-    await this.scheduleHeaderWrite();
+    this.writeCommitHeaders();
     await this.afterWrites(1);
   }
 
@@ -414,25 +413,17 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
   }
 
   /**
-   * Under batched policies, commit headers of one event-loop turn share one
-   * write. The commits wait for it, so a killed process never loses a commit
-   * that resolved (as it never loses an add that resolved).
+   * Under batched policies a commit writes its header before it resolves, so a
+   * killed process never loses a commit that resolved (as it never loses an
+   * add that resolved). A failed write leaves the header dirty for the next
+   * flush and is reported as the commit's failure.
    */
-  private scheduleHeaderWrite(): Promise<void> {
-    this.headerWrite ??= new Promise((resolve) => {
-      setImmediate(() => {
-        this.headerWrite = undefined;
-        if (!this.closed) {
-          try {
-            this.writeDirtyHeaders();
-          } catch {
-            // stays dirty; the next flush or close reports it
-          }
-        }
-        resolve();
-      });
-    });
-    return this.headerWrite;
+  private writeCommitHeaders(): void {
+    try {
+      this.writeDirtyHeaders();
+    } catch (err) {
+      throw asIOError('commit header write failed', err);
+    }
   }
 
   private writeDirtyHeaders(): Segment[] {
