@@ -19,13 +19,24 @@ export interface Codec<T> {
 const textEncoder = new TextEncoder();
 const textDecoder = new TextDecoder('utf-8', { fatal: true });
 
+/**
+ * A copy of `b` in memory of its own. Large copies skip the zero-fill a plain
+ * `new Uint8Array` pays (the bytes are overwritten at once anyway).
+ */
+function copyBytes(b: Uint8Array): Uint8Array {
+  if (b.length < 4096) return b.slice();
+  const mem = Buffer.allocUnsafeSlow(b.length);
+  mem.set(b);
+  return new Uint8Array(mem.buffer, mem.byteOffset, mem.length);
+}
+
 /** Raw bytes. `decode` returns a copy, so the value outlives the next read. */
 const bytes: Codec<Uint8Array> = {
   encode(value) {
     if (!(value instanceof Uint8Array)) throw new CodecError('codecs.bytes encodes Uint8Array values only');
     return value;
   },
-  decode: (b) => b.slice(),
+  decode: copyBytes,
   decodeCopies: true,
 };
 
