@@ -62,6 +62,31 @@ class Inode {
   }
 }
 
+/** Which unsynced blocks a power cut leaves behind; see {@link FaultyFileSystem.crashImage}. */
+export interface Tear {
+  /** Block size in bytes (a disk sector or a page). */
+  block: number;
+  keep(path: string, block: number): boolean;
+}
+
+/** A file's contents after a cut that kept some of its unsynced blocks. */
+function torn(path: string, ino: Inode, tear: Tear): Uint8Array {
+  const now = ino.data.subarray(0, ino.size);
+  const out = new Uint8Array(Math.max(ino.durable.length, ino.size));
+  out.set(ino.durable);
+  let size = ino.durable.length;
+  for (let b = 0; b * tear.block < now.length; b++) {
+    const from = b * tear.block;
+    const to = Math.min(from + tear.block, now.length);
+    const synced = ino.durable.subarray(from, Math.min(to, ino.durable.length));
+    const dirty = synced.length !== to - from || synced.some((x, i) => x !== now[from + i]);
+    if (!dirty || !tear.keep(path, b)) continue;
+    out.set(now.subarray(from, to), from);
+    size = Math.max(size, to);
+  }
+  return out.slice(0, size);
+}
+
 interface Rule extends Fault {
   seen: number;
   fired: number;
@@ -109,11 +134,12 @@ export class FaultyFileSystem implements FileSystem {
   /**
    * Simulates a power cut: every byte and every name not covered by a completed
    * sync is gone, locks are dropped, and handles opened before it fail with EBADF.
+   * With `tear`, some unsynced blocks survive anyway (see {@link crashImage}).
    */
-  powerCut(): void {
+  powerCut(tear?: Tear): void {
     this.epoch++;
     this.locks.clear();
-    const img = this.crashImage();
+    const img = this.crashImage(tear);
     this.names = img.names;
     this.durableNames = img.durableNames;
   }
@@ -122,15 +148,23 @@ export class FaultyFileSystem implements FileSystem {
    * A new file system holding what a power cut right now would leave: only
    * bytes and names covered by a completed sync. This one is not changed, so a
    * queue can keep running on it while a test reopens the image.
+   *
+   * A real disk writes back dirty blocks in no particular order, so a cut can
+   * also leave some unsynced blocks and not others. `tear` models that: every
+   * `tear.block`-byte block of a surviving file whose unsynced contents differ
+   * from its synced ones is kept when `tear.keep(path, block)` says so (a file
+   * grows to cover the blocks kept past its synced length). Names still need
+   * a directory sync.
    */
-  crashImage(): FaultyFileSystem {
+  crashImage(tear?: Tear): FaultyFileSystem {
     const img = new FaultyFileSystem();
     for (const d of this.dirs) img.dirs.add(d);
     for (const [name, ino] of this.durableNames) {
       const fresh = new Inode();
-      fresh.setSize(ino.durable.length);
-      fresh.data.set(ino.durable);
-      fresh.durable = ino.durable.slice();
+      const bytes = tear ? torn(name, ino, tear) : ino.durable;
+      fresh.setSize(bytes.length);
+      fresh.data.set(bytes);
+      fresh.durable = bytes.slice();
       img.names.set(name, fresh);
       img.durableNames.set(name, fresh);
     }
