@@ -26,6 +26,7 @@ import { HEADER_SIZE, decodeHeader } from '../../src/diskqueue/format.js';
 import { CorruptError, type DiskQueue } from '../../src/diskqueue/index.js';
 import type { Reservation } from '../../src/diskqueue/reader.js';
 import { FaultyFileSystem, openQ, segPath, segNumbers, type Opts } from '../faults/helpers.js';
+import type { Tear } from '../../src/storage/faulty.js';
 
 export type Cmd =
   | { op: 'add'; n: number }
@@ -38,10 +39,19 @@ export type Cmd =
   | { op: 'sync' }
   | { op: 'reopen' }
   | { op: 'crash' }
-  | { op: 'powerCut' }
+  | { op: 'powerCut'; tear?: TearKind }
   | { op: 'flip'; seg: number; header: boolean; at: number; mask: number };
 
 export type Policy = 'perOp' | 'every4';
+
+/** Which unsynced 512-byte blocks a power cut leaves behind. */
+export type TearKind = 'none' | 'all' | 'even' | 'odd';
+const TEARS: Record<TearKind, Tear | undefined> = {
+  none: undefined,
+  all: { block: 512, keep: () => true },
+  even: { block: 512, keep: (_p, b) => b % 2 === 0 },
+  odd: { block: 512, keep: (_p, b) => b % 2 === 1 },
+};
 
 export interface Program {
   policy: Policy;
@@ -182,8 +192,12 @@ class Run {
         const unsynced = this.q.stats().unsyncedBytes;
         const exposed = Math.ceil(unsynced / FRAME);
         assert.ok(this.policy !== 'perOp' || unsynced === 0, 'per-op never has unsynced bytes');
-        for (const id of this.resolved.slice(this.resolved.length - exposed)) this.mayBeLost.add(id);
-        this.fs.powerCut();
+        for (const id of this.resolved.slice(Math.max(0, this.resolved.length - exposed))) this.mayBeLost.add(id);
+        // Blocks written back out of order can leave a header ahead of its
+        // records: a torn tail, which only a batched policy can expose, and
+        // which must then be reported as damage.
+        if (exposed > 0 && (c.tear === 'even' || c.tear === 'odd')) this.damaged = true;
+        this.fs.powerCut(TEARS[c.tear ?? 'none']);
         return this.open();
       }
       case 'flip': {
