@@ -101,7 +101,6 @@ describe('data fsync fails', () => {
     assert.deepEqual((await drainAll(q.reader())).values, ['after']);
     await q.close();
   });
-
 });
 
 describe('header fsync fails', () => {
