@@ -114,9 +114,10 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
       throw asIOError(`cannot create ${abs}`, err);
     }
     const lock = fs.lock(abs);
+    let q: DiskQueue<T> | undefined;
     try {
       const rec = recover(fs, abs, opts.segmentSize);
-      const q = new DiskQueue<T>(abs, opts, lock, rec.segments, rec.counts, rec.events);
+      q = new DiskQueue<T>(abs, opts, lock, rec.segments, rec.counts, rec.events);
       q.reclaim();
       // Bytes and names a previous process left in the page cache (a batched
       // policy, or a kill between write and flush) are not known to be
@@ -127,6 +128,10 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
       await q.group.request();
       return q;
     } catch (err) {
+      if (q) {
+        clearInterval(q.timer);
+        for (const s of q.segments) s.closeHandle();
+      }
       lock.release();
       throw err;
     }
