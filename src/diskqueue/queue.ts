@@ -30,12 +30,12 @@ import {
 } from '../errors.js';
 import { codecs, type Codec } from './codecs.js';
 import { resolveOptions, type DiskQueueOptions, type ResolvedOptions } from './options.js';
-import { encodeRecord, frameSize, HEADER_SIZE, STAMP_SIZE } from './format.js';
+import { encodeRecord, frameSize, STAMP_SIZE } from './format.js';
 import { Segment } from './segment.js';
 import { recover, type RecoveryCounts } from './recovery.js';
-import { GroupCommit } from './group-commit.js';
-import { AckLedger, packOffset } from './ledger.js';
-import { ReadCursor, type HeadRecord } from './read-cursor.js';
+import { Flusher, asIOError } from './flusher.js';
+import { AckLedger } from './ledger.js';
+import { ReadCursor } from './read-cursor.js';
 import { Reader } from './reader.js';
 import type { DiskQueueStats } from './stats.js';
 import { Waiters } from './waiters.js';
@@ -44,9 +44,6 @@ import { HandlePool } from './handle-pool.js';
 /** Most bytes one record write carries; longer runs are split. */
 const RUN_BYTES = 4 << 20;
 
-function asIOError(what: string, err: unknown): FerryError {
-  return err instanceof FerryError ? err : new IOError(`${what}: ${(err as Error)?.message ?? err}`, { cause: err });
-}
 
 /** A durable FIFO queue of `T` in one directory. Create with {@link DiskQueue.open}. */
 export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
@@ -58,13 +55,9 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
   /** @internal */ readonly freed = new Waiters();
   /** @internal */ readonly counters: RecoveryCounts & { added: number; delivered: number; committed: number; unreclaimed: number; rejectedFull: number };
 
-  private readonly group: GroupCommit;
+  private readonly flusher: Flusher;
   private scratch = new Uint8Array(4096);
-  private dirDirty = false;
-  private latched: unknown;
   private closed = false;
-  private unsyncedBytes = 0;
-  private unsyncedOps = 0;
   private commitMoved = false;
   private timer: NodeJS.Timeout | undefined;
   private zombies: Segment[] = [];
@@ -86,10 +79,15 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
       this.pool = new HandlePool(opts.maxOpenFiles);
       for (const s of segments) this.adopt(s);
     }
-    this.group = new GroupCommit(() => this.flush());
+    this.flusher = new Flusher(opts.fs, {
+      dir,
+      segments,
+      published: () => this.published.wakeAll(),
+      rolledBack: (n) => (this.counters.added -= n),
+    });
     if (!opts.perOp && opts.syncIntervalMs > 0) {
       this.timer = setInterval(() => {
-        if (this.unsyncedBytes > 0 || this.unsyncedOps > 0) this.group.request().catch(() => {});
+        if (this.flusher.unsyncedBytes > 0 || this.flusher.unsyncedOps > 0) this.flusher.request().catch(() => {});
       }, opts.syncIntervalMs);
       this.timer.unref();
     }
@@ -124,8 +122,8 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
       // durable, yet this queue will deliver them and report unsyncedBytes 0:
       // flush them before saying so. On a clean file an fdatasync is cheap.
       for (const s of q.segments) s.dataDirty = true;
-      q.dirDirty = true;
-      await q.group.request();
+      q.flusher.dirDirty = true;
+      await q.flusher.request();
       return q;
     } catch (err) {
       if (q) {
@@ -242,7 +240,7 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
    * pwrite (and, under batched policies, one header write). Stops at the first
    * record that cannot be placed and returns how many were, with the error.
    */
-  placeAll(payloads: Uint8Array[], bypassCaps: boolean): { placed: number; error?: unknown } {
+  private placeAll(payloads: Uint8Array[], bypassCaps: boolean): { placed: number; error?: unknown } {
     const { maxBytes, maxSegments, segmentSize } = this.opts;
     let placed = 0;
     let runSeg: Segment | undefined;
@@ -328,7 +326,7 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
     }
     seg.writeCursor = seg.end;
     seg.writtenCount = seg.endCount;
-    this.unsyncedBytes += bytes;
+    this.flusher.unsyncedBytes += bytes;
     this.published.wakeAll();
   }
 
@@ -350,7 +348,7 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
     if (last) last.sealed = true;
     this.adopt(seg);
     this.segments.push(seg);
-    this.dirDirty = true;
+    this.flusher.dirDirty = true;
     return seg;
   }
 
@@ -364,11 +362,11 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
   /** @internal Settles the durability of writes already placed. */
   async afterWrites(ops: number): Promise<void> {
     if (this.opts.perOp) {
-      await this.group.request();
+      await this.flusher.request();
       return;
     }
-    this.unsyncedOps += ops;
-    if (this.opts.syncEvery > 1 && this.unsyncedOps >= this.opts.syncEvery) await this.group.request();
+    this.flusher.unsyncedOps += ops;
+    if (this.opts.syncEvery > 1 && this.flusher.unsyncedOps >= this.opts.syncEvery) await this.flusher.request();
   }
 
   // ------------------------------------------------------------- consuming
@@ -399,9 +397,9 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
     this.commitMoved = false;
     this.reclaim();
     this.freed.wakeAll();
-    if (this.latched !== undefined) throw this.latchedError();
+    if (this.flusher.latched) throw this.flusher.latchedError();
     if (this.opts.perOp) {
-      await this.group.request();
+      await this.flusher.request();
       return;
     }
     this.writeCommitHeaders();
@@ -425,20 +423,10 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
    */
   private writeCommitHeaders(): void {
     try {
-      this.writeDirtyHeaders();
+      this.flusher.writeDirtyHeaders();
     } catch (err) {
       throw asIOError('commit header write failed', err);
     }
-  }
-
-  private writeDirtyHeaders(): Segment[] {
-    const written: Segment[] = [];
-    for (const s of this.segments) {
-      if (!s.headerDirty) continue;
-      s.writeHeader(this.opts.fs);
-      written.push(s);
-    }
-    return written;
   }
 
   /** Unlinks whole segments whose every record is committed. */
@@ -448,7 +436,7 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
       this.cursor.forget(seg);
       seg.closeHandle();
       this.zombies.push(seg);
-      this.dirDirty = true;
+      this.flusher.dirDirty = true;
     }
     this.zombies = this.zombies.filter((seg) => {
       try {
@@ -471,85 +459,7 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
    */
   async sync(): Promise<void> {
     this.checkWritable();
-    await this.group.request();
-  }
-
-  /**
-   * One flush: data fdatasync of every dirty segment (and the directory), then
-   * the headers that publish pending records or commit moves, then their
-   * fdatasync. Records written while it runs wait for the next one.
-   */
-  private async flush(): Promise<void> {
-    if (this.latched !== undefined) throw this.latchedError();
-    const fs = this.opts.fs;
-    const pending = this.segments.filter((s) => s.end > s.writeCursor).map((s) => ({ s, end: s.end, count: s.endCount }));
-    const dataDirty = this.segments.filter((s) => s.dataDirty);
-    const dirDirty = this.dirDirty;
-    const unsyncedBytes = this.unsyncedBytes;
-    const unsyncedOps = this.unsyncedOps;
-    for (const s of dataDirty) s.dataDirty = false;
-    this.dirDirty = false;
-    try {
-      await Promise.all(dataDirty.map((s) => s.handle(fs).datasync('data')));
-      if (dirDirty) await fs.syncDir(this.dir);
-    } catch (err) {
-      this.latch(err);
-      this.rollBack(this.latchedError());
-      throw this.latchedError();
-    }
-    // Header phase: publish what the data fsync covered, and persist commits.
-    const headers = new Set<Segment>();
-    try {
-      for (const p of pending) {
-        p.s.writeHeader(fs, p.end, p.count);
-        headers.add(p.s);
-      }
-      for (const s of this.writeDirtyHeaders()) headers.add(s);
-    } catch (err) {
-      const failure = asIOError('header write failed', err);
-      this.rollBack(failure);
-      for (const p of pending) p.s.headerDirty = true;
-      throw failure;
-    }
-    for (const s of headers) s.dataDirty = false;
-    try {
-      await Promise.all([...headers].map((s) => s.handle(fs).datasync('header')));
-    } catch (err) {
-      this.latch(err);
-      this.rollBack(this.latchedError());
-      throw this.latchedError();
-    }
-    for (const p of pending) {
-      p.s.writeCursor = Math.max(p.s.writeCursor, p.end);
-      p.s.writtenCount = Math.max(p.s.writtenCount, p.count);
-    }
-    this.unsyncedBytes -= unsyncedBytes;
-    this.unsyncedOps = Math.max(0, this.unsyncedOps - unsyncedOps);
-    if (pending.length) this.published.wakeAll();
-  }
-
-  /**
-   * Drops every written but unpublished record, including those of callers
-   * waiting for the next flush, and rejects those callers with `err`.
-   */
-  private rollBack(err: unknown): void {
-    this.group.failWaiting(err);
-    for (const s of this.segments) {
-      if (s.end > s.writeCursor) {
-        this.counters.added -= s.endCount - s.writtenCount;
-        s.end = s.writeCursor;
-        s.endCount = s.writtenCount;
-      }
-    }
-  }
-
-  private latch(err: unknown): void {
-    if (this.latched === undefined) this.latched = err;
-  }
-
-  private latchedError(): IOError {
-    const cause = this.latched;
-    return new IOError(`queue is latched after a failed fsync: ${(cause as Error)?.message ?? cause}`, { cause });
+    await this.flusher.request();
   }
 
   // ------------------------------------------------------------ lifecycle
@@ -566,11 +476,11 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
     this.published.closeAll();
     this.freed.closeAll();
     let failure: unknown;
-    await this.group.settled();
-    if (this.latched !== undefined) failure = this.latchedError();
+    await this.flusher.settled();
+    if (this.flusher.latched) failure = this.flusher.latchedError();
     else {
       try {
-        await this.flush();
+        await this.flusher.request();
       } catch (err) {
         failure = err;
       }
@@ -599,7 +509,7 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
       backlogBytes: this.backlogBytes(),
       maxBytes: this.opts.maxBytes,
       inFlightBytes: this.ledger.inFlightBytes,
-      unsyncedBytes: this.opts.perOp ? 0 : this.unsyncedBytes,
+      unsyncedBytes: this.opts.perOp ? 0 : this.flusher.unsyncedBytes,
       segments: this.segments.length,
       diskBytes,
       added: c.added,
@@ -635,12 +545,7 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
   /** @internal Throws when the queue is closed or latched. */
   checkWritable(): void {
     this.checkOpen();
-    if (this.latched !== undefined) throw this.latchedError();
-  }
-
-  /** @internal Offset of a head record. */
-  offsetOf(rec: HeadRecord): bigint {
-    return packOffset(rec.seg.seq, rec.start);
+    if (this.flusher.latched) throw this.flusher.latchedError();
   }
 
   /** @internal The segment after `seg`, if any. */
@@ -649,8 +554,4 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
     return i >= 0 ? this.segments[i + 1] : this.segments[0];
   }
 
-  /** @internal */
-  get headerSize(): number {
-    return HEADER_SIZE;
-  }
 }
