@@ -17,7 +17,7 @@
  * original error); reads, stats and close keep working.
  */
 import { resolve as resolvePath } from 'node:path';
-import { nodeFileSystem, type FileSystem } from '../storage/fs.js';
+import { nodeFileSystem } from '../storage/fs.js';
 import type { DirectoryLock } from '../storage/lock.js';
 import {
   ClosedError,
@@ -25,7 +25,6 @@ import {
   CorruptError,
   FerryError,
   FullError,
-  IOError,
   RecordTooLargeError,
 } from '../errors.js';
 import { codecs, type Codec } from './codecs.js';
@@ -203,7 +202,7 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
       }
     }
     if (stop !== undefined) {
-      if (stop instanceof FerryError) Object.assign(stop, { placed });
+      if (stop instanceof FerryError) stop.placed = placed;
       throw stop;
     }
     return placed;
