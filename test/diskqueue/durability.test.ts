@@ -2,6 +2,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { DiskQueue, codecs, IOError } from '../../src/diskqueue/index.js';
 import { FaultyFileSystem } from '../../src/storage/faulty.js';
+import { createRequire, syncBuiltinESMExports } from 'node:module';
+import { tempDir } from '../helpers/tmp.js';
 import { frameSize } from '../../src/diskqueue/format.js';
 
 const DIR = '/q';
@@ -122,4 +124,30 @@ test('a failed header write rejects every add whose record it rolled back, inclu
   const q2 = await DiskQueue.open<string>(DIR, { fs, codec: codecs.utf8 });
   assert.equal(q2.stats().backlog, 0);
   await q2.close();
+});
+
+test('fsyncs run on the thread pool: the queue never calls a synchronous fsync', async () => {
+  const require = createRequire(import.meta.url);
+  const nodeFs = require('node:fs') as typeof import('node:fs');
+  const calls = { sync: 0, async: 0 };
+  const orig = { fdatasyncSync: nodeFs.fdatasyncSync, fsyncSync: nodeFs.fsyncSync, fdatasync: nodeFs.fdatasync, fsync: nodeFs.fsync };
+  nodeFs.fdatasyncSync = ((fd: number) => (calls.sync++, orig.fdatasyncSync(fd))) as typeof nodeFs.fdatasyncSync;
+  nodeFs.fsyncSync = ((fd: number) => (calls.sync++, orig.fsyncSync(fd))) as typeof nodeFs.fsyncSync;
+  nodeFs.fdatasync = ((fd: number, cb: (e: Error | null) => void) => (calls.async++, orig.fdatasync(fd, cb))) as typeof nodeFs.fdatasync;
+  nodeFs.fsync = ((fd: number, cb: (e: Error | null) => void) => (calls.async++, orig.fsync(fd, cb))) as typeof nodeFs.fsync;
+  syncBuiltinESMExports();
+  try {
+    const q = await DiskQueue.open<string>(tempDir(), { codec: codecs.utf8 });
+    await Promise.all(Array.from({ length: 20 }, (_, i) => q.add(`d${i}`)));
+    const r = q.reader();
+    const res = await r.reserve();
+    await r.commit(res.offset);
+    await q.sync();
+    await q.close();
+  } finally {
+    Object.assign(nodeFs, orig);
+    syncBuiltinESMExports();
+  }
+  assert.equal(calls.sync, 0);
+  assert.ok(calls.async >= 4, `${calls.async} fsyncs went through the thread pool`);
 });
