@@ -91,7 +91,7 @@ export class Flusher {
     for (const s of dataDirty) s.dataDirty = false;
     this.dirDirty = false;
     try {
-      await Promise.all(dataDirty.map((s) => s.handle(fs).datasync('data')));
+      await Promise.all(dataDirty.map((s) => s.datasync(fs, 'data')));
       if (dirDirty) await fs.syncDir(this.host.dir);
     } catch (err) {
       throw this.latch(err);
@@ -112,7 +112,7 @@ export class Flusher {
     }
     for (const s of headers) s.dataDirty = false;
     try {
-      await Promise.all([...headers].map((s) => s.handle(fs).datasync('header')));
+      await Promise.all([...headers].map((s) => s.datasync(fs, 'header')));
     } catch (err) {
       throw this.latch(err);
     }

@@ -9,7 +9,7 @@
  *   the header names.
  * - `commitCursor`/`committedCount`: records retired by consumers.
  */
-import type { FileHandle, FileSystem } from '../storage/fs.js';
+import type { FileHandle, FileSystem, SyncStep } from '../storage/fs.js';
 import type { HandlePool } from './handle-pool.js';
 import { segmentFileName } from '../storage/segment-names.js';
 import { join } from 'node:path';
@@ -90,6 +90,8 @@ export class Segment {
 
   /** Bounds open descriptors across segments; set by the queue when `maxOpenFiles` is on. */
   pool: HandlePool | undefined;
+  /** Descriptors with an fdatasync in flight, and how many. */
+  private pins = new Map<FileHandle, number>();
 
   handle(fs: FileSystem): FileHandle {
     this.fh ??= fs.open(this.path, 'rw');
@@ -104,11 +106,31 @@ export class Segment {
     this.dataDirty = true;
   }
 
+  /**
+   * fdatasync on the thread pool. The descriptor is pinned meanwhile: closing
+   * it (eviction by the handle pool, reclaim) waits for the sync to finish, so
+   * its number cannot be reused by another file under the sync.
+   */
+  async datasync(fs: FileSystem, step: SyncStep): Promise<void> {
+    const fh = this.handle(fs);
+    this.pins.set(fh, (this.pins.get(fh) ?? 0) + 1);
+    try {
+      await fh.datasync(step);
+    } finally {
+      const left = this.pins.get(fh)! - 1;
+      if (left > 0) this.pins.set(fh, left);
+      else {
+        this.pins.delete(fh);
+        if (fh !== this.fh) fh.close(); // closed while pinned
+      }
+    }
+  }
+
   closeHandle(): void {
     const fh = this.fh;
     this.fh = undefined;
     this.pool?.forget(this);
-    fh?.close();
+    if (fh && !this.pins.has(fh)) fh.close();
   }
 
   /**

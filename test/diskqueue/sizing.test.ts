@@ -6,6 +6,7 @@ import { DiskQueue, codecs, FullError, RecordTooLargeError, ClosedError, HEADER_
 import { decodeHeader, frameSize, FLAG_OVERSIZED } from '../../src/diskqueue/format.js';
 import { tempDir } from '../helpers/tmp.js';
 import { FaultyFileSystem } from '../../src/storage/faulty.js';
+import { createRequire, syncBuiltinESMExports } from 'node:module';
 
 const segFiles = (dir: string) => readdirSync(dir).filter((f) => f.startsWith('data.')).sort();
 
@@ -164,4 +165,39 @@ test('reopen reads one header per segment and no records', async () => {
   assert.equal(fs.trace.filter((t) => t.startsWith('read ')).length, segments);
   assert.equal(q.stats().backlog, 300);
   await q.close();
+});
+
+test('maxOpenFiles never closes a descriptor under an fdatasync in flight', async () => {
+  const require = createRequire(import.meta.url);
+  const nodeFs = require('node:fs') as typeof import('node:fs');
+  const orig = nodeFs.fdatasync;
+  const target = (fd: number) => {
+    try {
+      return nodeFs.readlinkSync(`/proc/self/fd/${fd}`);
+    } catch {
+      return '(closed)';
+    }
+  };
+  let calls = 0;
+  const moved: string[] = [];
+  nodeFs.fdatasync = ((fd: number, cb: (err: Error | null) => void) => {
+    calls++;
+    const before = target(fd);
+    orig(fd, (err) => {
+      const after = target(fd);
+      if (after !== before) moved.push(`${before} -> ${after}`);
+      cb(err);
+    });
+  }) as typeof nodeFs.fdatasync;
+  syncBuiltinESMExports();
+  try {
+    const q = await DiskQueue.open(tempDir(), { segmentSize: 4096, maxOpenFiles: 2, maxSegments: 0 });
+    assert.equal(await q.addBatch(Array.from({ length: 200 }, (_, i) => new Uint8Array(200).fill(i))), 200);
+    await q.close();
+  } finally {
+    nodeFs.fdatasync = orig;
+    syncBuiltinESMExports();
+  }
+  assert.ok(calls > 10);
+  assert.deepEqual(moved, []);
 });
