@@ -10,12 +10,16 @@ export function segmentFileName(seq: number): string {
   return `data.${String(seq).padStart(8, '0')}`;
 }
 
-/** The segment number of a file name, or undefined when it is not a segment. */
+/**
+ * The segment number of a file name, or undefined when it is not a segment.
+ * Only the canonical spelling counts (`data.00000001`, not `data.000000001`),
+ * so one number never names two files.
+ */
 export function parseSegmentFileName(name: string): number | undefined {
   const m = PATTERN.exec(name);
   if (!m) return undefined;
   const seq = Number(m[1]);
-  return Number.isSafeInteger(seq) && seq > 0 ? seq : undefined;
+  return Number.isSafeInteger(seq) && seq > 0 && segmentFileName(seq) === name ? seq : undefined;
 }
 
 /** Segment numbers present in a directory listing, ascending. */

@@ -94,6 +94,8 @@ test('segment size: floor 4 KiB, multiple of 4096, cap 2^48 - 4096; names are da
   assert.equal(parseSegmentFileName('data.00000042'), 42);
   assert.equal(parseSegmentFileName('data.1'), undefined);
   assert.equal(parseSegmentFileName('data.00000001.tmp'), undefined);
+  assert.equal(parseSegmentFileName('data.000000001'), undefined, 'a second spelling of segment 1 is not a segment');
+  assert.equal(parseSegmentFileName('data.123456789'), 123456789);
 });
 
 test('golden v1 directory: the committed bytes drain to the expected records', async () => {
