@@ -55,6 +55,9 @@ export const PUBLISH_RETRIES = 3;
 /** First delay between publish retries, ms; doubled each time (25, 50, 100). */
 export const PUBLISH_RETRY_BASE_MS = 25;
 
+/** Longest a run of publishes keeps the event loop before one of them yields, ms. */
+const PUBLISH_YIELD_MS = 5;
+
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /**
@@ -75,6 +78,7 @@ export class StoreQueue implements Queue {
   readonly #listenCtl = new AbortController();
   #listening: Promise<void> = Promise.resolve();
   #closed = false;
+  #lastYield = performance.now();
   #closePromise: Promise<void> | undefined;
   readonly #host: SubscriptionHost;
 
@@ -154,7 +158,21 @@ export class StoreQueue implements Queue {
     const now = Date.now();
     const stored = msgs.map((m) => this.#prepare(m, now));
     if (stored.length > 0) await this.#append(stored);
+    await this.#yieldNow();
     return stored.map((m) => m.id);
+  }
+
+  /**
+   * A synchronous store (SQLite) settles publishes in microtasks only, so a
+   * producer publishing in a loop would never let timers run: this process's
+   * own subscriptions would starve. Past a few milliseconds without a break,
+   * a publish waits one turn of the event loop.
+   */
+  async #yieldNow(): Promise<void> {
+    const now = performance.now();
+    if (now - this.#lastYield < PUBLISH_YIELD_MS) return;
+    await new Promise<void>((resolve) => setImmediate(resolve));
+    this.#lastYield = performance.now();
   }
 
   /** See `Queue.subscribe`. */
