@@ -6,7 +6,8 @@
  * records go to the queue through `addBatch` in batches. The next chunk is not
  * pulled until the batch before it is stored (durable under the default per-op
  * policy), so memory stays bounded by one chunk plus one batch however large
- * the input is.
+ * the input is. From a pipe or a terminal, each chunk read is stored before the
+ * next read, so `tail -F log | ferry push DIR` keeps up line by line.
  */
 import { open, type FileHandle } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
@@ -150,6 +151,9 @@ export async function push(dir: string, file: string | undefined, o: PushOptions
       read += next.value.length;
       const chunk = next.value;
       await take(cut(() => splitter.push(chunk)));
+      // A pipe delivers what its producer has written so far: store it now
+      // rather than let a slow producer's lines wait, unstored, for a full batch.
+      if (input.size === undefined) await store();
       progress.update(read);
       if (fault) break;
     }
