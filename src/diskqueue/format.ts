@@ -109,19 +109,22 @@ function readFields(buf: Uint8Array): SegmentHeader {
 }
 
 /**
- * Decodes a header. A checksum failure with magic and version intact still
- * returns the (untrusted) fields, since that is a torn rewrite to be repaired.
+ * Decodes a header. A checksum failure with the magic intact still returns
+ * the (untrusted) fields, since that is a torn rewrite to be repaired from the
+ * records. Only a header whose checksum holds can be from an unknown version.
  */
 export function decodeHeader(buf: Uint8Array): HeaderResult {
   if (buf.length < HEADER_SIZE) return { ok: false, fault: 'short' };
   if (buf.subarray(0, HEADER_SIZE).every((b) => b === 0)) return { ok: false, fault: 'zero' };
   for (let i = 0; i < MAGIC.length; i++) if (buf[i] !== MAGIC[i]) return { ok: false, fault: 'magic' };
   const header = readFields(buf);
-  if (header.version !== FORMAT_VERSION) return { ok: false, fault: 'version', header };
+  // The checksum is checked before the version: a damaged version byte must
+  // read as damage, not as a segment from a future format (which is dropped).
   const view = new DataView(buf.buffer, buf.byteOffset, HEADER_SIZE);
   if (view.getBigUint64(OFF_CHECKSUM, true) !== xxh64(buf.subarray(0, OFF_CHECKSUM))) {
     return { ok: false, fault: 'checksum', header };
   }
+  if (header.version !== FORMAT_VERSION) return { ok: false, fault: 'version', header };
   return { ok: true, header };
 }
 

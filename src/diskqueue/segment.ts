@@ -175,6 +175,9 @@ const WALK_BLOCK = 1 << 20;
  * bytes and never allocates more than the largest record that fits.
  */
 export function walkRecords(fh: FileHandle, from: number, limit: number): WalkResult {
+  // Bytes past the end of the file cannot be read: a limit beyond it would
+  // make the walk wait for a record that never arrives.
+  limit = Math.min(limit, fh.size());
   let pos = from;
   let count = 0;
   let buf = new Uint8Array(Math.min(WALK_BLOCK, Math.max(0, limit - from)));
@@ -193,7 +196,7 @@ export function walkRecords(fh: FileHandle, from: number, limit: number): WalkRe
       // buffer once if the record alone is larger than it.
       if (pos === bufStart) {
         const whole = frameLengthAt(fh, pos);
-        if (whole === undefined || whole > limit - pos) break;
+        if (whole === undefined || whole > limit - pos || whole <= bufLen) break; // a short read: nothing more to wait for
         buf = new Uint8Array(whole);
       }
       bufLen = 0;

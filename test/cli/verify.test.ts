@@ -109,9 +109,15 @@ const cases: Array<{ name: string; damage(seg: string, dir: string): Promise<voi
   },
   {
     name: 'unknown format version',
-    damage: (seg) => patch(seg, 40, [9]),
+    damage: (seg) => rewriteHeader(seg, (h) => (h.version = 9)),
     expect: [{ segment: 1, position: 0, reason: 'segment-version', lostBytes: FILE_SIZE }],
     records: 0,
+  },
+  {
+    name: 'version byte flipped: the checksum fails, so it is a torn header, not a foreign one',
+    damage: (seg) => patch(seg, 40, [9]),
+    expect: [{ segment: 1, position: 0, reason: 'header-checksum', lostBytes: 0, lostRecords: 0 }],
+    records: 3,
   },
   {
     name: 'short header',

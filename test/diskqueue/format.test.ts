@@ -58,9 +58,11 @@ test('header faults: short, all-zero, magic, version, checksum', () => {
   const magic = good.slice();
   magic[0] = 0x58;
   assert.equal((decodeHeader(magic) as { fault: string }).fault, 'magic');
-  const version = good.slice();
-  version[40] = 2;
-  assert.equal((decodeHeader(version) as { fault: string }).fault, 'version');
+  const flipped = good.slice();
+  flipped[40] = 2;
+  assert.equal((decodeHeader(flipped) as { fault: string }).fault, 'checksum', 'a damaged version byte is damage');
+  const future = encodeHeader({ ...(decodeHeader(good) as { header: SegmentHeader }).header, version: 2 });
+  assert.equal((decodeHeader(future) as { fault: string }).fault, 'version');
   const torn = good.slice();
   torn[20] ^= 1;
   const res = decodeHeader(torn);

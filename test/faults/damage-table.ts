@@ -218,13 +218,21 @@ export const rows: DamageRow[] = [
     lostBytes: 40,
   },
   {
-    name: 'unknown format version',
-    damage: (fs) => mutate(fs, s3, setBytes(40, [2])),
+    name: 'unknown format version (a future writer: its checksum holds)',
+    damage: (fs) => editHeader(fs, s3, (h) => (h.version = 2)),
     lost: [[120, 180]],
     events: [],
     lostRecords: 0,
     lostSegments: 0,
     foreignSegments: 1,
+  },
+  {
+    name: 'version byte flipped (checksum no longer holds): a torn header, not a foreign segment',
+    damage: (fs) => mutate(fs, s3, setBytes(40, [2])),
+    lost: [],
+    events: [{ segment: 3, position: 0, reason: 'header-rebuilt' }],
+    lostRecords: 0,
+    lostSegments: 0,
   },
   {
     name: 'header zeroed in the tail segment (records behind it)',
