@@ -18,6 +18,8 @@ import { xxh64 } from '../../src/storage/xxhash.js';
 import { segmentFileName, parseSegmentFileName } from '../../src/storage/segment-names.js';
 import { GOLDEN_DIR, GOLDEN_SEGMENT_SIZE, goldenRecords, writeGolden } from '../golden/diskqueue-v1.js';
 import { tempDir } from '../helpers/tmp.js';
+import { FaultyFileSystem } from '../../src/storage/faulty.js';
+import { walkRecords } from '../../src/diskqueue/segment.js';
 
 test('xxhash64 (seed 0) matches the reference values', () => {
   assert.equal(xxh64(new Uint8Array(0)), 0xef46db3751d8e999n);
@@ -123,4 +125,17 @@ test('golden v1 directory: writing the same records today gives the same bytes',
   assert.ok(h.ok);
   assert.equal(h.header.commitCursor, HEADER_SIZE + frameSize(0) + frameSize(12));
   assert.equal(h.header.committedCount, 2);
+});
+
+test('walkRecords stops at the end of the file even when its limit lies beyond it', { timeout: 10_000 }, () => {
+  const fs = new FaultyFileSystem();
+  fs.mkdirp('/w');
+  const rec = new Uint8Array(2 * frameSize(300));
+  const n1 = encodeRecord(new Uint8Array(300).fill(1), rec, 0);
+  encodeRecord(new Uint8Array(300).fill(2), rec, n1);
+  const file = new Uint8Array(HEADER_SIZE + n1 + 100); // cut inside the second record
+  file.set(rec.subarray(0, n1 + 100), HEADER_SIZE);
+  fs.writeFile('/w/f', file);
+  const walk = walkRecords(fs.open('/w/f', 'r'), HEADER_SIZE, 1 << 20);
+  assert.deepEqual(walk, { end: HEADER_SIZE + n1, count: 1 });
 });
