@@ -198,3 +198,13 @@ export class OffsetError extends FerryError {
     super('ERR_OFFSET', message);
   }
 }
+
+/**
+ * A caller passed a value the API cannot take: an option of the wrong type or
+ * out of range, a malformed message, a duplicate registration. Nothing changed.
+ */
+export class InvalidArgumentError extends FerryError {
+  constructor(message: string) {
+    super('ERR_INVALID_ARGUMENT', message);
+  }
+}

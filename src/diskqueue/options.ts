@@ -2,6 +2,7 @@
  * Options of `DiskQueue.open`, each with its default (seed 000, "Sizing and
  * limits" and "Durability").
  */
+import { InvalidArgumentError } from '../errors.js';
 import type { FileSystem } from '../storage/fs.js';
 import type { Codec } from './codecs.js';
 import { DEFAULT_SEGMENT_SIZE, normalizeSegmentSize } from './format.js';
@@ -57,13 +58,28 @@ export const DEFAULT_MAX_SEGMENTS = 32;
 
 function count(name: string, v: number | undefined, dflt: number): number {
   if (v === undefined) return dflt;
-  if (!Number.isSafeInteger(v) || v < 0) throw new RangeError(`${name} must be a non-negative integer, got ${v}`);
+  if (!Number.isSafeInteger(v) || v < 0) throw new InvalidArgumentError(`${name} must be a non-negative integer, got ${v}`);
   return v;
 }
 
+function flag(name: string, v: boolean | undefined): boolean {
+  if (v === undefined) return false;
+  if (typeof v !== 'boolean') throw new InvalidArgumentError(`${name} must be a boolean, got ${String(v)}`);
+  return v;
+}
+
+/**
+ * Applies the defaults and checks every option.
+ *
+ * @throws InvalidArgumentError an option of the wrong type or out of range.
+ */
 export function resolveOptions<T>(o: DiskQueueOptions<T>, codec: Codec<T>, fs: FileSystem): ResolvedOptions<T> {
+  if (typeof o !== 'object' || o === null) throw new InvalidArgumentError('options must be an object');
+  if (o.codec !== undefined && (typeof o.codec?.encode !== 'function' || typeof o.codec?.decode !== 'function')) {
+    throw new InvalidArgumentError('codec must have encode and decode functions');
+  }
   const syncEvery = count('syncEvery', o.syncEvery, 0);
-  const noSync = o.noSync ?? false;
+  const noSync = flag('noSync', o.noSync);
   return {
     codec: o.codec ?? codec,
     segmentSize: normalizeSegmentSize(count('segmentSize', o.segmentSize, DEFAULT_SEGMENT_SIZE)),
@@ -73,7 +89,7 @@ export function resolveOptions<T>(o: DiskQueueOptions<T>, codec: Codec<T>, fs: F
     syncIntervalMs: count('syncIntervalMs', o.syncIntervalMs, 0),
     noSync,
     maxOpenFiles: count('maxOpenFiles', o.maxOpenFiles, 0),
-    stampRecords: o.stampRecords ?? false,
+    stampRecords: flag('stampRecords', o.stampRecords),
     fs: o.fs ?? fs,
     perOp: !noSync && syncEvery <= 1,
   };

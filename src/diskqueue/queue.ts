@@ -26,6 +26,7 @@ import {
   FerryError,
   FullError,
   RecordTooLargeError,
+  InvalidArgumentError,
 } from '../errors.js';
 import { codecs, type Codec } from './codecs.js';
 import { resolveOptions, type DiskQueueOptions, type ResolvedOptions } from './options.js';
@@ -100,8 +101,10 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
    * @throws LockedError another queue holds the directory.
    * @throws SegmentSizeMismatchError the directory was created with another `segmentSize`.
    * @throws IOError a segment could not be opened or read (nothing was deleted).
+   * @throws InvalidArgumentError an empty `dir`, or an option of the wrong type or out of range.
    */
   static async open<T = Uint8Array>(dir: string, options: DiskQueueOptions<T> = {}): Promise<DiskQueue<T>> {
+    if (typeof dir !== 'string' || dir === '') throw new InvalidArgumentError('dir must be a non-empty path');
     const opts = resolveOptions(options, codecs.bytes as unknown as Codec<T>, nodeFileSystem);
     const fs = opts.fs;
     const abs = resolvePath(dir);

@@ -11,7 +11,7 @@
  * The bytes a codec decodes are this reader's private copy, valid until its
  * next read.
  */
-import { CodecError, OffsetError } from '../errors.js';
+import { CodecError, InvalidArgumentError, OffsetError } from '../errors.js';
 import { STAMP_SIZE } from './format.js';
 import { packOffset } from './ledger.js';
 import type { DiskQueue } from './queue.js';
@@ -75,10 +75,12 @@ export class Reader<T> {
    * It reaches disk once every record before it is retired too.
    *
    * @throws OffsetError no record was reserved at `offset`.
+   * @throws InvalidArgumentError `offset` is not a non-negative bigint.
    * @throws IOError the queue is latched, or persisting failed.
    */
   async ack(offset: bigint): Promise<void> {
     this.q.checkWritable();
+    checkOffset(offset);
     if (this.q.ledger.ack(offset)) {
       await this.q.retire();
       return;
@@ -93,10 +95,12 @@ export class Reader<T> {
    * already committed offset does nothing.
    *
    * @throws OffsetError `offset` is past what has been read.
+   * @throws InvalidArgumentError `offset` is not a non-negative bigint.
    * @throws IOError the queue is latched, or persisting failed.
    */
   async commit(offset: bigint): Promise<void> {
     this.q.checkWritable();
+    checkOffset(offset);
     const c = this.q.cursor;
     if (c.seg === undefined || offset >= packOffset(c.seg.seq, c.pos)) {
       if (this.isCommitted(offset)) return;
@@ -231,3 +235,7 @@ export class Reader<T> {
   }
 }
 
+
+function checkOffset(offset: unknown): void {
+  if (typeof offset !== 'bigint' || offset < 0n) throw new InvalidArgumentError(`offset must be a non-negative bigint from reserve(), got ${String(offset)}`);
+}

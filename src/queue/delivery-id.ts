@@ -4,6 +4,7 @@
  * republishing a message or backfilling a group can never create a second
  * delivery of the same message to the same group.
  */
+import { InvalidArgumentError } from '../errors.js';
 import { createHash } from 'node:crypto';
 
 /**
@@ -14,7 +15,7 @@ export const DELIVERY_ID_NAMESPACE = '90072d5a-79de-4bd3-9aa8-a87e9c2ca886';
 
 function uuidBytes(uuid: string): Buffer {
   const hex = uuid.replace(/-/g, '');
-  if (!/^[0-9a-fA-F]{32}$/.test(hex)) throw new RangeError(`not a UUID: ${uuid}`);
+  if (!/^[0-9a-fA-F]{32}$/.test(hex)) throw new InvalidArgumentError(`not a UUID: ${uuid}`);
   return Buffer.from(hex, 'hex');
 }
 

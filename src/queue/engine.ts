@@ -41,7 +41,7 @@
  * the store has one, its wake source.
  */
 import { randomUUID } from 'node:crypto';
-import { ClosedError, DeadLetterLoopError, FerryError, IOError, PayloadTooLargeError, ScheduleTooFarError, UnsupportedError } from '../errors.js';
+import { ClosedError, DeadLetterLoopError, FerryError, IOError, PayloadTooLargeError, ScheduleTooFarError, UnsupportedError, InvalidArgumentError } from '../errors.js';
 import { Janitor } from './janitor.js';
 import { validateId, validateName } from './names.js';
 import { hoursToMs, resolveEngineConfig, resolveSubscribeOptions } from './options.js';
@@ -116,18 +116,18 @@ export class StoreQueue implements Queue {
     validateName('topic', m.topic);
     if (m.id !== undefined) validateId('id', m.id);
     if (m.key !== undefined) validateId('key', m.key);
-    if (!(m.payload instanceof Uint8Array)) throw new TypeError('message payload must be a Uint8Array');
+    if (!(m.payload instanceof Uint8Array)) throw new InvalidArgumentError('message payload must be a Uint8Array');
     if (m.payload.byteLength > this.#cfg.maxPayloadBytes) {
       throw new PayloadTooLargeError(`payload is ${m.payload.byteLength} bytes, more than ${this.#cfg.maxPayloadBytes}`);
     }
     if (m.headers !== undefined) {
       for (const [k, v] of Object.entries(m.headers)) {
-        if (typeof v !== 'string') throw new TypeError(`header ${JSON.stringify(k)} is not a string`);
+        if (typeof v !== 'string') throw new InvalidArgumentError(`header ${JSON.stringify(k)} is not a string`);
       }
     }
     if (m.deliverAt !== undefined) {
       const t = m.deliverAt instanceof Date ? m.deliverAt.getTime() : NaN;
-      if (Number.isNaN(t)) throw new TypeError('deliverAt must be a valid Date');
+      if (Number.isNaN(t)) throw new InvalidArgumentError('deliverAt must be a valid Date');
       if (t - now > hoursToMs(this.#cfg.retentionHours)) {
         throw new ScheduleTooFarError(`deliverAt ${m.deliverAt.toISOString()} is more than retentionHours (${this.#cfg.retentionHours}) ahead`);
       }
@@ -180,7 +180,7 @@ export class StoreQueue implements Queue {
     this.#assertOpen();
     validateName('topic', topic);
     validateName('group', group);
-    if (typeof handler !== 'function') throw new TypeError('handler must be a function');
+    if (typeof handler !== 'function') throw new InvalidArgumentError('handler must be a function');
     const o = resolveSubscribeOptions(opts);
     if (o.deadLetterTopic !== undefined) {
       validateName('dead-letter topic', o.deadLetterTopic);

@@ -3,7 +3,7 @@
  * lock keys, so they are short and plain; message IDs and keys are caller data
  * stored in indexed columns, so they are bounded too.
  */
-import { InvalidNameError } from '../errors.js';
+import { InvalidNameError, InvalidArgumentError } from '../errors.js';
 
 /** Longest topic or group name, in characters. Seed 003 `MaxNameLength`. */
 export const MAX_NAME_LENGTH = 200;
@@ -32,8 +32,8 @@ export function validateName(kind: string, name: string): void {
 
 /** Checks a message ID or key: non-empty and at most `MAX_ID_LENGTH` long. Throws `RangeError`. */
 export function validateId(kind: string, value: string): void {
-  if (typeof value !== 'string' || value.length === 0) throw new RangeError(`message ${kind} is empty`);
+  if (typeof value !== 'string' || value.length === 0) throw new InvalidArgumentError(`message ${kind} is empty`);
   if (value.length > MAX_ID_LENGTH) {
-    throw new RangeError(`message ${kind} is ${value.length} characters, more than ${MAX_ID_LENGTH}`);
+    throw new InvalidArgumentError(`message ${kind} is ${value.length} characters, more than ${MAX_ID_LENGTH}`);
   }
 }

@@ -3,6 +3,7 @@
  * it is declared. Durations are milliseconds; retentions are hours, as in the
  * seed's configuration.
  */
+import { InvalidArgumentError } from '../errors.js';
 import type { StartFrom } from './types.js';
 
 /** Default handlers running at once per subscription. Seed 003 `DefaultConcurrency`. */
@@ -49,7 +50,7 @@ export type ResolvedSubscribeOptions = Required<Omit<SubscribeOptions, 'deadLett
 
 function check(name: string, v: number, min: number, integer = true): number {
   if (typeof v !== 'number' || !Number.isFinite(v) || v < min || (integer && !Number.isInteger(v))) {
-    throw new RangeError(`${name} must be ${integer ? 'an integer' : 'a number'} ≥ ${min}, got ${String(v)}`);
+    throw new InvalidArgumentError(`${name} must be ${integer ? 'an integer' : 'a number'} ≥ ${min}, got ${String(v)}`);
   }
   return v;
 }
@@ -68,9 +69,9 @@ export function resolveSubscribeOptions(opts: SubscribeOptions = {}): ResolvedSu
     startFrom: opts.startFrom ?? 'latest',
     deadLetterTopic: opts.deadLetterTopic || undefined,
   };
-  if (r.backoffMaxMs < r.backoffBaseMs) throw new RangeError('backoffMaxMs must be ≥ backoffBaseMs');
+  if (r.backoffMaxMs < r.backoffBaseMs) throw new InvalidArgumentError('backoffMaxMs must be ≥ backoffBaseMs');
   if (r.startFrom !== 'latest' && r.startFrom !== 'earliest') {
-    throw new RangeError(`startFrom must be "latest" or "earliest", got ${String(r.startFrom)}`);
+    throw new InvalidArgumentError(`startFrom must be "latest" or "earliest", got ${String(r.startFrom)}`);
   }
   return r;
 }
@@ -113,7 +114,7 @@ const HOUR_MS = 3_600_000;
 export function resolveEngineConfig(cfg: EngineConfig = {}): ResolvedEngineConfig {
   const positive = (name: string, v: number, integer: boolean): number => {
     check(name, v, 0, integer);
-    if (v === 0) throw new RangeError(`${name} must be > 0`);
+    if (v === 0) throw new InvalidArgumentError(`${name} must be > 0`);
     return v;
   };
   return {

@@ -5,7 +5,7 @@
  * `memory` and `sqlite` are registered here; other packages add theirs with
  * `registerQueueType`.
  */
-import { UnsupportedError } from '../errors.js';
+import { UnsupportedError, InvalidArgumentError } from '../errors.js';
 import { createStoreQueue } from './engine.js';
 import type { EngineConfig, ErrorReporter } from './options.js';
 import { MemoryStore } from './stores/memory.js';
@@ -40,9 +40,9 @@ const factories = new Map<string, QueueFactory>();
  * type registered twice. Seed 003 `Register`.
  */
 export function registerQueueType(type: string, factory: QueueFactory): void {
-  if (typeof type !== 'string' || type === '') throw new TypeError('queue type is empty');
-  if (typeof factory !== 'function') throw new TypeError(`queue type ${type}: factory is missing`);
-  if (factories.has(type)) throw new Error(`queue type ${type} is already registered`);
+  if (typeof type !== 'string' || type === '') throw new InvalidArgumentError('queue type is empty');
+  if (typeof factory !== 'function') throw new InvalidArgumentError(`queue type ${type}: factory is missing`);
+  if (factories.has(type)) throw new InvalidArgumentError(`queue type ${type} is already registered`);
   factories.set(type, factory);
 }
 
@@ -75,18 +75,18 @@ const ENGINE_FIELDS = ['retentionHours', 'ackedRetentionHours', 'janitorInterval
  */
 export function parseConfigBlock(type: string, block: unknown, strings: readonly string[] = []): { engine: EngineConfig; fields: Record<string, string> } {
   if (block === undefined || block === null) block = {};
-  if (typeof block !== 'object' || block === null || Array.isArray(block)) throw new TypeError(`${type} queue config must be an object`);
+  if (typeof block !== 'object' || block === null || Array.isArray(block)) throw new InvalidArgumentError(`${type} queue config must be an object`);
   const engine: Record<string, number> = {};
   const fields: Record<string, string> = {};
   for (const [k, v] of Object.entries(block)) {
     if ((ENGINE_FIELDS as readonly string[]).includes(k)) {
-      if (typeof v !== 'number') throw new TypeError(`${type} queue config: ${k} must be a number`);
+      if (typeof v !== 'number') throw new InvalidArgumentError(`${type} queue config: ${k} must be a number`);
       engine[k] = v;
     } else if (strings.includes(k)) {
-      if (typeof v !== 'string') throw new TypeError(`${type} queue config: ${k} must be a string`);
+      if (typeof v !== 'string') throw new InvalidArgumentError(`${type} queue config: ${k} must be a string`);
       fields[k] = v;
     } else {
-      throw new TypeError(`${type} queue config: unknown setting ${JSON.stringify(k)} (known: ${[...ENGINE_FIELDS, ...strings].join(', ')})`);
+      throw new InvalidArgumentError(`${type} queue config: unknown setting ${JSON.stringify(k)} (known: ${[...ENGINE_FIELDS, ...strings].join(', ')})`);
     }
   }
   return { engine, fields };
@@ -99,7 +99,7 @@ registerQueueType('memory', (block, deps) => {
 
 registerQueueType('sqlite', async (block, deps) => {
   const { engine, fields } = parseConfigBlock('sqlite', block, ['path']);
-  if (!fields.path) throw new TypeError('sqlite queue config: path is required');
+  if (!fields.path) throw new InvalidArgumentError('sqlite queue config: path is required');
   const { SqliteStore } = await import('./stores/sqlite.js');
   const store = await SqliteStore.open({ path: fields.path });
   try {

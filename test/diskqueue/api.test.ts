@@ -1,7 +1,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { join } from 'node:path';
-import { DiskQueue, codecs, ClosedError, CodecError, OffsetError, FerryError } from '../../src/diskqueue/index.js';
+import { DiskQueue, codecs, ClosedError, CodecError, OffsetError, FerryError, InvalidArgumentError } from '../../src/diskqueue/index.js';
 import { tempDir } from '../helpers/tmp.js';
 
 const enc = (s: string) => new TextEncoder().encode(s);
@@ -246,4 +246,27 @@ test('Symbol.asyncDispose closes the queue', async () => {
   const q2 = await DiskQueue.open(join(dir, 'q'));
   assert.equal(q2.stats().backlog, 1);
   await q2.close();
+});
+
+test('bad options and arguments are InvalidArgumentError, and nothing is created', async () => {
+  const dir = tempDir();
+  const bad: Array<Record<string, unknown>> = [
+    { segmentSize: -1 },
+    { segmentSize: Number.NaN },
+    { maxSegments: 1.5 },
+    { noSync: 'yes' },
+    { stampRecords: 1 },
+    { codec: {} },
+  ];
+  for (const o of bad) {
+    const err = await DiskQueue.open(join(dir, 'q'), o).catch((e) => e);
+    assert.ok(err instanceof InvalidArgumentError, JSON.stringify(o));
+    assert.equal(err.code, 'ERR_INVALID_ARGUMENT');
+  }
+  await assert.rejects(DiskQueue.open(''), InvalidArgumentError);
+  await assert.rejects(DiskQueue.open(dir, null as never), InvalidArgumentError);
+  const q = await DiskQueue.open(join(dir, 'q'));
+  await assert.rejects(q.reader().ack(12 as never), InvalidArgumentError);
+  await assert.rejects(q.reader().commit(-1n), InvalidArgumentError);
+  await q.close();
 });

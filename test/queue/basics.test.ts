@@ -2,7 +2,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import { InvalidNameError } from '../../src/errors.js';
+import { InvalidArgumentError, InvalidNameError } from '../../src/errors.js';
 import { retryBackoffMs } from '../../src/queue/backoff.js';
 import { errorText, MAX_ERROR_BYTES, truncateUtf8 } from '../../src/queue/dead-letter.js';
 import { DELIVERY_ID_NAMESPACE, deliveryId, uuidV5 } from '../../src/queue/delivery-id.js';
@@ -92,12 +92,12 @@ describe('options', () => {
     const c = resolveEngineConfig();
     assert.deepEqual([c.retentionHours, c.ackedRetentionHours, c.janitorIntervalMs, c.maxPayloadBytes], [168, 24, 600_000, 1 << 20]);
   });
-  it('refuses out-of-range values with RangeError', () => {
+  it('refuses out-of-range values with InvalidArgumentError', () => {
     for (const bad of [{ concurrency: 0 }, { batchSize: 1.5 }, { leaseDurationMs: -1 }, { maxAttempts: 0 }, { backoffBaseMs: 10, backoffMaxMs: 5 }, { maxInFlight: -1 }, { startFrom: 'middle' as never }, { pollIntervalMs: Number.NaN }]) {
-      assert.throws(() => resolveSubscribeOptions(bad), RangeError, JSON.stringify(bad));
+      assert.throws(() => resolveSubscribeOptions(bad), InvalidArgumentError, JSON.stringify(bad));
     }
     for (const bad of [{ retentionHours: 0 }, { maxPayloadBytes: 1.5 }, { janitorIntervalMs: -5 }]) {
-      assert.throws(() => resolveEngineConfig(bad), RangeError, JSON.stringify(bad));
+      assert.throws(() => resolveEngineConfig(bad), InvalidArgumentError, JSON.stringify(bad));
     }
   });
 });

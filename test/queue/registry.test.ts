@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
-import { UnsupportedError } from '../../src/errors.js';
+import { InvalidArgumentError, UnsupportedError } from '../../src/errors.js';
 import { createQueue, createStoreQueue, MemoryStore, registeredQueueTypes, registerQueueType } from '../../src/queue/index.js';
 import type { Queue, QueueDependencies } from '../../src/queue/index.js';
 
@@ -40,10 +40,10 @@ describe('queue registry', () => {
 
   it('refuses unknown types, unknown settings and a sqlite config without a path', async () => {
     await assert.rejects(createQueue({ enabled: true, type: 'kafka' }), UnsupportedError);
-    await assert.rejects(createQueue({ enabled: true, type: 'memory', config: { retention_hours: 5 } }), TypeError);
-    await assert.rejects(createQueue({ enabled: true, type: 'memory', config: { retentionHours: '5' } }), TypeError);
-    await assert.rejects(createQueue({ enabled: true, type: 'memory', config: [] }), TypeError);
-    await assert.rejects(createQueue({ enabled: true, type: 'memory', config: { retentionHours: 0 } }), RangeError);
+    await assert.rejects(createQueue({ enabled: true, type: 'memory', config: { retention_hours: 5 } }), InvalidArgumentError);
+    await assert.rejects(createQueue({ enabled: true, type: 'memory', config: { retentionHours: '5' } }), InvalidArgumentError);
+    await assert.rejects(createQueue({ enabled: true, type: 'memory', config: [] }), InvalidArgumentError);
+    await assert.rejects(createQueue({ enabled: true, type: 'memory', config: { retentionHours: 0 } }), InvalidArgumentError);
     await assert.rejects(createQueue({ enabled: true, type: 'sqlite', config: {} }), /path is required/);
   });
 
@@ -55,8 +55,8 @@ describe('queue registry', () => {
       seenDeps = deps;
       return createStoreQueue(new MemoryStore());
     });
-    assert.throws(() => registerQueueType('', () => createStoreQueue(new MemoryStore())), TypeError);
-    assert.throws(() => registerQueueType('zzz-test', undefined as never), TypeError);
+    assert.throws(() => registerQueueType('', () => createStoreQueue(new MemoryStore())), InvalidArgumentError);
+    assert.throws(() => registerQueueType('zzz-test', undefined as never), InvalidArgumentError);
     assert.throws(() => registerQueueType('aaa-test', () => createStoreQueue(new MemoryStore())), /already registered/);
     assert.throws(() => registerQueueType('memory', () => createStoreQueue(new MemoryStore())), /already registered/);
     const types = registeredQueueTypes();

@@ -7,7 +7,7 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { DeadLetterLoopError, InvalidNameError, NoLockerError, PayloadTooLargeError } from '../../src/errors.js';
+import { DeadLetterLoopError, InvalidArgumentError, InvalidNameError, NoLockerError, PayloadTooLargeError } from '../../src/errors.js';
 import {
   HEADER_DLQ_ATTEMPTS,
   HEADER_DLQ_DELIVERY_ID,
@@ -287,15 +287,15 @@ for (const factory of STORE_FACTORIES) {
       await assert.rejects(q.publish({ topic: '', payload: enc('x') }), InvalidNameError);
       await assert.rejects(q.publish({ topic: 't'.repeat(201), payload: enc('x') }), InvalidNameError);
       await assert.rejects(q.publish({ topic: 't', payload: new Uint8Array(17) }), PayloadTooLargeError);
-      await assert.rejects(q.publish({ topic: 't', id: 'i'.repeat(256), payload: enc('x') }), RangeError);
-      await assert.rejects(q.publish({ topic: 't', key: 'k'.repeat(256), payload: enc('x') }), RangeError);
+      await assert.rejects(q.publish({ topic: 't', id: 'i'.repeat(256), payload: enc('x') }), InvalidArgumentError);
+      await assert.rejects(q.publish({ topic: 't', key: 'k'.repeat(256), payload: enc('x') }), InvalidArgumentError);
       await assert.rejects(q.publish({ topic: 't', payload: enc('ok') }, { topic: 't', payload: new Uint8Array(17) }), PayloadTooLargeError);
       assert.deepEqual(await q.stats('t', 'nobody'), { pending: 0, leased: 0, dead: 0 });
       await q.publish({ topic: 't', payload: new Uint8Array(16) });
       await assert.rejects(q.subscribe('t', 'g/1', noop), InvalidNameError);
       await assert.rejects(q.subscribe('t', 'g', noop, { deadLetterTopic: 't' }), DeadLetterLoopError);
       await assert.rejects(q.subscribe('t', 'g', noop, { deadLetterTopic: 'no spaces' }), InvalidNameError);
-      await assert.rejects(q.subscribe('t', 'g', noop, { concurrency: 0 }), RangeError);
+      await assert.rejects(q.subscribe('t', 'g', noop, { concurrency: 0 }), InvalidArgumentError);
       await assert.rejects(q.stats('t', ''), InvalidNameError);
       await q.ping();
     });

@@ -17,7 +17,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type BetterSqlite3 from 'better-sqlite3';
-import { ClosedError } from '../../errors.js';
+import { ClosedError, InvalidArgumentError } from '../../errors.js';
 import { deliveryId } from '../delivery-id.js';
 import type { Claimed, ClaimRequest, PurgePolicy, QueueStats, StartFrom, Store, StoredMessage } from '../types.js';
 
@@ -224,7 +224,7 @@ export class SqliteStore implements Store {
 
   /** Opens (creating when missing) the database at `opts.path`, in WAL mode. Rejects with the driver's error. */
   static async open(opts: SqliteStoreOptions): Promise<SqliteStore> {
-    if (typeof opts?.path !== 'string' || opts.path === '') throw new TypeError('sqlite store needs a path');
+    if (typeof opts?.path !== 'string' || opts.path === '') throw new InvalidArgumentError('sqlite store needs a path');
     const Driver = await loadDriver();
     const db = new Driver(opts.path, { timeout: opts.busyTimeoutMs ?? 5000 });
     try {
