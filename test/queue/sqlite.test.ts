@@ -7,6 +7,7 @@ import { dirname, join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
+import { IOError } from '../../src/errors.js';
 import { createQueue } from '../../src/queue/index.js';
 import { SqliteStore } from '../../src/queue/stores/sqlite.js';
 
@@ -74,4 +75,16 @@ describe('sqlite store', () => {
     assert.deepEqual(await s.stats('jobs', 'workers'), { pending: 0, leased: 0, dead: 0 });
     await s.close();
   });
+});
+
+it('a SQLite path that cannot be a database is an IOError with the driver error as its cause', async () => {
+  const dir = mkdtempSync(join(tmpdir(), 'ferry-sqlite-dir-'));
+  try {
+    const err = await SqliteStore.open({ path: dir }).catch((e: unknown) => e);
+    assert.ok(err instanceof IOError);
+    assert.equal(err.code, 'ERR_IO');
+    assert.ok(err.cause instanceof Error);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
 });

@@ -17,7 +17,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type BetterSqlite3 from 'better-sqlite3';
-import { ClosedError, InvalidArgumentError } from '../../errors.js';
+import { ClosedError, InvalidArgumentError, IOError } from '../../errors.js';
 import { deliveryId } from '../delivery-id.js';
 import type { Claimed, ClaimRequest, PurgePolicy, QueueStats, StartFrom, Store, StoredMessage } from '../types.js';
 
@@ -222,11 +222,21 @@ export class SqliteStore implements Store {
     this.#q = statements(db);
   }
 
-  /** Opens (creating when missing) the database at `opts.path`, in WAL mode. Rejects with the driver's error. */
+  /**
+   * Opens (creating when missing) the database at `opts.path`, in WAL mode.
+   *
+   * @throws InvalidArgumentError no path.
+   * @throws IOError the database cannot be opened or set up (the driver's error is the cause).
+   */
   static async open(opts: SqliteStoreOptions): Promise<SqliteStore> {
     if (typeof opts?.path !== 'string' || opts.path === '') throw new InvalidArgumentError('sqlite store needs a path');
     const Driver = await loadDriver();
-    const db = new Driver(opts.path, { timeout: opts.busyTimeoutMs ?? 5000 });
+    let db: Database;
+    try {
+      db = new Driver(opts.path, { timeout: opts.busyTimeoutMs ?? 5000 });
+    } catch (err) {
+      throw new IOError(`cannot open SQLite database ${opts.path}: ${(err as Error).message}`, { cause: err });
+    }
     try {
       db.pragma('journal_mode = WAL');
       db.pragma(`synchronous = ${opts.synchronous === 'normal' ? 'NORMAL' : 'FULL'}`);
@@ -234,7 +244,7 @@ export class SqliteStore implements Store {
       return new SqliteStore(db);
     } catch (err) {
       db.close();
-      throw err;
+      throw new IOError(`cannot set up SQLite database ${opts.path}: ${(err as Error).message}`, { cause: err });
     }
   }
 
