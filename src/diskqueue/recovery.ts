@@ -106,7 +106,8 @@ function inspect(s: Survey, last: boolean): void {
   } else if (s.kind === 'torn') {
     s.walk = walkRecords(s.fh, HEADER_SIZE, s.size);
   } else if (s.kind === 'ok' && s.size < s.header.writeCursor) {
-    s.walk = walkRecords(s.fh, HEADER_SIZE, Math.min(s.size, HEADER_SIZE + s.header.capacity));
+    // Past a bad payload whose next record holds, so a cut file keeps every intact record before the cut.
+    s.walk = walkRecords(s.fh, HEADER_SIZE, Math.min(s.size, HEADER_SIZE + s.header.capacity), { resync: true });
   }
 }
 
@@ -204,16 +205,18 @@ export function recover(fs: FileSystem, dir: string, segmentSize: number): Recov
     if (s.size < h.writeCursor) {
       // Truncated underneath us: keep what survives, count what does not.
       const walk = s.walk!;
+      // Damaged records inside the walk stay for the reader to report one by one.
+      const kept = walk.count + walk.damaged;
       // Records past the cut that were already committed are not owed to anyone.
-      const lostRecords = Math.max(0, h.writtenCount - Math.max(walk.count, h.committedCount));
+      const lostRecords = Math.max(0, h.writtenCount - Math.max(kept, h.committedCount));
       const lostBytes = h.writeCursor - Math.max(walk.end, h.commitCursor);
       seg.writeCursor = seg.end = walk.end;
-      seg.writtenCount = seg.endCount = walk.count;
+      seg.writtenCount = seg.endCount = kept;
       if (seg.commitCursor > walk.end) {
         seg.commitCursor = walk.end;
-        seg.committedCount = walk.count;
+        seg.committedCount = kept;
       }
-      seg.committedCount = Math.min(seg.committedCount, walk.count);
+      seg.committedCount = Math.min(seg.committedCount, kept);
       seg.readCount = seg.committedCount;
       seg.sealed = true;
       seg.headerDirty = true;

@@ -164,6 +164,12 @@ export interface WalkResult {
   end: number;
   /** Intact records from the start of the walk. */
   count: number;
+  /**
+   * With `resync`: records inside `end` whose payload failed its checksum but
+   * behind which an intact record (or the limit) starts. They are left for the
+   * reader, which reports each as one lost record.
+   */
+  damaged: number;
 }
 
 const WALK_BLOCK = 1 << 20;
@@ -174,12 +180,13 @@ const WALK_BLOCK = 1 << 20;
  * limit, or is preallocated slack. Bounded: it reads at most `limit - from`
  * bytes and never allocates more than the largest record that fits.
  */
-export function walkRecords(fh: FileHandle, from: number, limit: number): WalkResult {
+export function walkRecords(fh: FileHandle, from: number, limit: number, opts: { resync?: boolean } = {}): WalkResult {
   // Bytes past the end of the file cannot be read: a limit beyond it would
   // make the walk wait for a record that never arrives.
   limit = Math.min(limit, fh.size());
   let pos = from;
   let count = 0;
+  let damaged = 0;
   let buf = new Uint8Array(Math.min(WALK_BLOCK, Math.max(0, limit - from)));
   let bufStart = pos;
   let bufLen = 0;
@@ -202,11 +209,21 @@ export function walkRecords(fh: FileHandle, from: number, limit: number): WalkRe
       bufLen = 0;
       continue;
     }
-    if (!checksumMatches(buf, f)) break; // damage, or zero-filled slack (an empty frame with a zero checksum)
+    if (!checksumMatches(buf, f)) {
+      // Damage, or zero-filled slack (an empty frame with a zero checksum).
+      // A bad payload whose frame still leads to an intact record is stepped
+      // over when asked; a bad length never is.
+      const next = bufStart + f.end;
+      const holds = f.payloadEnd > f.payloadStart && (next === limit || intactRecordAt(fh, next, limit));
+      if (!opts.resync || !holds) break;
+      pos = next;
+      damaged++;
+      continue;
+    }
     pos = bufStart + f.end;
     count++;
   }
-  return { end: pos, count };
+  return { end: pos, count, damaged };
 }
 
 /** Framed length of the record at `pos`, from its length prefix alone. */

@@ -237,3 +237,35 @@ describe('a fully committed segment that will not unlink', () => {
     await q.close();
   });
 });
+
+it('a cut segment with a damaged record before the cut keeps every intact record', async () => {
+  const { DiskQueue, codecs } = await import('../../src/diskqueue/index.js');
+  const fs = new FaultyFileSystem();
+  let q = await DiskQueue.open<string>('/cut', { fs, codec: codecs.utf8, segmentSize: 4096 });
+  const recs = ['a', 'b', 'c', 'd'].map((c) => c.repeat(200)); // framed 210 bytes each, from byte 64
+  await q.addBatch(recs);
+  await q.close();
+  const file = fs.readFile('/cut/data.00000001')!;
+  file[64 + 2 + 50] ^= 0xff; // damage record a's payload
+  fs.writeFile('/cut/data.00000001', file.subarray(0, 64 + 3 * 210 + 100)); // cut inside record d
+  q = await DiskQueue.open<string>('/cut', { fs, codec: codecs.utf8, segmentSize: 4096 });
+  const r = q.reader();
+  const got: string[] = [];
+  const events: string[] = [];
+  for (let i = 0; i < 10; i++) {
+    try {
+      const v = await r.tryTake();
+      if (!v) break;
+      got.push(v.value[0]!);
+    } catch (err) {
+      assert.ok(err instanceof CorruptError);
+      events.push(`${err.reason}:${err.lostRecords}`);
+    }
+  }
+  assert.deepEqual(got, ['b', 'c']);
+  assert.deepEqual(events.sort(), ['checksum:1', 'truncated:1']);
+  const s = q.stats();
+  assert.equal(s.lostRecords, 2);
+  assert.equal(s.corruptions, 2);
+  await q.close();
+});
