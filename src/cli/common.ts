@@ -6,6 +6,9 @@ import { stat } from 'node:fs/promises';
 import { DiskQueue, LockedError, SegmentSizeMismatchError, type DiskQueueOptions } from '../diskqueue/index.js';
 
 /** Exit statuses (docs/CLI.md, "Exit status"). */
+/** Payload bytes after which push stores, and drain writes, a batch before it reaches its record count. */
+export const BATCH_BYTES = 4 * 1024 * 1024;
+
 export const EXIT_OK = 0;
 /** The command ran and failed part-way, or found damage: partial input, a failed `--exec`, a full queue. */
 export const EXIT_FAILED = 1;

@@ -15,7 +15,7 @@
  */
 import { spawn } from 'node:child_process';
 import { CorruptError, type DiskQueue, type Reader, type Reservation } from '../diskqueue/index.js';
-import { CliError, EXIT_FAILED, EXIT_USAGE, describe, note, openQueue, sleep, summaryLine } from './common.js';
+import { CliError, EXIT_FAILED, EXIT_USAGE, describe, note, openQueue, sleep, summaryLine, BATCH_BYTES } from './common.js';
 import { encodeRecords, type Framing } from './framing.js';
 import { startProgress } from './progress.js';
 
@@ -35,8 +35,6 @@ export interface DrainOptions {
 
 /** Default records per stdout write. */
 export const DEFAULT_DRAIN_BATCH = 8192;
-/** A stdout batch is also written once it holds this many payload bytes. */
-const BATCH_BYTES = 4 * 1024 * 1024;
 /** Default idle poll interval of `--follow`, ms. */
 export const DEFAULT_POLL_MS = 500;
 /** Exit status after SIGINT/SIGTERM stopped a drain that was not following. */

@@ -12,7 +12,7 @@
 import { open, type FileHandle } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
 import { FerryError, type DiskQueue } from '../diskqueue/index.js';
-import { CliError, EXIT_FAILED, EXIT_USAGE, describe, note, openQueue, summaryLine } from './common.js';
+import { CliError, EXIT_FAILED, EXIT_USAGE, describe, note, openQueue, summaryLine, BATCH_BYTES } from './common.js';
 import { FramingError, recordSplitter, type Framing } from './framing.js';
 import { startProgress } from './progress.js';
 
@@ -33,8 +33,6 @@ export interface PushOptions {
 
 /** Default records per `addBatch`. */
 export const DEFAULT_PUSH_BATCH = 4096;
-/** A batch is also stored once it holds this many payload bytes. */
-const BATCH_BYTES = 4 * 1024 * 1024;
 /** Read size: small enough that one chunk's records are cheap to hold. */
 const CHUNK_BYTES = 256 * 1024;
 
