@@ -394,18 +394,28 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
    * whole segments, and persists the cursor per the sync policy.
    */
   async retire(): Promise<void> {
+    if (!this.settleCommits()) return;
+    if (this.opts.perOp) await this.flusher.request();
+    else await this.afterWrites(1);
+  }
+
+  /**
+   * @internal The synchronous half of {@link retire}: moves the commit cursor
+   * across the done prefix, reclaims, wakes `addWait`, and under batched
+   * policies writes the headers. Returns whether the commit cursor moved (and
+   * so needs a flush to be durable). After close it does nothing: the files
+   * and the lock are gone, and an unpersisted commit replays, never loses.
+   */
+  settleCommits(): boolean {
+    if (this.closed) return false;
     for (const e of this.ledger.takeDone()) this.commitDirect(e.seg, e.end, e.records);
-    if (!this.commitMoved) return;
+    if (!this.commitMoved) return false;
     this.commitMoved = false;
     this.reclaim();
     this.freed.wakeAll();
     if (this.flusher.latched) throw this.flusher.latchedError();
-    if (this.opts.perOp) {
-      await this.flusher.request();
-      return;
-    }
-    this.writeCommitHeaders();
-    await this.afterWrites(1);
+    if (!this.opts.perOp) this.writeCommitHeaders();
+    return true;
   }
 
   /** @internal Moves `seg`'s commit cursor to `end` across `records` records; `retire()` persists it. */

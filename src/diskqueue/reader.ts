@@ -11,7 +11,7 @@
  * The bytes a codec decodes are this reader's private copy, valid until its
  * next read.
  */
-import { CodecError, InvalidArgumentError, OffsetError } from '../errors.js';
+import { CodecError, CorruptError, InvalidArgumentError, OffsetError } from '../errors.js';
 import { STAMP_SIZE } from './format.js';
 import { packOffset } from './ledger.js';
 import type { DiskQueue } from './queue.js';
@@ -116,9 +116,10 @@ export class Reader<T> {
    */
   async skip(): Promise<boolean> {
     this.q.checkOpen();
-    const r = await this.headForConsume();
-    if (!r) return false;
-    this.q.cursor.advance(r, true);
+    const h = this.q.cursor.next();
+    if (!h) return false;
+    if (h.kind === 'damage') return this.stepPastDamage(h.err);
+    this.q.cursor.advance(h.rec, true);
     await this.q.retire();
     return true;
   }
@@ -129,12 +130,15 @@ export class Reader<T> {
    */
   async requeue(): Promise<boolean> {
     this.q.checkWritable();
-    const r = await this.headForConsume();
-    if (!r) return false;
-    this.q.place(r.payload, true);
-    this.q.cursor.advance(r, true);
-    await this.q.afterWrites(1);
-    await this.q.retire();
+    const h = this.q.cursor.next();
+    if (!h) return false;
+    if (h.kind === 'damage') return this.stepPastDamage(h.err);
+    // The copy is written and the original retired in one step, so no other
+    // call can read the original in between; one flush then covers both.
+    this.q.place(h.rec.payload, true);
+    this.q.cursor.advance(h.rec, true);
+    const moved = this.q.settleCommits();
+    await this.q.afterWrites(moved ? 2 : 1);
     return true;
   }
 
@@ -176,21 +180,29 @@ export class Reader<T> {
     }
   }
 
-  /** Reads the head for a consuming call; damage is booked, retired and thrown. */
-  private async headForConsume(): Promise<HeadRecord | undefined> {
-    const h = this.q.cursor.next();
-    if (!h) return undefined;
-    if (h.kind === 'damage') {
-      await this.q.retire().catch(() => {});
-      throw h.err;
-    }
-    return h.rec;
+  /**
+   * Damage at the head was stepped past and booked by the cursor: retire it
+   * and report it. Its commit is best effort; the event is what the caller
+   * must hear about.
+   */
+  private async stepPastDamage(err: CorruptError): Promise<never> {
+    await this.q.retire().catch(() => {});
+    throw err;
   }
 
+  /**
+   * One consuming read. Everything that touches the shared cursor, the ledger
+   * and the counters happens before the first `await`, so concurrent calls
+   * (on this reader or another) each get their own record: an `await` between
+   * reading the head and moving past it would hand one record to every caller
+   * that ran in between.
+   */
   private async consume(commit: boolean): Promise<Reservation<T> | undefined> {
     this.q.checkOpen();
-    const rec = await this.headForConsume();
-    if (!rec) return undefined;
+    const h = this.q.cursor.next();
+    if (!h) return undefined;
+    if (h.kind === 'damage') return this.stepPastDamage(h.err);
+    const rec = h.rec;
     const value = this.decode(rec);
     const offset = this.q.cursor.advance(rec, commit);
     this.q.counters.delivered++;
