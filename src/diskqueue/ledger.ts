@@ -44,6 +44,9 @@ export class AckLedger {
   private reserved = new Map<number, Map<number, LedgerEntry>>();
   /** Framed bytes of entries not yet done. */
   inFlightBytes = 0;
+  /** Done entries behind the read cursor's rewound position, in log order; see {@link rewind}. */
+  private passed: LedgerEntry[] = [];
+  private passedHead = 0;
 
   get size(): number {
     return this.entries.length - this.head;
@@ -101,14 +104,53 @@ export class AckLedger {
     return out;
   }
 
-  /** Forgets everything (for rewind); returns the oldest entry, where reading resumes. */
-  clear(): LedgerEntry | undefined {
-    const first = this.entries[this.head];
-    this.entries = [];
-    this.head = 0;
-    this.reserved.clear();
-    this.inFlightBytes = 0;
-    return first;
+  /**
+   * For rewind: drops every outstanding reservation, so its record is read
+   * again, and keeps every entry already done (taken, acked, skipped, a
+   * requeued original, damage), so re-reading passes it instead of handing it
+   * out a second time. Returns the oldest dropped reservation (where reading
+   * resumes) and all of them; undefined when nothing was outstanding.
+   */
+  rewind(): { first: LedgerEntry; dropped: LedgerEntry[] } | undefined {
+    let i = this.head;
+    while (i < this.entries.length && this.entries[i]!.done) i++;
+    const first = this.entries[i];
+    if (!first) return undefined;
+    const dropped: LedgerEntry[] = [];
+    const kept: LedgerEntry[] = [];
+    for (let j = i; j < this.entries.length; j++) {
+      const e = this.entries[j]!;
+      if (e.done) {
+        kept.push(e);
+        continue;
+      }
+      dropped.push(e);
+      const bySeg = this.reserved.get(e.seg.seq)!;
+      bySeg.delete(e.start);
+      if (bySeg.size === 0) this.reserved.delete(e.seg.seq);
+      this.inFlightBytes -= e.end - e.start;
+    }
+    this.entries.length = i;
+    // Entries still waiting from an earlier rewind lie after everything read since.
+    this.passed = kept.concat(this.passed.slice(this.passedHead));
+    this.passedHead = 0;
+    return { first, dropped };
+  }
+
+  /**
+   * The done entry a rewind left at `seg`/`pos`, if the read cursor has
+   * reached it again; it goes back into the ledger in log order, and the
+   * cursor steps over it.
+   */
+  passAt(seg: Segment, pos: number): LedgerEntry | undefined {
+    const e = this.passed[this.passedHead];
+    if (!e || e.seg !== seg || e.start !== pos) return undefined;
+    if (++this.passedHead === this.passed.length) {
+      this.passed = [];
+      this.passedHead = 0;
+    }
+    this.entries.push(e);
+    return e;
   }
 
   private finish(e: LedgerEntry): void {

@@ -78,12 +78,23 @@ export class ReadCursor {
   advance(rec: HeadRecord, done: boolean): bigint | undefined {
     rec.seg.readCount++;
     this.pos = rec.end;
-    if (done && this.q.ledger.size === 0) {
-      this.q.commitDirect(rec.seg, rec.end, 1);
-      return undefined;
-    }
-    this.q.ledger.add({ seg: rec.seg, start: rec.start, end: rec.end, records: 1, done });
+    if (done && this.q.ledger.size === 0) this.q.commitDirect(rec.seg, rec.end, 1);
+    else this.q.ledger.add({ seg: rec.seg, start: rec.start, end: rec.end, records: 1, done });
+    this.passDone();
     return done ? undefined : packOffset(rec.seg.seq, rec.start);
+  }
+
+  /**
+   * Steps over entries a rewind left done right after the cursor, so they
+   * rejoin the ledger behind the record just read and the commit cursor can
+   * cross them now, not only when the next read comes.
+   */
+  private passDone(): void {
+    while (this.settle()) {
+      const passed = this.q.ledger.passAt(this.seg!, this.pos);
+      if (!passed) return;
+      this.pos = passed.end;
+    }
   }
 
   /** Unread published records. */
@@ -93,17 +104,18 @@ export class ReadCursor {
     return n;
   }
 
-  /** Goes back to the commit cursor; the ledger forgets every outstanding record. */
+  /**
+   * Goes back to the oldest outstanding reservation, so every reserved and
+   * unacknowledged record is read again. Records already done behind it are
+   * passed, not read again: a rewind returns reservations, it does not undo
+   * takes, acks, skips or requeues.
+   */
   rewind(): void {
-    const first = this.q.ledger.clear();
-    if (!first) return;
-    let reset = false;
-    for (const s of this.q.segments) {
-      if (s === first.seg) reset = true;
-      if (reset) s.readCount = s.committedCount;
-    }
-    this.seg = first.seg;
-    this.pos = first.seg.commitCursor;
+    const r = this.q.ledger.rewind();
+    if (!r) return;
+    for (const e of r.dropped) e.seg.readCount -= e.records;
+    this.seg = r.first.seg;
+    this.pos = r.first.start;
   }
 
   /** `seg` was reclaimed; drop references to it. */
@@ -132,6 +144,7 @@ export class ReadCursor {
 
   private head(consume: boolean): HeadResult | undefined {
     for (;;) {
+      this.passDone();
       if (!this.settle()) return undefined;
       const seg = this.seg!;
       let found: HeadRecord | { end: number; records: number; reason: string };
@@ -211,6 +224,7 @@ export class ReadCursor {
     this.q.ledger.add({ seg, start, end, records, done: true });
     seg.readCount += records;
     this.pos = end;
+    this.passDone();
     if (!fresh) return undefined;
     const c = this.q.counters;
     c.corruptions++;

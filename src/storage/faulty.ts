@@ -112,6 +112,15 @@ export class FaultyFileSystem implements FileSystem {
    * {@link crashImage} "between step n and step n + 1".
    */
   onStep: ((steps: number) => void) | undefined;
+  /**
+   * Decides when each asynchronous completion (an fdatasync, a directory
+   * fsync) takes effect: the step waits for the promise this returns. A test
+   * hands it to fast-check's `scheduler()` so the order in which syncs finish,
+   * relative to each other and to the queue's own promises, is part of the
+   * generated case. Reads and writes are synchronous in the seam, so their
+   * completion order is already the call order.
+   */
+  delay: ((label: string) => Promise<unknown>) | undefined;
 
   /** Adds a fault rule. */
   inject(fault: Fault): this {
@@ -276,7 +285,7 @@ export class FaultyFileSystem implements FileSystem {
       },
       datasync: async (step) => {
         live('fdatasync');
-        await Promise.resolve();
+        await (this.delay?.(`fdatasync ${path}`) ?? Promise.resolve());
         this.check(`sync:${step}`, path, 'fdatasync');
         if (epoch !== this.epoch) throw sysError('EBADF', 'fdatasync', path);
         ino.durable = ino.data.slice(0, ino.size);
@@ -323,7 +332,7 @@ export class FaultyFileSystem implements FileSystem {
   }
 
   async syncDir(dir: string): Promise<void> {
-    await Promise.resolve();
+    await (this.delay?.(`fsync ${dir}`) ?? Promise.resolve());
     this.check('sync:dir', dir, 'fsync');
     for (const name of [...this.durableNames.keys()]) if (dirname(name) === dir) this.durableNames.delete(name);
     for (const [name, ino] of this.names) if (dirname(name) === dir) this.durableNames.set(name, ino);
