@@ -120,6 +120,8 @@ class Run {
   newestDone = -1;
   ordered = true;
   closedNow = false;
+  /** The seam's step count when a concurrent close resolved: nothing may touch the files after it. */
+  stepsAtClose: number | undefined;
   /** Per open: delivered + skipped + requeued, against `stats().committed`. */
   consumedThisOpen = 0;
   /** Records consuming calls in flight may have taken already (their cursor moves before they settle). */
@@ -378,6 +380,7 @@ class Run {
       case 'close':
         this.closedNow = true;
         await this.q.close();
+        this.stepsAtClose = this.fs.steps;
         return;
     }
   }
@@ -390,6 +393,8 @@ class Run {
     // Blocked calls (take on an empty queue, addWait on a full one) are cut off.
     ac.abort();
     await this.s.waitFor(all);
+    if (this.stepsAtClose !== undefined) assert.equal(this.fs.steps, this.stepsAtClose, 'file-system steps ran after close resolved');
+    this.stepsAtClose = undefined;
     this.quietCheck();
     this.checkGauges();
     if (w.reopen || this.closedNow) await this.reopen();
