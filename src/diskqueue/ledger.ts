@@ -73,6 +73,12 @@ export class AckLedger {
     return true;
   }
 
+  /** Whether a record reserved at `offset` is in the ledger (done or not). */
+  holds(offset: bigint): boolean {
+    const { seq, pos } = unpackOffset(offset);
+    return this.reserved.get(seq)?.has(pos) ?? false;
+  }
+
   /** Marks every record starting at or before `offset` done; returns how many it marked. */
   ackThrough(offset: bigint): number {
     const { seq, pos } = unpackOffset(offset);

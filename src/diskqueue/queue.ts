@@ -363,12 +363,20 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
 
   /** @internal Settles the durability of writes already placed. */
   async afterWrites(ops: number): Promise<void> {
-    if (this.opts.perOp) {
-      await this.flusher.request();
-      return;
-    }
+    await this.persist(ops);
+  }
+
+  /**
+   * @internal What `ops` writes or commits just done still need before they
+   * may resolve: a flush to wait for (per-op policy, or a `syncEvery`
+   * boundary crossed), or nothing. Synchronous, so a read path that needs no
+   * flush settles without a promise of its own.
+   */
+  persist(ops: number): Promise<void> | undefined {
+    if (this.opts.perOp) return this.flusher.request();
     this.flusher.unsyncedOps += ops;
-    if (this.opts.syncEvery > 1 && this.flusher.unsyncedOps >= this.opts.syncEvery) await this.flusher.request();
+    if (this.opts.syncEvery > 1 && this.flusher.unsyncedOps >= this.opts.syncEvery) return this.flusher.request();
+    return undefined;
   }
 
   // ------------------------------------------------------------- consuming
@@ -394,9 +402,15 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
    * whole segments, and persists the cursor per the sync policy.
    */
   async retire(): Promise<void> {
-    if (!this.settleCommits()) return;
-    if (this.opts.perOp) await this.flusher.request();
-    else await this.afterWrites(1);
+    await this.retireNow();
+  }
+
+  /**
+   * @internal {@link retire} with its synchronous half run now: returns the
+   * flush to wait for, if the policy needs one.
+   */
+  retireNow(): Promise<void> | undefined {
+    return this.settleCommits() ? this.persist(1) : undefined;
   }
 
   /**
@@ -408,10 +422,10 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
    */
   settleCommits(): boolean {
     if (this.closed) return false;
-    for (const e of this.ledger.takeDone()) this.commitDirect(e.seg, e.end, e.records);
+    if (this.ledger.size > 0) for (const e of this.ledger.takeDone()) this.commitDirect(e.seg, e.end, e.records);
     if (!this.commitMoved) return false;
     this.commitMoved = false;
-    this.reclaim();
+    if (this.zombies.length > 0 || (this.segments.length > 1 && this.segments[0]!.retired)) this.reclaim();
     this.freed.wakeAll();
     if (this.flusher.latched) throw this.flusher.latchedError();
     if (!this.opts.perOp) this.writeCommitHeaders();

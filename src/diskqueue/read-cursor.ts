@@ -55,6 +55,11 @@ export class ReadCursor {
     this.pos = this.seg?.commitCursor ?? HEADER_SIZE;
   }
 
+  /** Loss events found at open are still waiting to be reported by a consuming read. */
+  get lossPending(): boolean {
+    return this.events.length > 0;
+  }
+
   /** The head record, without moving. Damage answers a `CorruptError` that books nothing. */
   peek(): HeadResult | undefined {
     return this.head(false);

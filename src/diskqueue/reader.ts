@@ -24,6 +24,17 @@ export interface Reservation<T> {
   offset: bigint;
 }
 
+/** A consuming read done: its value, its offset (for a reservation), and the flush its commit waits for. */
+interface Consumed<T> {
+  value: T;
+  offset: bigint;
+  flush: Promise<void> | undefined;
+}
+
+const EMPTY: Promise<undefined> = Promise.resolve(undefined);
+const DONE: Promise<void> = Promise.resolve();
+const noop = () => {};
+
 export class Reader<T> {
   /** How long the last record read waited in the queue, in ms (needs `stampRecords`; 0 otherwise). */
   lastAgeMs = 0;
@@ -40,34 +51,91 @@ export class Reader<T> {
    * @throws IOError a read failed; nothing moved.
    * @throws ClosedError the queue is closed.
    */
-  async tryTake(): Promise<{ value: T } | undefined> {
-    const r = await this.consume(true);
-    return r && { value: r.value };
+  tryTake(): Promise<{ value: T } | undefined> {
+    let r: Consumed<T> | undefined;
+    try {
+      r = this.consumeNow(true);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    if (!r) return EMPTY;
+    const out = { value: r.value };
+    return r.flush ? r.flush.then(() => out) : Promise.resolve(out);
   }
 
   /** Like {@link tryTake}, but waits for a record. Rejects with the abort reason, or `ClosedError` on close. */
   async take(opts: { signal?: AbortSignal } = {}): Promise<T> {
     for (;;) {
       const since = this.q.published.generation;
-      const r = await this.consume(true);
-      if (r) return r.value;
+      const r = this.consumeNow(true);
+      if (r) {
+        if (r.flush) await r.flush;
+        return r.value;
+      }
       await this.q.published.wait(opts.signal, () => this.q.closedError(), since);
     }
   }
 
+  /**
+   * Takes (and commits) up to `max` records from the head with one commit for
+   * all of them: one header write, and under the per-op policy one flush.
+   * Resolves `[]` when the queue is empty. It stops early, returning what it
+   * has, at damage or at a record the codec refuses; the next call reports
+   * that one. At most once, like {@link tryTake}: a crash after the commit
+   * loses the whole batch, not one record.
+   *
+   * @throws InvalidArgumentError `max` is not a positive integer.
+   * @throws CorruptError, CodecError, IOError, ClosedError as {@link tryTake}, when the head itself fails.
+   */
+  takeBatch(max: number): Promise<T[]> {
+    const out: T[] = [];
+    let flush: Promise<void> | undefined;
+    try {
+      this.consumeBatch(max, (c) => out.push(c.value), true);
+      if (out.length > 0) flush = this.quietRetire();
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    return flush ? flush.then(() => out) : Promise.resolve(out);
+  }
+
   /** Reserves the head record without committing it; `undefined` when empty. Errors as {@link tryTake}. */
-  async tryReserve(): Promise<Reservation<T> | undefined> {
-    return this.consume(false);
+  tryReserve(): Promise<Reservation<T> | undefined> {
+    let r: Consumed<T> | undefined;
+    try {
+      r = this.consumeNow(false);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    return r ? Promise.resolve({ value: r.value, offset: r.offset }) : EMPTY;
   }
 
   /** Like {@link tryReserve}, but waits for a record. */
   async reserve(opts: { signal?: AbortSignal } = {}): Promise<Reservation<T>> {
     for (;;) {
       const since = this.q.published.generation;
-      const r = await this.consume(false);
-      if (r) return r;
+      const r = this.consumeNow(false);
+      if (r) return { value: r.value, offset: r.offset };
       await this.q.published.wait(opts.signal, () => this.q.closedError(), since);
     }
+  }
+
+  /**
+   * Reserves up to `max` records from the head without committing them;
+   * `[]` when the queue is empty. Stops early as {@link takeBatch} does.
+   * Acknowledge them with {@link ackBatch}, {@link ack} or {@link commit}.
+   *
+   * @throws InvalidArgumentError `max` is not a positive integer.
+   * @throws CorruptError, CodecError, IOError, ClosedError as {@link tryTake}, when the head itself fails.
+   */
+  reserveBatch(max: number): Promise<Reservation<T>[]> {
+    const out: Reservation<T>[] = [];
+    try {
+      this.consumeBatch(max, (c) => out.push({ value: c.value, offset: c.offset }), false);
+    } catch (err) {
+      return Promise.reject(err);
+    }
+    return Promise.resolve(out);
   }
 
   /**
@@ -78,15 +146,42 @@ export class Reader<T> {
    * @throws InvalidArgumentError `offset` is not a non-negative bigint.
    * @throws IOError the queue is latched, or persisting failed.
    */
-  async ack(offset: bigint): Promise<void> {
-    this.q.checkWritable();
-    checkOffset(offset);
-    if (this.q.ledger.ack(offset)) {
-      await this.q.retire();
-      return;
+  ack(offset: bigint): Promise<void> {
+    try {
+      this.q.checkWritable();
+      checkOffset(offset);
+      if (this.q.ledger.ack(offset)) return this.q.retireNow() ?? DONE;
+      if (this.isCommitted(offset)) return DONE;
+      throw new OffsetError(`no reserved record at offset ${offset}`);
+    } catch (err) {
+      return Promise.reject(err);
     }
-    if (this.isCommitted(offset)) return;
-    throw new OffsetError(`no reserved record at offset ${offset}`);
+  }
+
+  /**
+   * Retires each reserved record in `offsets`, in any order, with one commit
+   * for all of them (one header write; under the per-op policy one flush).
+   * All or nothing: when one offset is unknown, none is acknowledged.
+   *
+   * @throws OffsetError an offset was never reserved (and is not committed).
+   * @throws InvalidArgumentError an offset is not a non-negative bigint.
+   * @throws IOError the queue is latched, or persisting failed.
+   */
+  ackBatch(offsets: Iterable<bigint>): Promise<void> {
+    try {
+      this.q.checkWritable();
+      const list = [...offsets];
+      const ledger = this.q.ledger;
+      for (const o of list) {
+        checkOffset(o);
+        if (!ledger.holds(o) && !this.isCommitted(o)) throw new OffsetError(`no reserved record at offset ${o}`);
+      }
+      let any = false;
+      for (const o of list) any = ledger.ack(o) || any;
+      return (any && this.q.retireNow()) || DONE;
+    } catch (err) {
+      return Promise.reject(err);
+    }
   }
 
   /**
@@ -155,13 +250,36 @@ export class Reader<T> {
     return { value: this.decode(h.rec) };
   }
 
-  /** Takes (and commits) every record present when iteration begins. Read errors are thrown by the iterator. */
-  async *drain(): AsyncGenerator<T, void, undefined> {
+  /**
+   * Takes (and commits) every record present when iteration begins. Read
+   * errors are thrown by the iterator.
+   *
+   * `batchSize` above 1 takes that many records per commit (see
+   * {@link takeBatch}): faster, and at most once per block rather than per
+   * record, so a crash while the loop body runs loses up to `batchSize`
+   * records already committed instead of one. The default commits each record
+   * as it is handed out.
+   *
+   * @throws InvalidArgumentError `batchSize` is not a positive integer.
+   */
+  async *drain(opts: { batchSize?: number } = {}): AsyncGenerator<T, void, undefined> {
+    const batchSize = opts.batchSize ?? 1;
+    checkMax(batchSize, 'batchSize');
     this.q.checkOpen();
     let left = this.q.cursor.unread();
+    if (batchSize > 1) {
+      while (left > 0) {
+        const values = await this.takeBatch(Math.min(batchSize, left));
+        if (values.length === 0) return;
+        left -= values.length;
+        yield* values;
+      }
+      return;
+    }
     while (left-- > 0) {
-      const r = await this.tryTake();
+      const r = this.consumeNow(true);
       if (!r) return;
+      if (r.flush) await r.flush;
       yield r.value;
     }
   }
@@ -181,37 +299,74 @@ export class Reader<T> {
   }
 
   /**
+   * The commit of a read that commits itself. Its failure is not the read's:
+   * the value is the caller's already, a failed commit persists later or
+   * replays, and a latch surfaces on the next add, commit or sync.
+   */
+  private quietRetire(): Promise<void> | undefined {
+    try {
+      return this.q.retireNow()?.catch(noop);
+    } catch {
+      return undefined;
+    }
+  }
+
+  /**
    * Damage at the head was stepped past and booked by the cursor: retire it
    * and report it. Its commit is best effort; the event is what the caller
    * must hear about.
    */
-  private async stepPastDamage(err: CorruptError): Promise<never> {
-    await this.q.retire().catch(() => {});
+  private stepPastDamage(err: CorruptError): never {
+    this.quietRetire();
     throw err;
   }
 
   /**
-   * One consuming read. Everything that touches the shared cursor, the ledger
-   * and the counters happens before the first `await`, so concurrent calls
-   * (on this reader or another) each get their own record: an `await` between
-   * reading the head and moving past it would hand one record to every caller
-   * that ran in between.
+   * One consuming read, synchronous from the head to the cursor move: every
+   * change to the shared cursor, the ledger and the counters happens before
+   * anything awaits, so concurrent calls (on this reader or another) each get
+   * their own record. An `await` between reading the head and moving past it
+   * would hand one record to every caller that ran in between.
    */
-  private async consume(commit: boolean): Promise<Reservation<T> | undefined> {
+  private consumeNow(commit: boolean): Consumed<T> | undefined {
     this.q.checkOpen();
     const h = this.q.cursor.next();
     if (!h) return undefined;
-    if (h.kind === 'damage') return this.stepPastDamage(h.err);
-    const rec = h.rec;
-    const value = this.decode(rec);
-    const offset = this.q.cursor.advance(rec, commit);
+    if (h.kind === 'damage') this.stepPastDamage(h.err);
+    const value = this.decode(h.rec);
+    const offset = this.q.cursor.advance(h.rec, commit);
     this.q.counters.delivered++;
-    if (commit) {
-      // The value is already ours; a failed commit persists later or replays,
-      // and a latch surfaces on the next add, commit or sync.
-      await this.q.retire().catch(() => {});
+    return { value, offset: offset ?? 0n, flush: commit ? this.quietRetire() : undefined };
+  }
+
+  /**
+   * Up to `max` consuming reads in one step, each handed to `emit`. Damage or
+   * a codec failure at the head of the batch throws; later in the batch it
+   * ends the batch, and stays at the head for the next call to report.
+   */
+  private consumeBatch(max: number, emit: (c: { value: T; offset: bigint }) => void, commit: boolean): void {
+    checkMax(max, 'max');
+    this.q.checkOpen();
+    const cursor = this.q.cursor;
+    for (let n = 0; n < max; n++) {
+      if (n > 0 && cursor.lossPending) return;
+      const h = n > 0 ? cursor.peek() : cursor.next();
+      if (!h) return;
+      if (h.kind === 'damage') {
+        if (n > 0) return;
+        this.stepPastDamage(h.err);
+      }
+      let value: T;
+      try {
+        value = this.decode(h.rec);
+      } catch (err) {
+        if (n > 0) return;
+        throw err;
+      }
+      const offset = cursor.advance(h.rec, commit);
+      this.q.counters.delivered++;
+      emit({ value, offset: offset ?? 0n });
     }
-    return { value, offset: offset ?? 0n };
   }
 
   private decode(rec: HeadRecord): T {
@@ -247,6 +402,10 @@ export class Reader<T> {
   }
 }
 
+
+function checkMax(n: unknown, name: string): void {
+  if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 1) throw new InvalidArgumentError(`${name} must be a positive integer, got ${String(n)}`);
+}
 
 function checkOffset(offset: unknown): void {
   if (typeof offset !== 'bigint' || offset < 0n) throw new InvalidArgumentError(`offset must be a non-negative bigint from reserve(), got ${String(offset)}`);
