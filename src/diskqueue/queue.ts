@@ -109,7 +109,7 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
     const fs = opts.fs;
     const abs = resolvePath(dir);
     try {
-      fs.mkdirp(abs);
+      fs.mkdirp(abs, opts.dirMode);
     } catch (err) {
       throw asIOError(`cannot create ${abs}`, err);
     }
@@ -343,7 +343,7 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
     const seq = (last?.seq ?? 0) + 1;
     let seg: Segment;
     try {
-      seg = Segment.create(this.opts.fs, this.dir, seq, capacity, this.opts.segmentSize, oversized);
+      seg = Segment.create(this.opts.fs, this.dir, seq, capacity, this.opts.segmentSize, oversized, this.opts.fileMode);
     } catch (err) {
       throw asIOError(`cannot create segment ${seq}`, err);
     }

@@ -138,9 +138,9 @@ export class Segment {
    * (the allocation), not later in the middle of a record; the partial file is
    * removed before the error is rethrown.
    */
-  static create(fs: FileSystem, dir: string, seq: number, capacity: number, segmentSize: number, oversized: boolean): Segment {
+  static create(fs: FileSystem, dir: string, seq: number, capacity: number, segmentSize: number, oversized: boolean, perm?: number): Segment {
     const path = join(dir, segmentFileName(seq));
-    const fh = fs.open(path, 'create');
+    const fh = fs.open(path, 'create', perm);
     const seg = new Segment(seq, path, fh, capacity, oversized ? FLAG_OVERSIZED : 0, segmentSize, HEADER_SIZE, 0, HEADER_SIZE, 0);
     try {
       fh.allocate(HEADER_SIZE + capacity);

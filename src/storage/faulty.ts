@@ -11,7 +11,7 @@
 import { dirname } from 'node:path';
 import { LockedError } from '../errors.js';
 import type { DirectoryLock } from './lock.js';
-import type { FileHandle, FileSystem, OpenMode, SyncStep, WriteStep } from './fs.js';
+import { DEFAULT_DIR_MODE, DEFAULT_FILE_MODE, type FileHandle, type FileSystem, type OpenMode, type SyncStep, type WriteStep } from './fs.js';
 
 /** Steps that can be failed. Writes and syncs are named by what they carry. */
 export type FaultStep =
@@ -228,7 +228,10 @@ export class FaultyFileSystem implements FileSystem {
     if (this.usedBytes() + (end - ino.size) > this.capacity) throw sysError('ENOSPC', 'write', path);
   }
 
-  open(path: string, mode: OpenMode): FileHandle {
+  /** Permission bits each file and directory was created with (before any umask), for tests. */
+  readonly perms = new Map<string, number>();
+
+  open(path: string, mode: OpenMode, perm = DEFAULT_FILE_MODE): FileHandle {
     this.check('open', path, 'open');
     if (!this.dirs.has(dirname(path))) throw sysError('ENOENT', 'open', path);
     let ino = this.names.get(path);
@@ -236,6 +239,7 @@ export class FaultyFileSystem implements FileSystem {
       if (ino) throw sysError('EEXIST', 'open', path);
       ino = new Inode();
       this.names.set(path, ino);
+      this.perms.set(path, perm);
     } else if (!ino) {
       throw sysError('ENOENT', 'open', path);
     }
@@ -305,7 +309,8 @@ export class FaultyFileSystem implements FileSystem {
     return out;
   }
 
-  mkdirp(dir: string): void {
+  mkdirp(dir: string, perm = DEFAULT_DIR_MODE): void {
+    if (!this.dirs.has(dir)) this.perms.set(dir, perm);
     this.dirs.add(dir);
   }
 
