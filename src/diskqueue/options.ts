@@ -30,7 +30,13 @@ export interface DiskQueueOptions<T> {
   syncIntervalMs?: number;
   /** Never flush except on `sync()` and `close()`. A killed process loses nothing; a power cut may. */
   noSync?: boolean;
-  /** Most segment descriptors kept open for reading; older ones are closed and reopened on demand. Default 0 = no limit. */
+  /**
+   * Most segment descriptors open at once, from the open on: the open reads
+   * one header at a time, flushes at most this many segments at once, and
+   * least recently used descriptors are closed and reopened on demand. Set it
+   * when `maxSegments` is 0 (unbounded) and the backlog may outgrow the
+   * process's descriptor limit. Default 0 = no limit.
+   */
   maxOpenFiles?: number;
   /** Prefix each payload with its enqueue time (8 bytes, BE Unix ns); readers report the wait as `lastAgeMs`. Default false. */
   stampRecords?: boolean;

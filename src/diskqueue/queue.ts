@@ -84,6 +84,7 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
       segments,
       published: () => this.published.wakeAll(),
       rolledBack: (n) => (this.counters.added -= n),
+      maxOpenFiles: opts.maxOpenFiles,
     });
     if (!opts.perOp && opts.syncIntervalMs > 0) {
       this.timer = setInterval(() => {

@@ -38,7 +38,7 @@ export interface Recovered {
  * the record reads a damaged segment needs, done in that pass too, so an I/O
  * error in them still fails the open before anything is deleted.
  */
-type Survey = { seq: number; fh: FileHandle; size: number; walk?: WalkResult; zero?: boolean } & (
+type Survey = { seq: number; fh: FileHandle | undefined; size: number; walk?: WalkResult; zero?: boolean } & (
   | { kind: 'ok'; header: SegmentHeader }
   | { kind: 'torn'; header: SegmentHeader }
   | { kind: 'empty' | 'bad' | 'foreign'; fault: HeaderFault | 'insane' }
@@ -99,7 +99,7 @@ function allZero(fh: FileHandle, size: number): boolean {
 }
 
 /** The record reads a segment's repair will need (read-only). */
-function inspect(s: Survey, last: boolean): void {
+function inspect(s: Survey & { fh: FileHandle }, last: boolean): void {
   if (s.kind === 'empty' || s.kind === 'bad') {
     if (last && s.size > 0 && (s.kind === 'empty' || s.fault === 'short')) s.zero = allZero(s.fh, s.size);
     if (s.size > HEADER_SIZE) s.walk = walkRecords(s.fh, HEADER_SIZE, s.size);
@@ -118,16 +118,25 @@ function inspect(s: Survey, last: boolean): void {
  */
 export function recover(fs: FileSystem, dir: string, segmentSize: number): Recovered {
   const surveyed: Survey[] = [];
+  // One descriptor at a time: a deep queue must open under `maxOpenFiles`
+  // (and the process's own limit), so each survey's handle is closed before
+  // the next segment is opened, and the segments reopen theirs on demand.
   try {
-    for (const seq of listSegments(fs.readdir(dir))) surveyed.push(survey(fs, dir, seq));
-    for (const s of surveyed) {
-      if (s.kind === 'ok' && s.header.segmentSize !== segmentSize) {
-        throw new SegmentSizeMismatchError(s.header.segmentSize, segmentSize);
+    const seqs = listSegments(fs.readdir(dir));
+    seqs.forEach((seq, i) => {
+      const s = survey(fs, dir, seq);
+      try {
+        if (s.kind === 'ok' && s.header.segmentSize !== segmentSize) {
+          throw new SegmentSizeMismatchError(s.header.segmentSize, segmentSize);
+        }
+        inspect(s as Survey & { fh: FileHandle }, i === seqs.length - 1);
+      } finally {
+        s.fh!.close();
+        s.fh = undefined;
       }
-    }
-    surveyed.forEach((s, i) => inspect(s, i === surveyed.length - 1));
+      surveyed.push(s);
+    });
   } catch (err) {
-    for (const s of surveyed) s.fh.close();
     throw err instanceof IOError || err instanceof SegmentSizeMismatchError ? err : new IOError(`cannot open ${dir}`, { cause: err });
   }
 
@@ -137,7 +146,6 @@ export function recover(fs: FileSystem, dir: string, segmentSize: number): Recov
   const repaired: Segment[] = [];
   let replayFromHere = false;
   const drop = (s: Survey) => {
-    s.fh.close();
     fs.unlink(join(dir, segmentFileName(s.seq)));
   };
 
@@ -176,7 +184,7 @@ export function recover(fs: FileSystem, dir: string, segmentSize: number): Recov
       const capacity = Math.max(0, s.size - HEADER_SIZE);
       const walk = s.walk!;
       const oversized = capacity !== segmentSize;
-      const seg = new Segment(s.seq, path, s.fh, capacity, oversized ? FLAG_OVERSIZED : 0, segmentSize, walk.end, walk.count, HEADER_SIZE, 0);
+      const seg = new Segment(s.seq, path, undefined, capacity, oversized ? FLAG_OVERSIZED : 0, segmentSize, walk.end, walk.count, HEADER_SIZE, 0);
       seg.headerDirty = true;
       seg.sealed = !last;
       repaired.push(seg);
@@ -200,7 +208,7 @@ export function recover(fs: FileSystem, dir: string, segmentSize: number): Recov
       events.push(new CorruptError({ segment: s.seq, position: 0, reason: 'header-rebuilt', lostBytes, lostRecords }));
       return;
     }
-    const seg = new Segment(s.seq, path, s.fh, h.capacity, h.flags, h.segmentSize, h.writeCursor, h.writtenCount, h.commitCursor, h.committedCount);
+    const seg = new Segment(s.seq, path, undefined, h.capacity, h.flags, h.segmentSize, h.writeCursor, h.writtenCount, h.commitCursor, h.committedCount);
     seg.sealed = !last;
     if (s.size < h.writeCursor) {
       // Truncated underneath us: keep what survives, count what does not.
