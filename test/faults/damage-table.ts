@@ -279,6 +279,16 @@ export const rows: DamageRow[] = [
     lostSegments: 0,
   },
   {
+    name: 'header zeroed in a middle segment (records behind it): salvaged, one event',
+    damage: (fs) => mutate(fs, s3, setBytes(0, Array(HEADER_SIZE).fill(0))),
+    lost: [],
+    events: [{ segment: 3, position: 0, reason: 'header-rebuilt' }],
+    lostRecords: 0,
+    lostSegments: 0,
+    lostBytes: 0,
+    verifyReasons: ['header-zero'],
+  },
+  {
     name: 'zero-length last segment (creation cut short): removed silently',
     damage: (fs) => fs.writeFile(segPath(5), new Uint8Array(0)),
     lost: [],
