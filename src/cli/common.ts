@@ -146,3 +146,19 @@ export function summaryLine(verb: string, records: number, bytes: number, starte
 export function note(line: string): void {
   process.stderr.write(`${line}\n`);
 }
+
+/**
+ * Says on stderr what an open found lost (damage is repaired at open, and a
+ * command that does not read would otherwise leave it unmentioned). Returns
+ * whether there was any.
+ */
+export function noteOpenLoss(dir: string, q: DiskQueue<Uint8Array>): boolean {
+  const st = q.stats();
+  if (st.corruptions === 0) return false;
+  const segs = st.lostSegments > 0 ? `, ${st.lostSegments} whole segment(s)` : '';
+  note(
+    `ferry: opening ${dir} found ${st.corruptions} damaged span(s): ${st.lostRecords} records (${formatBytes(st.lostBytes)}) lost${segs}; ` +
+      'the damage was repaired, so run ferry verify before the next open if you need the details',
+  );
+  return true;
+}

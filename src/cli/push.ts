@@ -12,7 +12,7 @@
 import { open, type FileHandle } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
 import { FerryError, type DiskQueue } from '../diskqueue/index.js';
-import { CliError, EXIT_FAILED, EXIT_USAGE, describe, note, openQueue, summaryLine, BATCH_BYTES } from './common.js';
+import { CliError, EXIT_FAILED, EXIT_USAGE, describe, note, noteOpenLoss, openQueue, summaryLine, BATCH_BYTES } from './common.js';
 import { FramingError, recordSplitter, type Framing } from './framing.js';
 import { startProgress } from './progress.js';
 
@@ -92,6 +92,7 @@ export async function push(dir: string, file: string | undefined, o: PushOptions
       noSync: o.sync === false,
       lockTimeoutMs: o.lockTimeout,
     });
+    noteOpenLoss(dir, q);
     const queue = q;
     const splitter = recordSplitter(framing);
     let batch: Buffer[] = [];

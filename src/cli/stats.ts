@@ -16,7 +16,7 @@ export interface StatsOptions {
 }
 
 /** Stat fields printed as byte sizes in the table. */
-const BYTE_FIELDS = new Set(['backlogBytes', 'maxBytes', 'inFlightBytes', 'unsyncedBytes', 'diskBytes', 'lostBytes']);
+const BYTE_FIELDS = new Set(['backlogBytes', 'maxBytes', 'inFlightBytes', 'unsyncedBytes', 'diskBytes', 'lostBytes', 'foreignBytes', 'discardedBytes']);
 
 /** Runs `ferry stats`; resolves to the exit status. */
 export async function stats(dir: string, o: StatsOptions): Promise<number> {

@@ -4,7 +4,7 @@
  * when the directory could not be read or is held by a running queue.
  */
 import { FerryError, LockedError, verifyQueue, type VerifyReport } from '../diskqueue/index.js';
-import { CliError, EXIT_FAILED, EXIT_USAGE, describe, formatBytes, requireDirectory } from './common.js';
+import { CliError, EXIT_FAILED, EXIT_USAGE, describe, formatBytes, note, requireDirectory } from './common.js';
 import { startProgress, type Progress } from './progress.js';
 
 /** Options of `ferry verify`. */
@@ -32,6 +32,10 @@ export async function verify(dir: string, o: VerifyCommandOptions): Promise<numb
     progress?.stop();
   }
   process.stdout.write(o.json ? `${JSON.stringify(report)}\n` : humanReport(report));
+  if (!report.ok) {
+    const lost = report.damage.reduce((n, d) => n + (d.lostRecords ?? 0), 0);
+    note(`ferry: ${dir} is damaged: ${report.damage.length} damaged span(s), about ${lost} records lost; the next open repairs it and reports each span once`);
+  }
   return report.ok ? 0 : EXIT_FAILED;
 }
 

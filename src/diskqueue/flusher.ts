@@ -30,6 +30,21 @@ export interface FlusherHost {
   published(): void;
   /** `count` written records were rolled back. */
   rolledBack(count: number): void;
+  /** Most fdatasyncs in flight at once (each holds a descriptor); 0 = no bound. */
+  readonly maxOpenFiles?: number;
+}
+
+/**
+ * Runs `fn` over `items`, at most `limit` at a time (all at once when 0): an
+ * fdatasync pins its descriptor, so a flush of many segments must not hold
+ * more of them than `maxOpenFiles` allows.
+ */
+async function bounded<T>(items: T[], limit: number, fn: (item: T) => Promise<void>): Promise<void> {
+  if (limit <= 0 || items.length <= limit) {
+    await Promise.all(items.map(fn));
+    return;
+  }
+  for (let i = 0; i < items.length; i += limit) await Promise.all(items.slice(i, i + limit).map(fn));
 }
 
 export class Flusher {
@@ -91,7 +106,7 @@ export class Flusher {
     for (const s of dataDirty) s.dataDirty = false;
     this.dirDirty = false;
     try {
-      await Promise.all(dataDirty.map((s) => s.datasync(fs, 'data')));
+      await bounded(dataDirty, this.host.maxOpenFiles ?? 0, (s) => s.datasync(fs, 'data'));
       if (dirDirty) await fs.syncDir(this.host.dir);
     } catch (err) {
       throw this.latch(err);
@@ -112,7 +127,7 @@ export class Flusher {
     }
     for (const s of headers) s.dataDirty = false;
     try {
-      await Promise.all([...headers].map((s) => s.datasync(fs, 'header')));
+      await bounded([...headers], this.host.maxOpenFiles ?? 0, (s) => s.datasync(fs, 'header'));
     } catch (err) {
       throw this.latch(err);
     }

@@ -3,7 +3,7 @@
  * limits" and "Durability").
  */
 import { InvalidArgumentError } from '../errors.js';
-import type { FileSystem } from '../storage/fs.js';
+import { DEFAULT_DIR_MODE, DEFAULT_FILE_MODE, type FileSystem } from '../storage/fs.js';
 import type { Codec } from './codecs.js';
 import { DEFAULT_SEGMENT_SIZE, normalizeSegmentSize } from './format.js';
 
@@ -30,10 +30,30 @@ export interface DiskQueueOptions<T> {
   syncIntervalMs?: number;
   /** Never flush except on `sync()` and `close()`. A killed process loses nothing; a power cut may. */
   noSync?: boolean;
-  /** Most segment descriptors kept open for reading; older ones are closed and reopened on demand. Default 0 = no limit. */
+  /**
+   * Most segment descriptors open at once, from the open on: the open reads
+   * one header at a time, flushes at most this many segments at once, and
+   * least recently used descriptors are closed and reopened on demand. Set it
+   * when `maxSegments` is 0 (unbounded) and the backlog may outgrow the
+   * process's descriptor limit. Default 0 = no limit.
+   */
   maxOpenFiles?: number;
   /** Prefix each payload with its enqueue time (8 bytes, BE Unix ns); readers report the wait as `lastAgeMs`. Default false. */
   stampRecords?: boolean;
+  /**
+   * Permission bits for the segment files this queue creates. Default `0o600`:
+   * only the owner can read queued records. The process umask still applies,
+   * so the result is never looser than the umask allows; pass `0o640` (with a
+   * `dirMode` of `0o750`) to let the owner's group read the queue. Existing
+   * files keep the mode they have.
+   */
+  fileMode?: number;
+  /**
+   * Permission bits for the queue directory (and any missing parents) when the
+   * open creates it. Default `0o700`; the umask applies as for `fileMode`. An
+   * existing directory keeps its mode.
+   */
+  dirMode?: number;
   /** The file-system seam; tests pass a fault-injecting one. Default: the real file system. */
   fs?: FileSystem;
 }
@@ -49,6 +69,8 @@ export interface ResolvedOptions<T> {
   noSync: boolean;
   maxOpenFiles: number;
   stampRecords: boolean;
+  fileMode: number;
+  dirMode: number;
   fs: FileSystem;
   /** True when every add and commit pays its own (shared) fsyncs. */
   perOp: boolean;
@@ -59,6 +81,12 @@ export const DEFAULT_MAX_SEGMENTS = 32;
 function count(name: string, v: number | undefined, dflt: number): number {
   if (v === undefined) return dflt;
   if (!Number.isSafeInteger(v) || v < 0) throw new InvalidArgumentError(`${name} must be a non-negative integer, got ${v}`);
+  return v;
+}
+
+function permBits(name: string, v: number | undefined, dflt: number): number {
+  if (v === undefined) return dflt;
+  if (!Number.isInteger(v) || v < 0 || v > 0o777) throw new InvalidArgumentError(`${name} must be permission bits between 0 and 0o777, got ${v}`);
   return v;
 }
 
@@ -90,6 +118,8 @@ export function resolveOptions<T>(o: DiskQueueOptions<T>, codec: Codec<T>, fs: F
     noSync,
     maxOpenFiles: count('maxOpenFiles', o.maxOpenFiles, 0),
     stampRecords: flag('stampRecords', o.stampRecords),
+    fileMode: permBits('fileMode', o.fileMode, DEFAULT_FILE_MODE),
+    dirMode: permBits('dirMode', o.dirMode, DEFAULT_DIR_MODE),
     fs: o.fs ?? fs,
     perOp: !noSync && syncEvery <= 1,
   };

@@ -84,6 +84,7 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
       segments,
       published: () => this.published.wakeAll(),
       rolledBack: (n) => (this.counters.added -= n),
+      maxOpenFiles: opts.maxOpenFiles,
     });
     if (!opts.perOp && opts.syncIntervalMs > 0) {
       this.timer = setInterval(() => {
@@ -109,7 +110,7 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
     const fs = opts.fs;
     const abs = resolvePath(dir);
     try {
-      fs.mkdirp(abs);
+      fs.mkdirp(abs, opts.dirMode);
     } catch (err) {
       throw asIOError(`cannot create ${abs}`, err);
     }
@@ -118,6 +119,18 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
     try {
       const rec = recover(fs, abs, opts.segmentSize);
       q = new DiskQueue<T>(abs, opts, lock, rec.segments, rec.counts, rec.events);
+      q.highestSeq = rec.highestSeq;
+      // The numbers of dropped segments stay used: when the newest were
+      // dropped, the next segment is created before they are removed, so no
+      // later open can hand their numbers out again.
+      if (rec.droppedAbove) q.roll(opts.segmentSize, false);
+      for (const path of rec.doomed) {
+        try {
+          fs.unlink(path);
+        } catch (err) {
+          if ((err as NodeJS.ErrnoException)?.code !== 'ENOENT') throw asIOError(`cannot remove ${path}`, err);
+        }
+      }
       q.reclaim();
       // Bytes and names a previous process left in the page cache (a batched
       // policy, or a kill between write and flush) are not known to be
@@ -338,16 +351,20 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
     return last && !last.sealed ? last : undefined;
   }
 
+  /** @internal Highest segment number this directory has used: new segments are numbered above it. */
+  highestSeq = 0;
+
   private roll(capacity: number, oversized: boolean): Segment {
     const last = this.segments[this.segments.length - 1];
-    const seq = (last?.seq ?? 0) + 1;
+    const seq = Math.max(last?.seq ?? 0, this.highestSeq) + 1;
     let seg: Segment;
     try {
-      seg = Segment.create(this.opts.fs, this.dir, seq, capacity, this.opts.segmentSize, oversized);
+      seg = Segment.create(this.opts.fs, this.dir, seq, capacity, this.opts.segmentSize, oversized, this.opts.fileMode);
     } catch (err) {
       throw asIOError(`cannot create segment ${seq}`, err);
     }
     if (last) last.sealed = true;
+    this.highestSeq = seq;
     this.adopt(seg);
     this.segments.push(seg);
     this.flusher.dirDirty = true;
@@ -547,6 +564,9 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
       lostSegments: c.lostSegments,
       unreclaimed: c.unreclaimed,
       foreignSegments: c.foreignSegments,
+      foreignBytes: c.foreignBytes,
+      discardedBytes: c.discardedBytes,
+      maxSegments: this.opts.maxSegments,
       rejectedFull: c.rejectedFull,
     };
   }

@@ -13,7 +13,7 @@ import type { FileHandle, FileSystem } from '../storage/fs.js';
 import { listSegments, segmentFileName } from '../storage/segment-names.js';
 import { CorruptError, IOError, SegmentSizeMismatchError } from '../errors.js';
 import { decodeHeader, HEADER_SIZE, FLAG_OVERSIZED, type SegmentHeader, type HeaderFault } from './format.js';
-import { Segment, walkRecords, type WalkResult } from './segment.js';
+import { Segment, walkRecords, dataEnd, type WalkResult } from './segment.js';
 
 /** Loss counters found at open. */
 export interface RecoveryCounts {
@@ -22,6 +22,10 @@ export interface RecoveryCounts {
   lostRecords: number;
   lostSegments: number;
   foreignSegments: number;
+  /** Bytes of the foreign segments dropped. */
+  foreignBytes: number;
+  /** Bytes past what a header published (adds that never resolved), discarded rather than lost. */
+  discardedBytes: number;
 }
 
 export interface Recovered {
@@ -31,18 +35,35 @@ export interface Recovered {
   counts: RecoveryCounts;
   /** Writes the repairs need flushed before the open resolves. */
   repaired: Segment[];
+  /** Highest segment number found, kept or dropped (0 when none): new segments are numbered above it. */
+  highestSeq: number;
+  /**
+   * Files to remove. The open removes them only after it created any segment
+   * it owes, so a dropped number is never free for reuse on disk.
+   */
+  doomed: string[];
+  /**
+   * A segment numbered above every kept one was dropped for damage or a
+   * foreign version: the open creates the next segment at once, so the
+   * directory itself (not only this process) remembers that number as used.
+   */
+  droppedAbove: boolean;
 }
 
 /**
- * What the read-only pass learned about one segment. `walk` and `zero` are
- * the record reads a damaged segment needs, done in that pass too, so an I/O
- * error in them still fails the open before anything is deleted.
+ * What the read-only pass learned about one segment. `walk`, `zero` and
+ * `tail` are the record reads a damaged (or uncleanly closed) segment needs,
+ * done in that pass too, so an I/O error in them still fails the open before
+ * anything is deleted.
  */
-type Survey = { seq: number; fh: FileHandle; size: number; walk?: WalkResult; zero?: boolean } & (
+type Survey = { seq: number; fh: FileHandle | undefined; size: number; walk?: WalkResult; zero?: boolean; tail?: number } & (
   | { kind: 'ok'; header: SegmentHeader }
   | { kind: 'torn'; header: SegmentHeader }
   | { kind: 'empty' | 'bad' | 'foreign'; fault: HeaderFault | 'insane' }
 );
+
+/** Bytes past a tail segment's write cursor read at open to tell slack from a torn tail. */
+const TAIL_PROBE = 4096;
 
 function sane(h: SegmentHeader, size: number): boolean {
   const limit = HEADER_SIZE + h.capacity;
@@ -99,16 +120,34 @@ function allZero(fh: FileHandle, size: number): boolean {
 }
 
 /** The record reads a segment's repair will need (read-only). */
-function inspect(s: Survey, last: boolean): void {
+function inspect(s: Survey & { fh: FileHandle }, last: boolean): void {
   if (s.kind === 'empty' || s.kind === 'bad') {
     if (last && s.size > 0 && (s.kind === 'empty' || s.fault === 'short')) s.zero = allZero(s.fh, s.size);
-    if (s.size > HEADER_SIZE) s.walk = walkRecords(s.fh, HEADER_SIZE, s.size);
+    if (s.size > HEADER_SIZE) {
+      // The header is gone; the records that still vouch for themselves are
+      // what can be salvaged, and any bytes behind them are what cannot.
+      s.walk = walkRecords(s.fh, HEADER_SIZE, s.size);
+      s.tail = dataEnd(s.fh, s.walk.end, s.size);
+    }
   } else if (s.kind === 'torn') {
-    s.walk = walkRecords(s.fh, HEADER_SIZE, s.size);
+    s.walk = walkRecords(s.fh, HEADER_SIZE, s.size, { mark: s.header.commitCursor });
   } else if (s.kind === 'ok' && s.size < s.header.writeCursor) {
     // Past a bad payload whose next record holds, so a cut file keeps every intact record before the cut.
     s.walk = walkRecords(s.fh, HEADER_SIZE, Math.min(s.size, HEADER_SIZE + s.header.capacity), { resync: true });
+  } else if (s.kind === 'ok' && last) {
+    // Records written past the published cursor belong to adds that never
+    // resolved. A clean close leaves zeros there, so one small read tells;
+    // only an unclean one pays for reading the rest of the tail.
+    const wc = s.header.writeCursor;
+    const to = Math.min(s.size, HEADER_SIZE + s.header.capacity);
+    if (dataEnd(s.fh, wc, Math.min(to, wc + TAIL_PROBE)) > wc) s.tail = dataEnd(s.fh, wc, to);
   }
+}
+
+/** What a segment that is gone, or that nothing in it vouches for, is estimated to have held. */
+interface Estimate {
+  records: number;
+  bytes: number;
 }
 
 /**
@@ -118,90 +157,214 @@ function inspect(s: Survey, last: boolean): void {
  */
 export function recover(fs: FileSystem, dir: string, segmentSize: number): Recovered {
   const surveyed: Survey[] = [];
+  // One descriptor at a time: a deep queue must open under `maxOpenFiles`
+  // (and the process's own limit), so each survey's handle is closed before
+  // the next segment is opened, and the segments reopen theirs on demand.
   try {
-    for (const seq of listSegments(fs.readdir(dir))) surveyed.push(survey(fs, dir, seq));
-    for (const s of surveyed) {
-      if (s.kind === 'ok' && s.header.segmentSize !== segmentSize) {
-        throw new SegmentSizeMismatchError(s.header.segmentSize, segmentSize);
+    const seqs = listSegments(fs.readdir(dir));
+    seqs.forEach((seq, i) => {
+      const s = survey(fs, dir, seq);
+      try {
+        if (s.kind === 'ok' && s.header.segmentSize !== segmentSize) {
+          throw new SegmentSizeMismatchError(s.header.segmentSize, segmentSize);
+        }
+        inspect(s as Survey & { fh: FileHandle }, i === seqs.length - 1);
+      } finally {
+        s.fh!.close();
+        s.fh = undefined;
       }
-    }
-    surveyed.forEach((s, i) => inspect(s, i === surveyed.length - 1));
+      surveyed.push(s);
+    });
   } catch (err) {
-    for (const s of surveyed) s.fh.close();
     throw err instanceof IOError || err instanceof SegmentSizeMismatchError ? err : new IOError(`cannot open ${dir}`, { cause: err });
   }
 
-  const counts: RecoveryCounts = { corruptions: 0, lostBytes: 0, lostRecords: 0, lostSegments: 0, foreignSegments: 0 };
+  const counts: RecoveryCounts = {
+    corruptions: 0,
+    lostBytes: 0,
+    lostRecords: 0,
+    lostSegments: 0,
+    foreignSegments: 0,
+    foreignBytes: 0,
+    discardedBytes: 0,
+  };
   const events: CorruptError[] = [];
   const segments: Segment[] = [];
   const repaired: Segment[] = [];
+  const doomed: string[] = [];
+  /** Numbers of segments dropped for damage or a foreign version (not the silent creation-cut removals). */
+  const droppedLoud: number[] = [];
   let replayFromHere = false;
-  const drop = (s: Survey) => {
-    s.fh.close();
-    fs.unlink(join(dir, segmentFileName(s.seq)));
+  /** Every segment so far is fully committed: a gap behind them is what reclaim (or a failed unlink of it) leaves. */
+  let retiredSoFar = true;
+
+  const loss = (ev: CorruptError, lostBytes: number, lostRecords: number, lostSegments = 0) => {
+    counts.corruptions++;
+    counts.lostBytes += lostBytes;
+    counts.lostRecords += lostRecords;
+    counts.lostSegments += lostSegments;
+    events.push(ev);
+  };
+  // A segment whose bytes are gone is estimated from the one before it (a
+  // sealed segment is full, and records tend to be alike), or from the one
+  // after it; failing both, one record in a segment's worth of bytes. It held
+  // at least one record: segments are only created for one.
+  const estimate = (next?: Survey): Estimate => {
+    const near = [...segments].reverse().find((x) => !x.oversized && x.writtenCount > 0);
+    if (near) return { records: near.writtenCount, bytes: near.writeCursor - HEADER_SIZE };
+    if (next?.kind === 'ok' && !(next.header.flags & FLAG_OVERSIZED) && next.header.writtenCount > 0) {
+      return { records: next.header.writtenCount, bytes: next.header.writeCursor - HEADER_SIZE };
+    }
+    return { records: 1, bytes: segmentSize };
+  };
+  /**
+   * Gives `seg` its file's full capacity back when the file was found short:
+   * the tail is extended (as the Go diskqueue does) and keeps taking appends;
+   * a sealed segment keeps its length and reports it.
+   */
+  const fit = (seg: Segment, size: number) => {
+    if (size >= seg.limit) return;
+    if (!seg.sealed) {
+      try {
+        seg.handle(fs).allocate(seg.limit);
+        return;
+      } catch {
+        seg.sealed = true; // no room to extend: the next add rolls instead
+      }
+    }
+    seg.fileSize = size;
+  };
+  /** Overwrites `[from, to)` of `seg` with zeros, so bytes no header vouches for can never be walked into later. */
+  const zero = (seg: Segment, from: number, to: number) => {
+    const fh = seg.handle(fs);
+    const block = new Uint8Array(Math.min(1 << 20, Math.max(0, to - from)));
+    for (let pos = from; pos < to; pos += block.length) fh.pwrite(block.subarray(0, Math.min(block.length, to - pos)), pos, 'record');
+    seg.dataDirty = true;
+  };
+  /** A segment rebuilt from a checksum-verified walk of its records, replaying from its start. */
+  const rebuild = (s: Survey, walk: WalkResult, last: boolean): Segment => {
+    const dataLen = Math.max(0, s.size - HEADER_SIZE);
+    const oversized = dataLen > segmentSize;
+    const capacity = oversized ? dataLen : segmentSize;
+    const path = join(dir, segmentFileName(s.seq));
+    const seg = new Segment(s.seq, path, undefined, capacity, oversized ? FLAG_OVERSIZED : 0, segmentSize, walk.end, walk.count, HEADER_SIZE, 0);
+    seg.headerDirty = true;
+    seg.sealed = !last || oversized;
+    fit(seg, s.size);
+    repaired.push(seg);
+    segments.push(seg);
+    return seg;
   };
 
   surveyed.forEach((s, i) => {
     const last = i === surveyed.length - 1;
     const path = join(dir, segmentFileName(s.seq));
-    if (s.kind === 'empty' || s.kind === 'bad') {
-      // A zero-length or all-zero last segment never held a record: its
-      // creation was cut short. Anywhere else, or with any byte set (a zeroed
-      // header with records behind it), it is loss.
-      if (last && (s.size === 0 || s.zero)) {
-        drop(s);
+
+    // Numbers are consecutive and reclaim removes only from the head, so a
+    // missing number is a lost segment, unless everything before it was
+    // committed (reclaim removed it and could not remove the ones before).
+    const prev = surveyed[i - 1];
+    if (prev && !retiredSoFar) {
+      for (let seq = prev.seq + 1; seq < s.seq; seq++) {
+        const e = estimate(s);
+        loss(new CorruptError({ segment: seq, position: 0, reason: 'segment-missing', lostBytes: e.bytes, lostRecords: e.records }), e.bytes, e.records, 1);
+      }
+    }
+    retiredSoFar &&= s.kind === 'ok' && s.header.commitCursor >= s.header.writeCursor && s.header.committedCount >= s.header.writtenCount;
+
+    if (s.kind === 'empty' && last) {
+      // An all-zero header on the last segment is what a power cut leaves
+      // when the segment's creation had not reached the disk: nothing in it
+      // was ever published, so nothing in it is owed. Records that made it
+      // anyway are kept (they were added, never acknowledged); bytes behind
+      // them are discarded, as is a file with none.
+      const walk = s.walk;
+      if (walk && walk.count > 0) {
+        const seg = rebuild(s, walk, true);
+        if (s.tail! > walk.end) {
+          counts.discardedBytes += s.tail! - walk.end;
+          zero(seg, walk.end, s.tail!);
+        }
         return;
       }
-      // The header cannot say what the segment held; the records that still
-      // vouch for themselves can, so they are what the loss is counted in.
-      const lostRecords = s.walk?.count ?? 0;
-      counts.corruptions++;
-      counts.lostSegments++;
-      counts.lostBytes += s.size;
-      counts.lostRecords += lostRecords;
-      events.push(new CorruptError({ segment: s.seq, position: 0, reason: `segment-${s.fault}`, lostBytes: s.size, lostRecords }));
-      drop(s);
+      if (!s.zero) counts.discardedBytes += Math.max(0, (s.tail ?? s.size) - HEADER_SIZE);
+      doomed.push(path);
+      return;
+    }
+    if (s.kind === 'bad' && last && s.zero) {
+      doomed.push(path); // shorter than a header and all zeros: created, never written
+      return;
+    }
+    if (s.kind === 'empty' || s.kind === 'bad') {
+      const walk = s.walk;
+      if (walk && walk.count > 0) {
+        // The header is unreadable but the records vouch for themselves:
+        // keep them, like a torn header. What lies behind the walk (damaged
+        // records, by their bytes; the count is estimated from the records'
+        // average size) is the part that cannot be salvaged.
+        rebuild(s, walk, last);
+        replayFromHere = true;
+        const lostBytes = Math.max(0, (s.tail ?? walk.end) - walk.end);
+        const lostRecords = lostBytes > 0 ? Math.max(1, Math.round(lostBytes / ((walk.end - HEADER_SIZE) / walk.count))) : 0;
+        loss(
+          new CorruptError(
+            { segment: s.seq, position: 0, reason: 'header-rebuilt', lostBytes, lostRecords },
+            `corrupt data (header-rebuilt) in segment ${s.seq}: unreadable header (${s.fault}), ${walk.count} intact records kept`,
+          ),
+          lostBytes,
+          lostRecords,
+        );
+        return;
+      }
+      // Nothing in it vouches for itself: the segment is lost, and what it
+      // held is estimated.
+      const e = estimate(surveyed[i + 1]);
+      loss(new CorruptError({ segment: s.seq, position: 0, reason: `segment-${s.fault}`, lostBytes: e.bytes, lostRecords: e.records }), e.bytes, e.records, 1);
+      doomed.push(path);
+      droppedLoud.push(s.seq);
       return;
     }
     if (s.kind === 'foreign') {
       counts.foreignSegments++;
-      drop(s);
+      counts.foreignBytes += s.size;
+      doomed.push(path);
+      droppedLoud.push(s.seq);
       return;
     }
     if (s.kind !== 'ok' && s.kind !== 'torn') return;
     const h = s.header;
     if (s.kind === 'torn') {
       // Only the header was lost: rebuild it from the records, which vouch for
-      // themselves. The commit position cannot be rebuilt, so replay from here.
-      const capacity = Math.max(0, s.size - HEADER_SIZE);
+      // themselves.
       const walk = s.walk!;
-      const oversized = capacity !== segmentSize;
-      const seg = new Segment(s.seq, path, s.fh, capacity, oversized ? FLAG_OVERSIZED : 0, segmentSize, walk.end, walk.count, HEADER_SIZE, 0);
-      seg.headerDirty = true;
-      seg.sealed = !last;
-      repaired.push(seg);
-      segments.push(seg);
-      replayFromHere = true;
+      const seg = rebuild(s, walk, last);
+      // A torn rewrite leaves each field either old or new. Its commit
+      // position is believed where it lands on a boundary the walk found,
+      // so at most the commit in flight replays; elsewhere this segment and
+      // every later one replay from their start.
+      if (!replayFromHere && walk.markCount !== undefined && h.commitCursor <= walk.end) {
+        seg.commitCursor = h.commitCursor;
+        seg.committedCount = seg.readCount = walk.markCount;
+      } else {
+        replayFromHere = true;
+      }
       // The walk stops at the first damaged record. What lay behind it is only
       // known from the torn header's own cursors and counts, each believed on
       // its own when it is consistent with the walk (a torn rewrite leaves
       // each field either old or new, and neither undercounts what the walk
       // proved; a field damaged in place usually fails that test). Records
       // behind the walk that were already committed are not owed to anyone.
-      const writeOk = h.writeCursor >= walk.end && h.writeCursor <= HEADER_SIZE + capacity;
-      const countOk = h.writtenCount >= walk.count && h.writtenCount <= capacity;
+      const writeOk = h.writeCursor >= walk.end && h.writeCursor <= seg.limit;
+      const countOk = h.writtenCount >= walk.count && h.writtenCount <= seg.capacity;
       const owedFrom = writeOk && h.commitCursor <= h.writeCursor ? Math.max(walk.end, h.commitCursor) : walk.end;
       const owedCount = countOk && h.committedCount <= h.writtenCount ? Math.max(walk.count, h.committedCount) : walk.count;
       const lostBytes = writeOk ? h.writeCursor - owedFrom : 0;
       const lostRecords = countOk ? h.writtenCount - owedCount : 0;
-      counts.corruptions++;
-      counts.lostBytes += lostBytes;
-      counts.lostRecords += lostRecords;
-      events.push(new CorruptError({ segment: s.seq, position: 0, reason: 'header-rebuilt', lostBytes, lostRecords }));
+      loss(new CorruptError({ segment: s.seq, position: 0, reason: 'header-rebuilt', lostBytes, lostRecords }), lostBytes, lostRecords);
       return;
     }
-    const seg = new Segment(s.seq, path, s.fh, h.capacity, h.flags, h.segmentSize, h.writeCursor, h.writtenCount, h.commitCursor, h.committedCount);
-    seg.sealed = !last;
+    const seg = new Segment(s.seq, path, undefined, h.capacity, h.flags, h.segmentSize, h.writeCursor, h.writtenCount, h.commitCursor, h.committedCount);
+    seg.sealed = !last || seg.oversized;
     if (s.size < h.writeCursor) {
       // Truncated underneath us: keep what survives, count what does not.
       const walk = s.walk!;
@@ -218,14 +381,19 @@ export function recover(fs: FileSystem, dir: string, segmentSize: number): Recov
       }
       seg.committedCount = Math.min(seg.committedCount, kept);
       seg.readCount = seg.committedCount;
-      seg.sealed = true;
       seg.headerDirty = true;
       repaired.push(seg);
-      counts.corruptions++;
-      counts.lostBytes += lostBytes;
-      counts.lostRecords += lostRecords;
-      events.push(new CorruptError({ segment: s.seq, position: walk.end, reason: 'truncated', lostBytes, lostRecords }));
+      // A torn record at the cut is no record: clear it, so appends after it
+      // never leave a fragment a later walk could step into.
+      if (!seg.sealed && s.size > walk.end) zero(seg, walk.end, s.size);
+      loss(new CorruptError({ segment: s.seq, position: walk.end, reason: 'truncated', lostBytes, lostRecords }), lostBytes, lostRecords);
+    } else if (s.tail !== undefined && s.tail > h.writeCursor) {
+      // A torn tail: records (or parts of them) written after the last
+      // header that reached the disk. No add that resolved is among them.
+      counts.discardedBytes += s.tail - h.writeCursor;
+      zero(seg, h.writeCursor, s.tail);
     }
+    fit(seg, s.size);
     if (replayFromHere && seg.commitCursor !== HEADER_SIZE) {
       seg.commitCursor = HEADER_SIZE;
       seg.committedCount = 0;
@@ -235,5 +403,14 @@ export function recover(fs: FileSystem, dir: string, segmentSize: number): Recov
     }
     segments.push(seg);
   });
-  return { segments, events, counts, repaired };
+  const lastKept = segments[segments.length - 1]?.seq ?? 0;
+  return {
+    segments,
+    events,
+    counts,
+    repaired,
+    highestSeq: surveyed[surveyed.length - 1]?.seq ?? 0,
+    doomed,
+    droppedAbove: droppedLoud.some((seq) => seq > lastKept),
+  };
 }

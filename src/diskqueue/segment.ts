@@ -60,9 +60,16 @@ export class Segment {
     return HEADER_SIZE + this.capacity;
   }
 
+  /**
+   * The file's length when it is shorter than its header says (a sealed
+   * segment found cut short at open, which is not extended: nothing will be
+   * appended to it).
+   */
+  fileSize: number | undefined;
+
   /** Bytes the file occupies on disk (header + preallocated data region). */
   get diskBytes(): number {
-    return HEADER_SIZE + this.capacity;
+    return this.fileSize ?? HEADER_SIZE + this.capacity;
   }
 
   get oversized(): boolean {
@@ -138,9 +145,9 @@ export class Segment {
    * (the allocation), not later in the middle of a record; the partial file is
    * removed before the error is rethrown.
    */
-  static create(fs: FileSystem, dir: string, seq: number, capacity: number, segmentSize: number, oversized: boolean): Segment {
+  static create(fs: FileSystem, dir: string, seq: number, capacity: number, segmentSize: number, oversized: boolean, perm?: number): Segment {
     const path = join(dir, segmentFileName(seq));
-    const fh = fs.open(path, 'create');
+    const fh = fs.open(path, 'create', perm);
     const seg = new Segment(seq, path, fh, capacity, oversized ? FLAG_OVERSIZED : 0, segmentSize, HEADER_SIZE, 0, HEADER_SIZE, 0);
     try {
       fh.allocate(HEADER_SIZE + capacity);
@@ -170,6 +177,8 @@ export interface WalkResult {
    * reader, which reports each as one lost record.
    */
   damaged: number;
+  /** With `mark`: the records before it, when a record boundary the walk passed (or started at) is exactly `mark`. */
+  markCount?: number;
 }
 
 const WALK_BLOCK = 1 << 20;
@@ -180,7 +189,7 @@ const WALK_BLOCK = 1 << 20;
  * limit, or is preallocated slack. Bounded: it reads at most `limit - from`
  * bytes and never allocates more than the largest record that fits.
  */
-export function walkRecords(fh: FileHandle, from: number, limit: number, opts: { resync?: boolean } = {}): WalkResult {
+export function walkRecords(fh: FileHandle, from: number, limit: number, opts: { resync?: boolean; mark?: number } = {}): WalkResult {
   // Bytes past the end of the file cannot be read: a limit beyond it would
   // make the walk wait for a record that never arrives.
   limit = Math.min(limit, fh.size());
@@ -190,6 +199,7 @@ export function walkRecords(fh: FileHandle, from: number, limit: number, opts: {
   let buf = new Uint8Array(Math.min(WALK_BLOCK, Math.max(0, limit - from)));
   let bufStart = pos;
   let bufLen = 0;
+  let markCount = opts.mark === from ? 0 : undefined;
   while (pos < limit) {
     if (pos < bufStart || pos >= bufStart + bufLen) {
       bufStart = pos;
@@ -222,8 +232,9 @@ export function walkRecords(fh: FileHandle, from: number, limit: number, opts: {
     }
     pos = bufStart + f.end;
     count++;
+    if (pos === opts.mark && damaged === 0) markCount = count;
   }
-  return { end: pos, count, damaged };
+  return markCount === undefined ? { end: pos, count, damaged } : { end: pos, count, damaged, markCount };
 }
 
 /** Framed length of the record at `pos`, from its length prefix alone. */
@@ -245,4 +256,25 @@ export function intactRecordAt(fh: FileHandle, pos: number, limit: number): bool
   const buf = new Uint8Array(len);
   const f = frameRecord(buf, 0, fh.pread(buf, pos), len);
   return f !== 'need' && f !== 'length' && checksumMatches(buf, f);
+}
+
+/**
+ * One past the last non-zero byte in `[from, to)`, or `from` when every byte
+ * there is zero (preallocated slack). Reads the span in 1 MiB blocks.
+ */
+export function dataEnd(fh: FileHandle, from: number, to: number): number {
+  to = Math.min(to, fh.size());
+  let end = from;
+  const buf = new Uint8Array(Math.min(WALK_BLOCK, Math.max(0, to - from)));
+  for (let pos = from; pos < to; pos += buf.length) {
+    const n = fh.pread(buf.subarray(0, Math.min(buf.length, to - pos)), pos);
+    for (let i = n - 1; i >= 0; i--) {
+      if (buf[i] !== 0) {
+        end = pos + i + 1;
+        break;
+      }
+    }
+    if (n === 0) break;
+  }
+  return end;
 }

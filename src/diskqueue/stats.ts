@@ -9,6 +9,8 @@ export interface DiskQueueStats {
   backlogBytes: number;
   /** The `maxBytes` cap, 0 when there is none. */
   maxBytes: number;
+  /** The `maxSegments` cap, 0 when there is none. */
+  maxSegments: number;
   /** Framed bytes reserved but not yet acknowledged. */
   inFlightBytes: number;
   /** Bytes a power cut would cost now (always 0 under the per-op policy). */
@@ -33,6 +35,16 @@ export interface DiskQueueStats {
   unreclaimed: number;
   /** Segments of an unknown format version, dropped at open. */
   foreignSegments: number;
+  /** Bytes of those foreign segments. */
+  foreignBytes: number;
+  /**
+   * Bytes found at open past the last record a segment's header published: a
+   * torn tail of adds that never resolved (a power cut or a kill between the
+   * record write and its header), or of a segment whose creation never
+   * reached the disk. They are discarded, not lost: no add that resolved is
+   * among them, so they count in neither `lostBytes` nor `corruptions`.
+   */
+  discardedBytes: number;
   /** Adds refused with `FullError` since open. */
   rejectedFull: number;
 }

@@ -10,10 +10,12 @@
  * | reason                  | found                                               | cost                  |
  * | ----------------------- | --------------------------------------------------- | --------------------- |
  * | `segment-short`         | file shorter than a header                          | the segment           |
- * | `segment-zero`          | all-zero header on a segment that is not the last   | the segment           |
- * | `segment-magic`         | not a diskqueue segment                             | the segment           |
+ * | `segment-zero`          | all-zero segment that is not the last               | the segment           |
+ * | `segment-magic`         | bad magic and no intact record behind it            | the segment           |
  * | `segment-version`       | a format version this code does not know            | the segment           |
- * | `segment-insane`        | checksummed header with impossible cursors          | the segment           |
+ * | `segment-insane`        | impossible cursors and no intact record behind them | the segment           |
+ * | `segment-missing`       | a number missing between segments (not reclaimed)   | the segment           |
+ * | `header-magic`, `header-zero`, `header-insane` | an unreadable header over intact records (the open salvages them) | the bytes behind the last intact record |
  * | `segment-size-mismatch` | another store geometry than the first segment's     | the open is refused   |
  * | `header-checksum`       | torn header, records intact (the open rebuilds it)  | commit position only  |
  * | `checksum`              | a record's payload fails its checksum               | that record           |
@@ -22,8 +24,9 @@
  * | `count-mismatch`        | header's written count ≠ records found              | the difference        |
  * | `commit-cursor`         | commit cursor not on a record boundary, or its count wrong | replay/skip    |
  *
- * A zero-length or all-zero last segment is not damage: it is a segment whose
- * creation a crash cut short, and an open removes it silently.
+ * A zero-length or all-zero last segment, or a last segment whose header is
+ * all zeros, is not damage: it is a segment whose creation a power cut undid,
+ * and an open removes it (or keeps the records that reached the disk) silently.
  */
 import { join, resolve } from 'node:path';
 import { IOError } from '../errors.js';
@@ -39,7 +42,7 @@ import {
   readUvarint,
   type SegmentHeader,
 } from './format.js';
-import { walkRecords, intactRecordAt } from './segment.js';
+import { walkRecords, intactRecordAt, dataEnd } from './segment.js';
 
 /** One damaged span found by {@link verifyQueue}. */
 export interface VerifyDamage {
@@ -82,7 +85,7 @@ export interface VerifyOptions {
 type Planned =
   | { seq: number; fh: FileHandle; size: number; kind: 'skip' }
   | { seq: number; fh: FileHandle; size: number; kind: 'ok'; header: SegmentHeader }
-  | { seq: number; fh: FileHandle; size: number; kind: 'torn'; header: SegmentHeader };
+  | { seq: number; fh: FileHandle; size: number; kind: 'torn'; header?: SegmentHeader };
 
 const BLOCK_SIZE = 1 << 20;
 
@@ -108,7 +111,17 @@ export async function verifyQueue(dir: string, opts: VerifyOptions = {}): Promis
   try {
     const report: VerifyReport = { ok: true, segments: 0, records: 0, bytes: 0, committedRecords: 0, damage: [] };
     const seqs = listSegments(names);
-    seqs.forEach((seq, i) => plans.push(plan(fs, abs, seq, i === seqs.length - 1, report)));
+    let retiredSoFar = true;
+    seqs.forEach((seq, i) => {
+      // A number missing between two segments is a lost segment, unless
+      // everything before it was committed (then reclaim removed it).
+      if (i > 0 && !retiredSoFar) {
+        for (let gap = seqs[i - 1]! + 1; gap < seq; gap++) report.damage.push({ segment: gap, position: 0, reason: 'segment-missing' });
+      }
+      const p = plan(fs, abs, seq, i === seqs.length - 1, report);
+      retiredSoFar &&= p.kind === 'ok' && p.header.commitCursor >= p.header.writeCursor && p.header.committedCount >= p.header.writtenCount;
+      plans.push(p);
+    });
     report.segments = plans.length;
 
     let total = 0;
@@ -174,10 +187,30 @@ function plan(fs: FileSystem, dir: string, seq: number, last: boolean, report: V
     };
     if (size === 0) return last ? { seq, fh, size, kind: 'skip' } : whole('segment-zero');
     const res = decodeHeader(buf.subarray(0, n));
-    if (res.ok) return sane(res.header) ? { seq, fh, size, kind: 'ok', header: res.header } : whole('segment-insane');
+    if (res.ok && sane(res.header)) return { seq, fh, size, kind: 'ok', header: res.header };
+    if (res.ok) {
+      const walk = size > HEADER_SIZE ? walkRecords(fh, HEADER_SIZE, size) : undefined;
+      if (!walk || walk.count === 0) return whole('segment-insane');
+      const lostBytes = Math.max(0, dataEnd(fh, walk.end, size) - walk.end);
+      const lostRecords = lostBytes > 0 ? Math.max(1, Math.round(lostBytes / ((walk.end - HEADER_SIZE) / walk.count))) : 0;
+      report.damage.push({ segment: seq, position: 0, reason: 'header-insane', lostBytes, lostRecords });
+      return { seq, fh, size, kind: 'torn', header: res.header };
+    }
     if ((res.fault === 'zero' || res.fault === 'short') && last && allZero(fh, size)) return { seq, fh, size, kind: 'skip' };
     if (res.fault === 'checksum' && res.header) {
       report.damage.push({ segment: seq, position: 0, reason: 'header-checksum', lostBytes: 0, lostRecords: 0 });
+      return { seq, fh, size, kind: 'torn', header: res.header };
+    }
+    if (res.fault === 'version') return whole('segment-version'); // a future writer's: an open drops it
+    const walk = size > HEADER_SIZE ? walkRecords(fh, HEADER_SIZE, size) : undefined;
+    // A zeroed header on the last segment is a creation a power cut undid:
+    // an open keeps the records behind it and reports nothing.
+    if (res.fault === 'zero' && last) return walk && walk.count > 0 ? { seq, fh, size, kind: 'torn', header: res.header } : { seq, fh, size, kind: 'skip' };
+    if (walk && walk.count > 0) {
+      // Salvaged by an open from its records; what lies behind them is lost.
+      const lostBytes = Math.max(0, dataEnd(fh, walk.end, size) - walk.end);
+      const lostRecords = lostBytes > 0 ? Math.max(1, Math.round(lostBytes / ((walk.end - HEADER_SIZE) / walk.count))) : 0;
+      report.damage.push({ segment: seq, position: 0, reason: `header-${res.fault}`, lostBytes, lostRecords });
       return { seq, fh, size, kind: 'torn', header: res.header };
     }
     return whole(`segment-${res.fault}`);

@@ -38,15 +38,26 @@ export interface FileHandle {
   close(): void;
 }
 
+/** Segment files are private to their owner unless asked otherwise: queued records are often sensitive. */
+export const DEFAULT_FILE_MODE = 0o600;
+/** A queue directory likewise. */
+export const DEFAULT_DIR_MODE = 0o700;
+
 /** How to open a file: read-only, read-write (must exist), or create (must not exist). */
 export type OpenMode = 'r' | 'rw' | 'create';
 
 /** The directory-level half of the seam. Paths are absolute or relative to the process. */
 export interface FileSystem {
-  open(path: string, mode: OpenMode): FileHandle;
+  /**
+   * Opens `path`. `perm` is the permission bits a `create` gives the new file
+   * (the process umask still applies, so it is never looser than the umask
+   * allows); default {@link DEFAULT_FILE_MODE}.
+   */
+  open(path: string, mode: OpenMode, perm?: number): FileHandle;
   /** Names in `dir`, unsorted. */
   readdir(dir: string): string[];
-  mkdirp(dir: string): void;
+  /** Creates `dir` and missing parents with `perm` (umask applied; default {@link DEFAULT_DIR_MODE}); existing ones are left as they are. */
+  mkdirp(dir: string, perm?: number): void;
   unlink(path: string): void;
   rename(from: string, to: string): void;
   /** fsync of the directory itself, so created, renamed and removed names are durable. */
@@ -109,12 +120,12 @@ const FLAGS: Record<OpenMode, number> = {
 
 /** The real file system. */
 export const nodeFileSystem: FileSystem = {
-  open(path, mode) {
-    return new NodeFileHandle(path, fs.openSync(path, FLAGS[mode], 0o644));
+  open(path, mode, perm = DEFAULT_FILE_MODE) {
+    return new NodeFileHandle(path, fs.openSync(path, FLAGS[mode], perm));
   },
   readdir: (dir) => fs.readdirSync(dir),
-  mkdirp(dir) {
-    fs.mkdirSync(dir, { recursive: true });
+  mkdirp(dir, perm = DEFAULT_DIR_MODE) {
+    fs.mkdirSync(dir, { recursive: true, mode: perm });
   },
   unlink: (path) => fs.unlinkSync(path),
   rename: (from, to) => fs.renameSync(from, to),

@@ -20,10 +20,13 @@ test('stats --json prints every field as one JSON line', async () => {
   assert.equal(text.split('\n').length, 2, 'one line and its newline');
   const s = JSON.parse(text);
   assert.deepEqual(Object.keys(s).sort(), [
-    'added', 'backlog', 'backlogBytes', 'committed', 'corruptions', 'delivered', 'diskBytes', 'foreignSegments',
-    'inFlightBytes', 'lostBytes', 'lostRecords', 'lostSegments', 'maxBytes', 'rejectedFull', 'segments', 'unreclaimed',
-    'unsyncedBytes',
+    'added', 'backlog', 'backlogBytes', 'committed', 'corruptions', 'delivered', 'discardedBytes', 'diskBytes',
+    'foreignBytes', 'foreignSegments', 'inFlightBytes', 'lostBytes', 'lostRecords', 'lostSegments', 'maxBytes',
+    'maxSegments', 'rejectedFull', 'segments', 'unreclaimed', 'unsyncedBytes',
   ]);
+  assert.equal(s.maxSegments, 32);
+  assert.equal(s.discardedBytes, 0);
+  assert.equal(s.foreignBytes, 0);
   assert.equal(s.backlog, 3);
   assert.equal(s.backlogBytes, framed(1) + framed(2) + framed(0));
   assert.equal(s.segments, 1);
@@ -37,7 +40,7 @@ test('stats prints an aligned table by default', async () => {
   const res = await ferry(['stats', q]);
   assert.equal(res.code, 0);
   const lines = res.stdout.toString().trimEnd().split('\n');
-  assert.equal(lines.length, 17);
+  assert.equal(lines.length, 20);
   assert.match(lines[0]!, /^backlog\s+3$/);
   assert.ok(lines.some((l) => /^diskBytes\s+4160 \(4\.1 KiB\)$/.test(l)), res.stdout.toString());
 });

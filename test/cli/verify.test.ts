@@ -102,8 +102,17 @@ const cases: Array<{ name: string; damage(seg: string, dir: string): Promise<voi
     records: 1,
   },
   {
-    name: 'bad magic: a foreign file, the whole segment',
+    name: 'bad magic over intact records: an open salvages them',
     damage: (seg) => xorByte(seg, 0),
+    expect: [{ segment: 1, position: 0, reason: 'header-magic', lostBytes: 0, lostRecords: 0 }],
+    records: 3,
+  },
+  {
+    name: 'bad magic and no intact record: the whole segment',
+    damage: async (seg) => {
+      await xorByte(seg, 0);
+      await xorByte(seg, R1 + 3); // alpha's payload
+    },
     expect: [{ segment: 1, position: 0, reason: 'segment-magic', lostBytes: FILE_SIZE }],
     records: 0,
   },
@@ -150,10 +159,10 @@ const cases: Array<{ name: string; damage(seg: string, dir: string): Promise<voi
     records: 3,
   },
   {
-    name: 'checksummed header with impossible cursors: the whole segment',
+    name: 'checksummed header with impossible cursors over intact records: an open salvages them',
     damage: (seg) => rewriteHeader(seg, (h) => (h.commitCursor = END + 100)),
-    expect: [{ segment: 1, position: 0, reason: 'segment-insane', lostBytes: FILE_SIZE }],
-    records: 0,
+    expect: [{ segment: 1, position: 0, reason: 'header-insane', lostBytes: 0, lostRecords: 0 }],
+    records: 3,
   },
 ];
 

@@ -77,6 +77,8 @@ export interface DamageRow {
   foreignSegments?: number;
   /** lostBytes, when the row pins it. */
   lostBytes?: number;
+  /** What `verifyQueue` calls each event, where it differs from the drain's reason. */
+  verifyReasons?: string[];
 }
 
 const s3 = 3;
@@ -160,10 +162,9 @@ export const rows: DamageRow[] = [
     }),
   ),
   {
-    name: 'torn header in the head segment (checksum bad, magic and version intact)',
-    damage: (fs) => mutate(fs, 2, xor(16)), // the write cursor
+    name: 'torn header in the head segment (checksum bad, magic and version intact): its commit position holds',
+    damage: (fs) => mutate(fs, 2, xor(16)), // the write cursor; the commit cursor lands on record 70's boundary
     lost: [],
-    replayed: [60, 70],
     events: [{ segment: 2, position: 0, reason: 'header-rebuilt' }],
     lostRecords: 0,
     lostSegments: 0,
@@ -201,21 +202,54 @@ export const rows: DamageRow[] = [
     lostBytes: 50 * FRAME,
   },
   {
-    name: 'bad magic',
+    name: 'torn header whose commit cursor lands mid-record: the segment and the rest replay',
+    damage: (fs) => mutate(fs, 2, setBytes(8, [(at(10) + 1) & 0xff, (at(10) + 1) >> 8])),
+    lost: [],
+    replayed: [60, 70],
+    events: [{ segment: 2, position: 0, reason: 'header-rebuilt' }],
+    lostRecords: 0,
+    lostSegments: 0,
+  },
+  {
+    name: 'bad magic: the records vouch for themselves and are salvaged',
     damage: (fs) => mutate(fs, s3, xor(0)),
+    lost: [],
+    events: [{ segment: 3, position: 0, reason: 'header-rebuilt' }],
+    lostRecords: 0,
+    lostSegments: 0,
+    lostBytes: 0,
+    verifyReasons: ['header-magic'],
+  },
+  {
+    name: 'bad magic over a damaged record: salvaged up to it, the rest is one event',
+    damage: (fs) => {
+      mutate(fs, s3, xor(0));
+      mutate(fs, s3, xor(j20 + 30));
+    },
+    lost: [rest3],
+    events: [{ segment: 3, position: 0, reason: 'header-rebuilt' }],
+    lostRecords: 40, // estimated from the bytes behind the walk and the salvaged records' average size
+    lostSegments: 0,
+    lostBytes: 40 * FRAME,
+    verifyReasons: ['header-magic'],
+  },
+  {
+    name: 'segment missing from the middle (file removed while closed)',
+    damage: (fs) => fs.remove(segPath(s3)),
     lost: [[120, 180]],
-    events: [{ segment: 3, position: 0, reason: 'segment-magic' }],
-    lostRecords: 60,
+    events: [{ segment: 3, position: 0, reason: 'segment-missing' }],
+    lostRecords: 60, // estimated: as many as segment 2 holds
     lostSegments: 1,
+    lostBytes: 60 * FRAME,
   },
   {
     name: 'short header (file cut inside the header)',
     damage: (fs) => mutate(fs, s3, (f) => f.slice(0, 40)),
     lost: [[120, 180]],
     events: [{ segment: 3, position: 0, reason: 'segment-short' }],
-    lostRecords: 0,
+    lostRecords: 60, // estimated: nothing in it vouches for itself
     lostSegments: 1,
-    lostBytes: 40,
+    lostBytes: 60 * FRAME,
   },
   {
     name: 'unknown format version (a future writer: its checksum holds)',
@@ -235,12 +269,24 @@ export const rows: DamageRow[] = [
     lostSegments: 0,
   },
   {
-    name: 'header zeroed in the tail segment (records behind it)',
+    // What a power cut leaves when the tail's creation never reached the
+    // disk: its records are kept and nothing is reported.
+    name: 'header zeroed in the tail segment (records behind it): kept, as after a cut creation',
     damage: (fs) => mutate(fs, 4, setBytes(0, Array(HEADER_SIZE).fill(0))),
-    lost: [[180, 185]],
-    events: [{ segment: 4, position: 0, reason: 'segment-zero' }],
-    lostRecords: 5,
-    lostSegments: 1,
+    lost: [],
+    events: [],
+    lostRecords: 0,
+    lostSegments: 0,
+  },
+  {
+    name: 'header zeroed in a middle segment (records behind it): salvaged, one event',
+    damage: (fs) => mutate(fs, s3, setBytes(0, Array(HEADER_SIZE).fill(0))),
+    lost: [],
+    events: [{ segment: 3, position: 0, reason: 'header-rebuilt' }],
+    lostRecords: 0,
+    lostSegments: 0,
+    lostBytes: 0,
+    verifyReasons: ['header-zero'],
   },
   {
     name: 'zero-length last segment (creation cut short): removed silently',
@@ -263,7 +309,7 @@ export const rows: DamageRow[] = [
     damage: (fs) => mutate(fs, s3, () => new Uint8Array(0)),
     lost: [[120, 180]],
     events: [{ segment: 3, position: 0, reason: 'segment-zero' }],
-    lostRecords: 0,
+    lostRecords: 60,
     lostSegments: 1,
   },
   {
@@ -271,7 +317,7 @@ export const rows: DamageRow[] = [
     damage: (fs) => mutate(fs, s3, (f) => new Uint8Array(f.length)),
     lost: [[120, 180]],
     events: [{ segment: 3, position: 0, reason: 'segment-zero' }],
-    lostRecords: 0,
+    lostRecords: 60,
     lostSegments: 1,
   },
   {
@@ -302,12 +348,13 @@ export const rows: DamageRow[] = [
     lostBytes: 3 * FRAME,
   },
   {
-    name: 'header claims a capacity that is not the store geometry (valid checksum)',
+    name: 'header claims a capacity that is not the store geometry (valid checksum): salvaged',
     damage: (fs) => editHeader(fs, s3, (h) => (h.capacity = 8192)),
-    lost: [[120, 180]],
-    events: [{ segment: 3, position: 0, reason: 'segment-insane' }],
-    lostRecords: 60,
-    lostSegments: 1,
+    lost: [],
+    events: [{ segment: 3, position: 0, reason: 'header-rebuilt' }],
+    lostRecords: 0,
+    lostSegments: 0,
+    verifyReasons: ['header-insane'],
   },
 ];
 

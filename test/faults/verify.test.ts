@@ -15,7 +15,7 @@ const VERIFY_REASON: Record<string, string> = { 'header-rebuilt': 'header-checks
 
 /** Damage the verifier must report for `row`. */
 function expected(row: DamageRow) {
-  const out = row.events.map((e) => ({ segment: e.segment, position: e.position, reason: VERIFY_REASON[e.reason] ?? e.reason }));
+  const out = row.events.map((e, i) => ({ segment: e.segment, position: e.position, reason: row.verifyReasons?.[i] ?? VERIFY_REASON[e.reason] ?? e.reason }));
   // A foreign segment is no loss event for a drain, but verify names it.
   if (row.foreignSegments) out.push({ segment: 3, position: 0, reason: 'segment-version' });
   return out;
