@@ -19,13 +19,33 @@ export interface Codec<T> {
 const textEncoder = new TextEncoder();
 const textDecoder = new TextDecoder('utf-8', { fatal: true });
 
+/** Payloads up to this size are copied into a shared slab rather than memory of their own. */
+const SLAB_MAX = 1024;
+const SLAB_SIZE = 8192;
+let slab = new ArrayBuffer(SLAB_SIZE);
+let slabUsed = 0;
+
 /**
- * A copy of `b` in memory of its own. Large copies skip the zero-fill a plain
- * `new Uint8Array` pays (the bytes are overwritten at once anyway).
+ * A copy of `b` that outlives the reader's buffer. Small copies are views into
+ * an 8 KiB slab shared with other small values, the way Node's Buffer pool
+ * works: allocating a backing store per value costs more than the copy at
+ * these sizes. A value's `.buffer` is therefore not its own; its bytes are.
+ * Large copies skip the zero-fill a plain `new Uint8Array` pays (the bytes are
+ * overwritten at once anyway).
  */
 function copyBytes(b: Uint8Array): Uint8Array {
-  if (b.length < 4096) return b.slice();
-  const mem = Buffer.allocUnsafeSlow(b.length);
+  const n = b.length;
+  if (n <= SLAB_MAX) {
+    if (slabUsed + n > SLAB_SIZE) {
+      slab = new ArrayBuffer(SLAB_SIZE);
+      slabUsed = 0;
+    }
+    const out = new Uint8Array(slab, slabUsed, n);
+    slabUsed += (n + 7) & ~7;
+    out.set(b);
+    return out;
+  }
+  const mem = Buffer.allocUnsafeSlow(n);
   mem.set(b);
   return new Uint8Array(mem.buffer, mem.byteOffset, mem.length);
 }

@@ -94,6 +94,32 @@ export function encodeHeader(h: SegmentHeader, out = new Uint8Array(HEADER_SIZE)
   return out;
 }
 
+/**
+ * A reusable header image for the hot path (a commit writes one per take):
+ * the fixed fields are set once, and {@link HeaderImage.encode} fills in the
+ * four cursors and the checksum without allocating. The bytes are valid until
+ * the next `encode`; the writes that use them copy them synchronously.
+ */
+export class HeaderImage {
+  readonly bytes = new Uint8Array(HEADER_SIZE);
+  private readonly view = new DataView(this.bytes.buffer);
+  private readonly covered = this.bytes.subarray(0, OFF_CHECKSUM);
+
+  constructor(fixed: Pick<SegmentHeader, 'version' | 'flags' | 'capacity' | 'segmentSize'>) {
+    encodeHeader({ ...fixed, commitCursor: 0, writeCursor: 0, writtenCount: 0, committedCount: 0 }, this.bytes);
+  }
+
+  encode(commitCursor: number, writeCursor: number, writtenCount: number, committedCount: number): Uint8Array {
+    const view = this.view;
+    setU64(view, OFF_COMMIT_CURSOR, commitCursor);
+    setU64(view, OFF_WRITE_CURSOR, writeCursor);
+    setU64(view, OFF_WRITTEN, writtenCount);
+    setU64(view, OFF_COMMITTED, committedCount);
+    view.setBigUint64(OFF_CHECKSUM, xxh64(this.covered), true);
+    return this.bytes;
+  }
+}
+
 function readFields(buf: Uint8Array): SegmentHeader {
   const view = new DataView(buf.buffer, buf.byteOffset, HEADER_SIZE);
   return {
@@ -154,8 +180,15 @@ export function encodeRecord(payload: Uint8Array, out: Uint8Array, at: number): 
   out[p++] = n;
   out.set(payload, p);
   p += payload.length;
-  new DataView(out.buffer, out.byteOffset).setBigUint64(p, xxh64(payload), true);
+  viewOf(out).setBigUint64(out.byteOffset + p, xxh64(payload), true);
   return p + CHECKSUM_SIZE - at;
+}
+
+/** One DataView over the buffer records were last framed into: framing reuses a scratch buffer, so this is nearly always a hit. */
+let lastView: DataView<ArrayBufferLike> = new DataView(new ArrayBuffer(0));
+function viewOf(out: Uint8Array): DataView {
+  if (lastView.buffer !== out.buffer) lastView = new DataView(out.buffer);
+  return lastView;
 }
 
 /** A record's frame located in a buffer: where its payload starts and ends. */

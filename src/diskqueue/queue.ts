@@ -25,12 +25,11 @@ import {
   CorruptError,
   FerryError,
   FullError,
-  RecordTooLargeError,
   InvalidArgumentError,
 } from '../errors.js';
 import { codecs, type Codec } from './codecs.js';
 import { resolveOptions, type DiskQueueOptions, type ResolvedOptions } from './options.js';
-import { encodeRecord, frameSize, STAMP_SIZE } from './format.js';
+import { STAMP_SIZE } from './format.js';
 import { Segment } from './segment.js';
 import { recover, type RecoveryCounts } from './recovery.js';
 import { Flusher, asIOError } from './flusher.js';
@@ -39,11 +38,11 @@ import { ReadCursor } from './read-cursor.js';
 import { Reader } from './reader.js';
 import type { DiskQueueStats } from './stats.js';
 import { Waiters } from './waiters.js';
+import { Appender } from './appender.js';
 import { HandlePool } from './handle-pool.js';
 
-/** Most bytes one record write carries; longer runs are split. */
-const RUN_BYTES = 4 << 20;
 
+const DONE: Promise<void> = Promise.resolve();
 
 /** A durable FIFO queue of `T` in one directory. Create with {@link DiskQueue.open}. */
 export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
@@ -56,7 +55,7 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
   /** @internal */ readonly counters: RecoveryCounts & { added: number; delivered: number; committed: number; unreclaimed: number; rejectedFull: number };
 
   private readonly flusher: Flusher;
-  private scratch = new Uint8Array(4096);
+  private readonly appender: Appender;
   private closed = false;
   private commitMoved = false;
   private timer: NodeJS.Timeout | undefined;
@@ -86,6 +85,7 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
       rolledBack: (n) => (this.counters.added -= n),
       maxOpenFiles: opts.maxOpenFiles,
     });
+    this.appender = new Appender(this, this.flusher);
     if (!opts.perOp && opts.syncIntervalMs > 0) {
       this.timer = setInterval(() => {
         if (this.flusher.unsyncedBytes > 0 || this.flusher.unsyncedOps > 0) this.flusher.request().catch(() => {});
@@ -119,11 +119,11 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
     try {
       const rec = recover(fs, abs, opts.segmentSize);
       q = new DiskQueue<T>(abs, opts, lock, rec.segments, rec.counts, rec.events);
-      q.highestSeq = rec.highestSeq;
+      q.appender.highestSeq = rec.highestSeq;
       // The numbers of dropped segments stay used: when the newest were
       // dropped, the next segment is created before they are removed, so no
       // later open can hand their numbers out again.
-      if (rec.droppedAbove) q.roll(opts.segmentSize, false);
+      if (rec.droppedAbove) q.appender.roll(opts.segmentSize, false);
       for (const path of rec.doomed) {
         try {
           fs.unlink(path);
@@ -162,11 +162,14 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
    * @throws IOError a write or flush failed (after a failed fdatasync the queue is latched).
    * @throws ClosedError the queue was closed.
    */
-  async add(value: T): Promise<void> {
-    this.checkWritable();
-    const payload = this.encode(value);
-    this.place(payload, false);
-    await this.afterWrites(1);
+  add(value: T): Promise<void> {
+    try {
+      this.checkWritable();
+      this.appender.placeOne(this.encode(value), false);
+      return this.persist(1) ?? DONE;
+    } catch (err) {
+      return Promise.reject(err);
+    }
   }
 
   /**
@@ -206,7 +209,7 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
     } catch (err) {
       stop = err;
     }
-    const res = this.placeAll(payloads, false);
+    const res = this.appender.placeAll(payloads, false);
     let placed = res.placed;
     stop = res.error ?? stop;
     if (placed > 0) {
@@ -246,133 +249,11 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
    * `bypassCaps` is for requeue, which must work on a full queue.
    */
   place(payload: Uint8Array, bypassCaps: boolean): void {
-    const { placed, error } = this.placeAll([payload], bypassCaps);
-    if (placed === 0) throw error;
+    this.appender.placeOne(payload, bypassCaps);
   }
 
-  /**
-   * @internal Writes records in order, each run that shares a segment with one
-   * pwrite (and, under batched policies, one header write). Stops at the first
-   * record that cannot be placed and returns how many were, with the error.
-   */
-  private placeAll(payloads: Uint8Array[], bypassCaps: boolean): { placed: number; error?: unknown } {
-    const { maxBytes, maxSegments, segmentSize } = this.opts;
-    let placed = 0;
-    let runSeg: Segment | undefined;
-    let runBytes = 0;
-    let runCount = 0;
-    let backlog = this.backlogBytes();
-    const writeRun = () => {
-      // The run is taken before it is written, so a run whose write failed is
-      // not written a second time by the flush of the pending run below.
-      const bytes = runBytes;
-      const count = runCount;
-      runBytes = 0;
-      runCount = 0;
-      if (runSeg && count > 0) this.writeRun(runSeg, bytes, count);
-      placed += count;
-    };
-    try {
-      for (const payload of payloads) {
-        const size = frameSize(payload.length);
-        if (maxBytes > 0 && size > maxBytes) {
-          throw new RecordTooLargeError(`record of ${size} framed bytes exceeds maxBytes ${maxBytes}`);
-        }
-        if (!bypassCaps && maxBytes > 0 && backlog + size > maxBytes) {
-          this.counters.rejectedFull++;
-          throw new FullError(`backlog would exceed maxBytes ${maxBytes}`);
-        }
-        let seg = this.tail();
-        if (!seg || seg.end + runBytes + size > seg.limit || runBytes + size > RUN_BYTES) {
-          writeRun();
-          seg = this.tail();
-          if (!seg || seg.end + size > seg.limit) {
-            if (!bypassCaps && maxSegments > 0 && this.segments.length >= maxSegments) {
-              this.counters.rejectedFull++;
-              throw new FullError(`queue holds maxSegments ${maxSegments} segments`);
-            }
-            seg = this.roll(size > segmentSize ? size : segmentSize, size > segmentSize);
-          }
-        }
-        runSeg = seg;
-        if (this.scratch.length < runBytes + size) {
-          const grown = new Uint8Array(Math.max(runBytes + size, this.scratch.length * 2));
-          grown.set(this.scratch.subarray(0, runBytes));
-          this.scratch = grown;
-        }
-        runBytes += encodeRecord(payload, this.scratch, runBytes);
-        runCount++;
-        backlog += size;
-        if (seg.oversized) writeRun();
-      }
-      writeRun();
-    } catch (error) {
-      try {
-        writeRun();
-      } catch (writeError) {
-        return { placed, error: writeError };
-      }
-      return { placed, error };
-    }
-    return { placed };
-  }
-
-  /** Writes `bytes` of encoded records from the scratch buffer at the end of `seg`. */
-  private writeRun(seg: Segment, bytes: number, count: number): void {
-    try {
-      seg.handle(this.opts.fs).pwrite(this.scratch.subarray(0, bytes), seg.end, 'record');
-    } catch (err) {
-      throw asIOError(`record write to ${seg.path} failed`, err);
-    }
-    seg.end += bytes;
-    seg.endCount += count;
-    seg.dataDirty = true;
-    this.counters.added += count;
-    if (seg.oversized) seg.sealed = true;
-    if (this.opts.perOp) return;
-    try {
-      seg.writeHeader(this.opts.fs, seg.end, seg.endCount);
-    } catch (err) {
-      seg.end = seg.writeCursor;
-      seg.endCount = seg.writtenCount;
-      seg.headerDirty = true;
-      this.counters.added -= count;
-      throw asIOError(`header write to ${seg.path} failed`, err);
-    }
-    seg.writeCursor = seg.end;
-    seg.writtenCount = seg.endCount;
-    this.flusher.unsyncedBytes += bytes;
-    this.published.wakeAll();
-  }
-
-  /** The segment appends go to, if it can take more. */
-  private tail(): Segment | undefined {
-    const last = this.segments[this.segments.length - 1];
-    return last && !last.sealed ? last : undefined;
-  }
-
-  /** @internal Highest segment number this directory has used: new segments are numbered above it. */
-  highestSeq = 0;
-
-  private roll(capacity: number, oversized: boolean): Segment {
-    const last = this.segments[this.segments.length - 1];
-    const seq = Math.max(last?.seq ?? 0, this.highestSeq) + 1;
-    let seg: Segment;
-    try {
-      seg = Segment.create(this.opts.fs, this.dir, seq, capacity, this.opts.segmentSize, oversized, this.opts.fileMode);
-    } catch (err) {
-      throw asIOError(`cannot create segment ${seq}`, err);
-    }
-    if (last) last.sealed = true;
-    this.highestSeq = seq;
-    this.adopt(seg);
-    this.segments.push(seg);
-    this.flusher.dirDirty = true;
-    return seg;
-  }
-
-  /** Puts `seg`'s descriptor under the `maxOpenFiles` bound. */
-  private adopt(seg: Segment): void {
+  /** @internal Puts `seg`'s descriptor under the `maxOpenFiles` bound. */
+  adopt(seg: Segment): void {
     if (!this.pool) return;
     seg.pool = this.pool;
     if (seg.fh) this.pool.use(seg);
@@ -571,8 +452,8 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
     };
   }
 
-  /** Framed bytes written and not yet committed (pending publication included). */
-  private backlogBytes(): number {
+  /** @internal Framed bytes written and not yet committed (pending publication included). */
+  backlogBytes(): number {
     let n = 0;
     for (const s of this.segments) n += s.end - s.commitCursor;
     return n;

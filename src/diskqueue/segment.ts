@@ -17,13 +17,12 @@ import {
   HEADER_SIZE,
   FORMAT_VERSION,
   FLAG_OVERSIZED,
-  encodeHeader,
+  HeaderImage,
   frameRecord,
   checksumMatches,
   readUvarint,
   CHECKSUM_SIZE,
   MAX_UVARINT_BYTES,
-  type SegmentHeader,
 } from './format.js';
 
 export class Segment {
@@ -81,20 +80,9 @@ export class Segment {
     return this.sealed && this.commitCursor >= this.writeCursor && this.end === this.writeCursor;
   }
 
-  /** The header as it should read with `writeCursor`/`writtenCount` published. */
-  header(writeCursor = this.writeCursor, writtenCount = this.writtenCount): SegmentHeader {
-    return {
-      commitCursor: this.commitCursor,
-      writeCursor,
-      writtenCount,
-      committedCount: this.committedCount,
-      version: FORMAT_VERSION,
-      flags: this.flags,
-      capacity: this.capacity,
-      segmentSize: this.segmentSize,
-    };
-  }
 
+  /** This segment's header bytes, rewritten in place on each header write. */
+  private image: HeaderImage | undefined;
   /** Bounds open descriptors across segments; set by the queue when `maxOpenFiles` is on. */
   pool: HandlePool | undefined;
   /** Descriptors with an fdatasync in flight, and how many. */
@@ -108,7 +96,8 @@ export class Segment {
 
   /** Writes the header naming `writeCursor`/`writtenCount` as published. */
   writeHeader(fs: FileSystem, writeCursor = this.writeCursor, writtenCount = this.writtenCount): void {
-    this.handle(fs).pwrite(encodeHeader(this.header(writeCursor, writtenCount)), 0, 'header');
+    this.image ??= new HeaderImage({ version: FORMAT_VERSION, flags: this.flags, capacity: this.capacity, segmentSize: this.segmentSize });
+    this.handle(fs).pwrite(this.image.encode(this.commitCursor, writeCursor, writtenCount, this.committedCount), 0, 'header');
     this.headerDirty = false;
     this.dataDirty = true;
   }
