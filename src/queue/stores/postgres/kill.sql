@@ -2,8 +2,7 @@
 -- promotes its lane's next, so its topic is notified on channel $4.
 WITH dead AS (
   UPDATE __SCHEMA__.deliveries
-  SET state = 3, finished_at = (SELECT clock_timestamp()), last_error = $3,
-      claim_token = NULL, holder = NULL, lease_until = NULL
+  SET state = 3, finished_at = (SELECT clock_timestamp()), last_error = $3, lease_until = NULL
   WHERE delivery_id = $1 AND claim_token = $2::uuid AND state = 1
   RETURNING topic, msg_key
 )

@@ -43,6 +43,7 @@ export const STATEMENTS = [
   'backfill-page',
   'backfill',
   'claim-lock-group',
+  'in-flight',
   'claim',
   'ack',
   'retry',

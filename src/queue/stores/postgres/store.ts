@@ -248,15 +248,17 @@ export class PostgresStore implements Store {
   }
 
   async claim(req: ClaimRequest): Promise<Claimed[]> {
-    const values = [req.topic, req.group, req.max, req.runnerId, Math.ceil(req.leaseMs), req.maxInFlight];
+    const values = (limit: number) => [req.topic, req.group, limit, req.runnerId, Math.ceil(req.leaseMs)];
     let rows: ClaimRow[];
     if (req.maxInFlight > 0) {
       rows = await this.#tx('claim', async (c) => {
         await c.query(this.#sql['claim-lock-group'], [req.topic, req.group]);
-        return (await c.query<ClaimRow>(this.#sql.claim, values)).rows;
+        const inFlight = (await c.query<{ n: number }>(this.#sql['in-flight'], [req.topic, req.group])).rows[0]!.n;
+        const limit = Math.min(req.max, req.maxInFlight - inFlight);
+        return limit > 0 ? (await c.query<ClaimRow>(this.#sql.claim, values(limit))).rows : [];
       });
     } else {
-      rows = (await this.#q<ClaimRow>('claim', values)).rows;
+      rows = (await this.#q<ClaimRow>('claim', values(req.max))).rows;
     }
     return rows.map((r) => ({ deliveryId: r.delivery_id, claimToken: r.claim_token, group: req.group, attempt: r.attempt, message: toMessage(r) }));
   }

@@ -47,6 +47,9 @@ CREATE TABLE __SCHEMA__.deliveries (
   attempt integer NOT NULL DEFAULT 0,
   available_at timestamptz NOT NULL,
   lease_until timestamptz,
+  -- Finished rows keep the token and holder of their last claim (debugging, and
+  -- telling a stale from a current claim in one ack); every fenced write
+  -- also requires state = 1.
   claim_token uuid,
   holder text,
   last_error text,
