@@ -10,6 +10,7 @@
  * key lane's head is judged from committed rows. The statements live in the
  * `.sql` files beside this module; docs/QUEUE.md describes the tables.
  */
+import { createHash } from 'node:crypto';
 import type pg from 'pg';
 import { ClosedError, FerryError, InvalidArgumentError, IOError } from '../../../errors.js';
 import { deliveryId } from '../../delivery-id.js';
@@ -107,6 +108,7 @@ export class PostgresStore implements Store {
   readonly #channel: string;
   readonly #schema: string;
   readonly #listeners = new Set<() => void>();
+  readonly #names = new Map<StatementName, string>();
   #closed = false;
 
   private constructor(driverModule: typeof pg, pool: pg.Pool, ownsPool: boolean, schema: string, quoted: string) {
@@ -157,17 +159,37 @@ export class PostgresStore implements Store {
     if (this.#closed) throw new ClosedError('postgres store is closed');
   }
 
+  /**
+   * A named prepared statement: each connection parses it once. The name
+   * carries a hash of the text, so two versions of a statement (another
+   * schema, a later release sharing the pool) never collide on one connection.
+   */
+  #stmt(name: StatementName, values: unknown[]): pg.QueryConfig {
+    let prepared = this.#names.get(name);
+    if (prepared === undefined) {
+      const text = this.#sql[name];
+      prepared = `ferry_${name}_${createHash('sha1').update(text).digest('hex').slice(0, 12)}`;
+      this.#names.set(name, prepared);
+    }
+    return { name: prepared, text: this.#sql[name], values };
+  }
+
   async #q<R extends pg.QueryResultRow>(name: StatementName, values: unknown[]): Promise<pg.QueryResult<R>> {
     this.#assertOpen();
     try {
-      return await this.#pool.query<R>(this.#sql[name], values);
+      return await this.#pool.query<R>(this.#stmt(name, values));
     } catch (err) {
       throw wrap(err, name);
     }
   }
 
-  /** Runs `fn` in a transaction on one pooled connection. */
-  async #tx<T>(what: string, fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
+  /**
+   * Runs `fn` in a transaction on one pooled connection. `relaxed` commits
+   * without waiting for the WAL flush: for claims only, where a database crash
+   * that forgets the commit merely makes the deliveries claimable again
+   * (a later synchronous commit, an ack of them included, flushes it first).
+   */
+  async #tx<T>(what: string, fn: (c: pg.PoolClient) => Promise<T>, relaxed = false): Promise<T> {
     this.#assertOpen();
     let client: pg.PoolClient;
     try {
@@ -177,7 +199,8 @@ export class PostgresStore implements Store {
     }
     let broken: Error | undefined;
     try {
-      await client.query('BEGIN');
+      // One simple-protocol round trip for both.
+      await client.query(relaxed ? 'BEGIN; SET LOCAL synchronous_commit TO off' : 'BEGIN');
       const out = await fn(client);
       await client.query('COMMIT');
       return out;
@@ -191,15 +214,15 @@ export class PostgresStore implements Store {
 
   async ensureGroup(topic: string, group: string, startFrom: StartFrom): Promise<void> {
     await this.#tx('ensureGroup', async (c) => {
-      await c.query(this.#sql['lock-topics'], [[topic]]);
-      const created = await c.query(this.#sql['create-group'], [topic, group]);
+      await c.query(this.#stmt('lock-topics', [[topic]]));
+      const created = await c.query(this.#stmt('create-group', [topic, group]));
       if (created.rowCount === 0 || startFrom !== 'earliest') return;
       // The topic's lock keeps appends out until this commits, so the pages
       // below see every message committed before the group existed.
       for (let after = '0'; ; ) {
-        const page = await c.query<{ seq: string; id: string }>(this.#sql['backfill-page'], [topic, after, BACKFILL_PAGE]);
+        const page = await c.query<{ seq: string; id: string }>(this.#stmt('backfill-page', [topic, after, BACKFILL_PAGE]));
         if (page.rows.length === 0) break;
-        await c.query(this.#sql.backfill, [topic, group, page.rows.map((r) => r.seq), page.rows.map((r) => deliveryId(r.id, group))]);
+        await c.query(this.#stmt('backfill', [topic, group, page.rows.map((r) => r.seq), page.rows.map((r) => deliveryId(r.id, group))]));
         after = page.rows[page.rows.length - 1]!.seq;
         if (page.rows.length < BACKFILL_PAGE) break;
       }
@@ -210,9 +233,9 @@ export class PostgresStore implements Store {
     if (msgs.length === 0) return this.#assertOpen();
     const topics = [...new Set(msgs.map((m) => m.topic))];
     await this.#tx('append', async (c) => {
-      await c.query(this.#sql['lock-topics'], [topics]);
+      await c.query(this.#stmt('lock-topics', [topics]));
       const groups = new Map<string, string[]>();
-      for (const r of (await c.query<{ topic: string; grp: string }>(this.#sql['groups-of'], [topics])).rows) {
+      for (const r of (await c.query<{ topic: string; grp: string }>(this.#stmt('groups-of', [topics]))).rows) {
         let gs = groups.get(r.topic);
         if (!gs) groups.set(r.topic, (gs = []));
         gs.push(r.grp);
@@ -230,11 +253,17 @@ export class PostgresStore implements Store {
           fanId.push(deliveryId(m.id, g));
         }
       }
-      await c.query(this.#sql.append, [
+      const offsets: number[] = [];
+      let at = 0;
+      for (const m of msgs) {
+        offsets.push(at);
+        at += m.payload.byteLength;
+      }
+      await c.query(this.#stmt('append', [
         msgs.map((m) => m.id),
         msgs.map((m) => m.topic),
         msgs.map((m) => m.key ?? null),
-        msgs.map((m) => Buffer.from(m.payload.buffer, m.payload.byteOffset, m.payload.byteLength)),
+        Buffer.concat(msgs.map((m) => m.payload)),
         msgs.map((m) => (m.headers === undefined ? null : JSON.stringify(m.headers))),
         msgs.map((m) => m.publishedAt),
         msgs.map((m) => m.deliverAt ?? null),
@@ -243,7 +272,9 @@ export class PostgresStore implements Store {
         fanId,
         [...groups.keys()],
         this.#channel,
-      ]);
+        offsets,
+        msgs.map((m) => m.payload.byteLength),
+      ]));
     });
   }
 
@@ -252,13 +283,13 @@ export class PostgresStore implements Store {
     let rows: ClaimRow[];
     if (req.maxInFlight > 0) {
       rows = await this.#tx('claim', async (c) => {
-        await c.query(this.#sql['claim-lock-group'], [req.topic, req.group]);
-        const inFlight = (await c.query<{ n: number }>(this.#sql['in-flight'], [req.topic, req.group])).rows[0]!.n;
+        await c.query(this.#stmt('claim-lock-group', [req.topic, req.group]));
+        const inFlight = (await c.query<{ n: number }>(this.#stmt('in-flight', [req.topic, req.group]))).rows[0]!.n;
         const limit = Math.min(req.max, req.maxInFlight - inFlight);
-        return limit > 0 ? (await c.query<ClaimRow>(this.#sql.claim, values(limit))).rows : [];
-      });
+        return limit > 0 ? (await c.query<ClaimRow>(this.#stmt('claim', values(limit)))).rows : [];
+      }, true);
     } else {
-      rows = (await this.#q<ClaimRow>('claim', values(req.max))).rows;
+      rows = await this.#tx('claim', async (c) => (await c.query<ClaimRow>(this.#stmt('claim', values(req.max)))).rows, true);
     }
     return rows.map((r) => ({ deliveryId: r.delivery_id, claimToken: r.claim_token, group: req.group, attempt: r.attempt, message: toMessage(r) }));
   }
