@@ -56,3 +56,6 @@ export type { MemoryStoreOptions } from './stores/memory.js';
 // better-sqlite3 itself is imported only when SqliteStore.open runs.
 export { SqliteStore } from './stores/sqlite.js';
 export type { SqliteStoreOptions } from './stores/sqlite.js';
+// pg itself is imported only when PostgresStore.open runs.
+export { PostgresStore } from './stores/postgres/store.js';
+export type { PostgresStoreOptions } from './stores/postgres/store.js';

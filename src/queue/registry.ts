@@ -2,7 +2,7 @@
  * Building a queue from configuration (seed 003 `NewQueue`, `Register`,
  * `Registered`). A config is JSON-shaped, `{ enabled, type, config }`; the
  * registered factory for `type` turns its `config` block into a `Queue`.
- * `memory` and `sqlite` are registered here; other packages add theirs with
+ * `memory`, `sqlite` and `postgres` are registered here; other packages add theirs with
  * `registerQueueType`.
  */
 import { UnsupportedError, InvalidArgumentError } from '../errors.js';
@@ -17,7 +17,7 @@ export interface QueueConfig {
   enabled?: boolean;
   /** A registered type: `memory`, `sqlite`, or one added with `registerQueueType`. */
   type: string;
-  /** The type's own settings, as parsed JSON. `memory`: the engine fields. `sqlite`: `path` plus the engine fields. */
+  /** The type's own settings, as parsed JSON. `memory`: the engine fields. `sqlite`: `path` plus the engine fields. `postgres`: `connectionString` (or a `pg.Pool` as `deps.pool`, never closed by the queue) and `schema`, plus the engine fields. */
   config?: unknown;
 }
 
@@ -25,6 +25,8 @@ export interface QueueConfig {
 export interface QueueDependencies {
   /** Where the engine reports errors it handled. Default `console.warn`. */
   onError?: ErrorReporter;
+  /** `postgres`: a `pg.Pool` to use instead of a `connectionString`; the queue never ends it. */
+  pool?: unknown;
   /** Anything a registered type needs (a connection pool, a locker…), by name. */
   [name: string]: unknown;
 }
@@ -95,6 +97,27 @@ export function parseConfigBlock(type: string, block: unknown, strings: readonly
 registerQueueType('memory', (block, deps) => {
   const { engine } = parseConfigBlock('memory', block);
   return createStoreQueue(new MemoryStore(), { ...engine, onError: deps.onError });
+});
+
+registerQueueType('postgres', async (block, deps) => {
+  const { engine, fields } = parseConfigBlock('postgres', block, ['connectionString', 'schema']);
+  const pool = deps.pool;
+  if (pool !== undefined && (typeof pool !== 'object' || pool === null || typeof (pool as { query?: unknown }).query !== 'function')) {
+    throw new InvalidArgumentError('postgres queue: deps.pool must be a pg.Pool');
+  }
+  if (!fields.connectionString && pool === undefined) throw new InvalidArgumentError('postgres queue config: connectionString is required (or pass a pg.Pool as deps.pool)');
+  if (fields.connectionString && pool !== undefined) throw new InvalidArgumentError('postgres queue: give connectionString or deps.pool, not both');
+  const { PostgresStore } = await import('./stores/postgres/store.js');
+  const store = await PostgresStore.open({
+    ...(pool !== undefined ? { pool: pool as import('pg').Pool } : { connectionString: fields.connectionString }),
+    ...(fields.schema !== undefined ? { schema: fields.schema } : {}),
+  });
+  try {
+    return createStoreQueue(store, { ...engine, onError: deps.onError });
+  } catch (err) {
+    await store.close();
+    throw err;
+  }
 });
 
 registerQueueType('sqlite', async (block, deps) => {

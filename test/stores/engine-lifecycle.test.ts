@@ -13,7 +13,7 @@ import { STORE_FACTORIES } from './factories.js';
 import { claimReq, deferred, sleep, waitFor } from './helpers.js';
 
 for (const factory of STORE_FACTORIES) {
-  describe(`engine lifecycle: ${factory.name}`, () => {
+  describe(`engine lifecycle: ${factory.name}`, { skip: factory.skip }, () => {
     const t = engineHarness(factory);
 
     it('7a. close waits for running handlers and writes their outcomes', async () => {

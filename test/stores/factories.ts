@@ -1,7 +1,7 @@
 /**
  * The stores the conformance suite runs against. Adding a store is one line in
- * `STORE_FACTORIES` (a Postgres factory would create a schema per harness and
- * drop it in `cleanup`).
+ * `STORE_FACTORIES`. The Postgres factory needs a server (see
+ * ./postgres-env.ts); without one its suites are skipped, except under CI.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { MemoryBacking, MemoryStore } from '../../src/queue/stores/memory.js';
 import { SqliteStore } from '../../src/queue/stores/sqlite.js';
 import type { Store } from '../../src/queue/types.js';
+import { postgresFactory } from './postgres-env.js';
 
 /** One isolated data set; every `open()` is another instance over it. */
 export interface StoreHarness {
@@ -20,10 +21,12 @@ export interface StoreHarness {
 
 export interface StoreFactory {
   name: string;
+  /** Set when this store cannot run here: the reason its suites are skipped. */
+  skip?: string;
   create(): Promise<StoreHarness>;
 }
 
-function tracked(openOne: () => Promise<Store>, remove: () => void): StoreHarness {
+export function tracked(openOne: () => Promise<Store>, remove: () => void): StoreHarness {
   const opened: Store[] = [];
   return {
     async open() {
@@ -56,4 +59,4 @@ export const sqliteFactory: StoreFactory = {
   },
 };
 
-export const STORE_FACTORIES: StoreFactory[] = [memoryFactory, sqliteFactory];
+export const STORE_FACTORIES: StoreFactory[] = [memoryFactory, sqliteFactory, postgresFactory];

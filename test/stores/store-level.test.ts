@@ -12,7 +12,7 @@ import type { StoreHarness } from './factories.js';
 import { claimReq, ids, msg, sleep } from './helpers.js';
 
 for (const factory of STORE_FACTORIES) {
-  describe(`store level: ${factory.name}`, () => {
+  describe(`store level: ${factory.name}`, { skip: factory.skip }, () => {
     let h: StoreHarness;
     let s: Store;
     beforeEach(async () => {

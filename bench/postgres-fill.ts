@@ -1,0 +1,99 @@
+/**
+ * Fills a Postgres queue schema with synthetic rows straight through SQL, for
+ * the claim benchmark and the claim plan check: `pending` due deliveries and
+ * `finished` acked ones for (topic, group), with small payloads. Runs an
+ * ANALYZE afterwards so the planner sees the table as it is.
+ */
+import type pg from 'pg';
+
+export async function fillSchema(pool: pg.Pool, schema: string, topic: string, group: string, pending: number, finished: number): Promise<void> {
+  const s = `"${schema}"`;
+  await pool.query(`INSERT INTO ${s}.topics (topic) VALUES ($1) ON CONFLICT DO NOTHING`, [topic]);
+  await pool.query(`INSERT INTO ${s}.groups (topic, grp) VALUES ($1, $2) ON CONFLICT DO NOTHING`, [topic, group]);
+  const chunk = 200_000;
+  // Finished rows first: they are the old ones, lowest in publish order.
+  for (const [total, state] of [
+    [finished, 2],
+    [pending, 0],
+  ] as const) {
+    for (let from = 0; from < total; from += chunk) {
+      const n = Math.min(chunk, total - from);
+      await pool.query(
+        `WITH m AS (
+           INSERT INTO ${s}.messages (id, topic, payload, published_at, due_at)
+           SELECT 'fill-' || $3::int || '-' || (g + $4::int), $1, '\\x00010203'::bytea, now(), now()
+           FROM generate_series(1, $5::int) g
+           RETURNING seq, id)
+         INSERT INTO ${s}.deliveries (delivery_id, message_seq, topic, grp, state, attempt, available_at, finished_at)
+         SELECT m.id || '/' || $2, m.seq, $1, $2, $3::smallint, CASE WHEN $3::int = 2 THEN 1 ELSE 0 END, '-infinity',
+                CASE WHEN $3::int = 2 THEN now() END
+         FROM m`,
+        [topic, group, state, from, n],
+      );
+    }
+  }
+  await pool.query(`ANALYZE ${s}.messages`);
+  await pool.query(`ANALYZE ${s}.deliveries`);
+}
+
+/** One plan node that reads a table some other way than through an index. */
+export interface PlanProblem {
+  statement: string;
+  node: string;
+  relation?: string;
+}
+
+interface PlanNode {
+  'Node Type': string;
+  'Relation Name'?: string;
+  'Total Cost'?: number;
+  Plans?: PlanNode[];
+}
+
+/** Node types that read or join whole tables: none may appear in a hot statement's plan. */
+const WHOLE_TABLE = new Set(['Seq Scan', 'Bitmap Heap Scan', 'Hash Join', 'Merge Join']);
+/** Above this estimated cost Postgres JIT-compiles a query (default jit_above_cost), which costs more than a claim. */
+const JIT_ABOVE_COST = 100_000;
+
+/**
+ * EXPLAINs (without running) each statement the store runs per delivery,
+ * with live arguments, and lists every node that is not an index access and
+ * every plan the planner would JIT-compile. `statements` is the store's
+ * statement table (schema filled in); `claimed` are deliveries of
+ * (topic, group) currently leased, whose IDs and tokens feed ack and friends.
+ */
+export async function planProblems(
+  pool: pg.Pool,
+  sql: Record<string, string>,
+  topic: string,
+  group: string,
+  claimed: Array<{ deliveryId: string; claimToken: string }>,
+): Promise<PlanProblem[]> {
+  const ids = claimed.map((c) => c.deliveryId);
+  const tokens = claimed.map((c) => c.claimToken);
+  const cases: Array<[string, unknown[]]> = [
+    ['claim', [topic, group, 32, 'plan-check', 30_000]],
+    ['claim-lock-group', [topic, group]],
+    ['in-flight', [topic, group]],
+    ['ack', [ids, tokens, 'plan-check']],
+    ['extend', [ids, tokens, 30_000]],
+    ['release', [ids, tokens, 'plan-check']],
+    ['retry', [ids[0], tokens[0], 1000, 'plan-check']],
+    ['kill', [ids[0], tokens[0], 'plan-check', 'plan-check']],
+    ['purge-dead', [3_600_000, 500]],
+    ['purge-messages', [3_600_000, 500]],
+    ['janitor', ['plan-check', 1000]],
+  ];
+  const problems: PlanProblem[] = [];
+  for (const [statement, values] of cases) {
+    const res = await pool.query<{ 'QUERY PLAN': Array<{ Plan: PlanNode }> }>(`EXPLAIN (FORMAT JSON) ${sql[statement]}`, values);
+    const root = res.rows[0]!['QUERY PLAN'][0]!.Plan;
+    if ((root['Total Cost'] ?? 0) > JIT_ABOVE_COST) problems.push({ statement, node: `estimated cost ${root['Total Cost']} (JIT)` });
+    const walk = (n: PlanNode) => {
+      if (WHOLE_TABLE.has(n['Node Type'])) problems.push({ statement, node: n['Node Type'], relation: n['Relation Name'] });
+      for (const c of n.Plans ?? []) walk(c);
+    };
+    walk(root);
+  }
+  return problems;
+}

@@ -1,0 +1,156 @@
+/**
+ * Postgres queue benchmarks (suite `queue.postgres`), against
+ * FERRY_BENCH_POSTGRES_URL (default postgres://localhost/test), each in a
+ * schema of its own that is dropped afterwards:
+ *
+ * - `queue.postgres.publish`: messages/s published in batches of 100 (1 KiB)
+ *   to a topic with one group, beside a raw baseline: the same message and
+ *   delivery rows inserted with plain `pg`, one transaction per batch.
+ * - `queue.postgres.e2e.1` / `.e2e.4`: publish → handler → ack, 1 KiB, with 1
+ *   and 4 instances (each its own store and pool, concurrency 16 each) in
+ *   this process; messages/s and publish-to-handled p50/p99 (ms).
+ * - `queue.postgres.claim.0` / `.claim.1m`: deliveries/s through
+ *   `Store.claim` (32 at a time) and `Store.ack` on one instance, with only
+ *   the rows being consumed pending, then with 1,000,000 pending and
+ *   1,000,000 finished rows (`--quick`: 100,000).
+ */
+import { userInfo } from 'node:os';
+import hdr from 'hdr-histogram-js';
+import pg from 'pg';
+import { rateFor, withBaseline } from './harness.js';
+import type { BenchContext, BenchSuite } from './harness.js';
+import { fillSchema } from './postgres-fill.js';
+import { createStoreQueue } from '../src/queue/engine.js';
+import { PostgresStore } from '../src/queue/stores/postgres/store.js';
+import type { Message, Queue } from '../src/queue/types.js';
+
+const URL = process.env.FERRY_BENCH_POSTGRES_URL || 'postgres://localhost/test';
+const PAYLOAD = new Uint8Array(1024).fill(7);
+const BATCH = 100;
+
+const batchOf = (topic: string, n = BATCH, headers?: Record<string, string>): Message[] =>
+  Array.from({ length: n }, () => ({ topic, payload: PAYLOAD, headers }));
+
+let schemas = 0;
+const schemaName = (tag: string) => `ferry_bench_${tag}_${process.pid}_${++schemas}`;
+
+async function publishRate(ctx: BenchContext, admin: pg.Pool): Promise<number> {
+  const schema = schemaName('pub');
+  const store = await PostgresStore.open({ connectionString: URL, schema });
+  await store.ensureGroup('bench', 'g', 'latest');
+  const q = createStoreQueue(store);
+  try {
+    return await rateFor(Math.max(1000, 5000 * ctx.scale), BATCH, () => q.publish(...batchOf('bench')).then(() => undefined));
+  } finally {
+    await q.close();
+    await admin.query(`DROP SCHEMA "${schema}" CASCADE`);
+  }
+}
+
+/** Plain pg: a message row and a delivery row per message, one transaction per batch of 100. */
+async function rawRate(ctx: BenchContext, admin: pg.Pool): Promise<number> {
+  const schema = schemaName('raw');
+  await admin.query(`CREATE SCHEMA "${schema}"`);
+  await admin.query(`CREATE TABLE "${schema}".m (seq bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY, id text UNIQUE, topic text, payload bytea, at timestamptz)`);
+  await admin.query(`CREATE TABLE "${schema}".d (id text PRIMARY KEY, seq bigint, state smallint)`);
+  const client = await admin.connect();
+  const buf = Buffer.from(PAYLOAD);
+  try {
+    return await rateFor(Math.max(1000, 5000 * ctx.scale), BATCH, async () => {
+      const ids = Array.from({ length: BATCH }, () => crypto.randomUUID());
+      await client.query('BEGIN');
+      await client.query(
+        `WITH m AS (INSERT INTO "${schema}".m (id, topic, payload, at) SELECT id, 'bench', $2, now() FROM unnest($1::text[]) id RETURNING seq, id)
+         INSERT INTO "${schema}".d (id, seq, state) SELECT m.id || '/g', m.seq, 0 FROM m`,
+        [ids, buf],
+      );
+      await client.query('COMMIT');
+    });
+  } finally {
+    client.release();
+    await admin.query(`DROP SCHEMA "${schema}" CASCADE`);
+  }
+}
+
+async function endToEnd(ctx: BenchContext, admin: pg.Pool, instances: number): Promise<{ rate: number; extra: Record<string, number> }> {
+  const schema = schemaName('e2e');
+  const queues: Queue[] = [];
+  for (let i = 0; i < instances; i++) queues.push(createStoreQueue(await PostgresStore.open({ connectionString: URL, schema })));
+  const total = Math.max(2000, Math.round(20_000 * ctx.scale));
+  const hist = hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: 3 });
+  let handled = 0;
+  let allDone!: () => void;
+  const finished = new Promise<void>((resolve) => (allDone = resolve));
+  try {
+    for (const q of queues) {
+      await q.subscribe('e2e', 'g', async (d) => {
+        hist.recordValue(Math.max(1, Math.round((performance.now() - Number(d.headers!.sent)) * 1000))); // µs
+        if (++handled === total) allDone();
+      }, { concurrency: 16, batchSize: 32 });
+    }
+    const producer = queues[0]!;
+    const start = performance.now();
+    let published = 0;
+    while (published < total) {
+      if (published - handled >= 1024) {
+        await new Promise((r) => setTimeout(r, 1));
+        continue;
+      }
+      const n = Math.min(BATCH, total - published);
+      await producer.publish(...batchOf('e2e', n, { sent: String(performance.now()) }));
+      published += n;
+    }
+    await finished;
+    while ((await producer.stats('e2e', 'g')).leased > 0) await new Promise((r) => setTimeout(r, 1));
+    const seconds = (performance.now() - start) / 1000;
+    return { rate: total / seconds, extra: { p50_ms: hist.getValueAtPercentile(50) / 1000, p99_ms: hist.getValueAtPercentile(99) / 1000, messages: total } };
+  } finally {
+    hist.destroy();
+    for (const q of queues) await q.close({ timeoutMs: 1000 });
+    await admin.query(`DROP SCHEMA "${schema}" CASCADE`);
+  }
+}
+
+async function claimRate(ctx: BenchContext, admin: pg.Pool, backlog: number, finished: number): Promise<number> {
+  const schema = schemaName('claim');
+  const store = await PostgresStore.open({ connectionString: URL, schema, poolSize: 2 });
+  try {
+    await fillSchema(admin, schema, 't', 'g', backlog, finished);
+    return await rateFor(Math.max(1000, 4000 * ctx.scale), 32, async () => {
+      const cs = await store.claim({ topic: 't', group: 'g', runnerId: 'bench', max: 32, leaseMs: 60_000, maxInFlight: 0 });
+      if (cs.length < 32) throw new Error('claim benchmark ran out of pending rows');
+      await store.ack(cs);
+    });
+  } finally {
+    await store.close();
+    await admin.query(`DROP SCHEMA "${schema}" CASCADE`);
+  }
+}
+
+export const suite: BenchSuite = {
+  name: 'queue.postgres',
+  async run(ctx) {
+    if (!process.env.PGUSER && !process.env.USER) process.env.PGUSER = userInfo().username;
+    const admin = new pg.Pool({ connectionString: URL, max: 2 });
+    try {
+      await admin.query('SELECT 1');
+    } catch (err) {
+      await admin.end();
+      process.stderr.write(`queue.postgres: skipped, PostgreSQL at ${URL} is unreachable (${(err as Error).message})\n`);
+      return;
+    }
+    try {
+      const baseline = await rawRate(ctx, admin);
+      ctx.report(withBaseline('queue.postgres.publish', 'msgs/s', await publishRate(ctx, admin), baseline));
+      for (const n of [1, 4]) {
+        const e = await endToEnd(ctx, admin, n);
+        ctx.report({ name: `queue.postgres.e2e.${n}`, unit: 'msgs/s', value: e.rate, extra: e.extra });
+      }
+      const big = Math.round(1_000_000 * ctx.scale);
+      ctx.report({ name: 'queue.postgres.claim.0', unit: 'msgs/s', value: await claimRate(ctx, admin, Math.round(100_000 * ctx.scale), 0), extra: { pending: Math.round(100_000 * ctx.scale), finished: 0 } });
+      ctx.report({ name: 'queue.postgres.claim.1m', unit: 'msgs/s', value: await claimRate(ctx, admin, big, big), extra: { pending: big, finished: big } });
+    } finally {
+      await admin.end();
+    }
+  },
+};

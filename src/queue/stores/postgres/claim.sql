@@ -1,0 +1,43 @@
+-- Leases up to $3 due deliveries of group $2 on topic $1 to runner $4 for $5
+-- ms, in publish order. Times come from the database clock, read once.
+--
+-- Due: pending and past its available_at, or leased with an expired lease.
+-- A keyed delivery is due only at the head of its lane: nothing earlier with
+-- its key is live and nothing else with its key is leased. SKIP LOCKED lets
+-- concurrent claimers pass each other's rows; a row another claimer leased
+-- meanwhile is re-checked on its new version and dropped.
+--
+-- The limit is a plain parameter (the caller subtracts the group's leases
+-- for maxInFlight first): a limit the planner cannot see makes it cost the
+-- plan as if it read every live row, which at a million pending rows turns
+-- on JIT compilation and costs more than the claim itself.
+WITH clock AS MATERIALIZED (
+  SELECT clock_timestamp() AS now
+),
+picked AS (
+  SELECT d.delivery_id
+  FROM __SCHEMA__.deliveries d
+  WHERE d.topic = $1 AND d.grp = $2 AND d.state < 2
+    AND ((d.state = 0 AND d.available_at <= (SELECT now FROM clock))
+      OR (d.state = 1 AND d.lease_until <= (SELECT now FROM clock)))
+    AND (d.msg_key IS NULL OR NOT EXISTS (
+      SELECT 1 FROM __SCHEMA__.deliveries e
+      WHERE e.topic = d.topic AND e.grp = d.grp AND e.msg_key = d.msg_key AND e.state < 2
+        AND (e.message_seq < d.message_seq OR (e.state = 1 AND e.delivery_id <> d.delivery_id))))
+  ORDER BY d.message_seq
+  LIMIT $3
+  FOR UPDATE OF d SKIP LOCKED
+),
+leased AS (
+  UPDATE __SCHEMA__.deliveries d
+  SET state = 1, attempt = d.attempt + 1, claim_token = gen_random_uuid(), holder = $4,
+      lease_until = (SELECT now FROM clock) + $5 * interval '1 millisecond'
+  -- ANY(ARRAY(...)) rather than a join: the planner cannot know picked is
+  -- small and would otherwise hash-join against the whole table.
+  WHERE d.delivery_id = ANY(ARRAY(SELECT delivery_id FROM picked))
+  RETURNING d.delivery_id, d.attempt, d.claim_token, d.message_seq
+)
+SELECT l.delivery_id, l.attempt, l.claim_token::text AS claim_token,
+       m.id, m.topic, m.msg_key, m.payload, m.headers, m.published_at, m.deliver_at
+FROM leased l JOIN __SCHEMA__.messages m ON m.seq = l.message_seq
+ORDER BY l.message_seq

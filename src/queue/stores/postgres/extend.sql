@@ -1,0 +1,8 @@
+-- Renews the leases of deliveries $1 held under tokens $2 (pairwise) for
+-- $3 ms from now (database clock); returns the ones still held, with their
+-- token. Index probes on the primary key, as in ack.sql.
+UPDATE __SCHEMA__.deliveries d
+SET lease_until = (SELECT clock_timestamp()) + $3 * interval '1 millisecond'
+WHERE d.delivery_id = ANY($1::text[]) AND d.state = 1
+  AND EXISTS (SELECT 1 FROM unnest($1::text[], $2::uuid[]) AS t(id, token) WHERE t.id = d.delivery_id AND t.token = d.claim_token)
+RETURNING d.delivery_id, d.claim_token::text AS token

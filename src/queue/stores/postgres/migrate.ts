@@ -1,0 +1,40 @@
+/**
+ * Brings a schema up to the newest migration. Instances starting together
+ * serialise on a transaction-scoped advisory lock keyed by the schema, so
+ * exactly one applies each pending migration and the others then find it
+ * recorded. Each migration commits together with its row in `migrations`.
+ */
+import type pg from 'pg';
+import { migrations } from './sql.js';
+
+/** First key of the two-key advisory lock form: "ferr" in ASCII, so ferry's locks are recognisable in pg_locks. */
+export const LOCK_NAMESPACE = 0x66657272;
+
+/** Applies every pending migration to `schema`; resolves with the version the schema is at. */
+export async function migrate(pool: pg.Pool, schema: string, quotedSchema: string): Promise<number> {
+  const client = await pool.connect();
+  let broken: Error | undefined;
+  try {
+    await client.query('BEGIN');
+    await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [LOCK_NAMESPACE, `migrate:${schema}`]);
+    await client.query(`CREATE SCHEMA IF NOT EXISTS ${quotedSchema}`);
+    await client.query(
+      `CREATE TABLE IF NOT EXISTS ${quotedSchema}.migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT clock_timestamp())`,
+    );
+    const res = await client.query<{ v: number | null }>(`SELECT max(version) AS v FROM ${quotedSchema}.migrations`);
+    let at = res.rows[0]?.v ?? 0;
+    for (const m of migrations(quotedSchema)) {
+      if (m.version <= at) continue;
+      await client.query(m.sql);
+      await client.query(`INSERT INTO ${quotedSchema}.migrations (version, name) VALUES ($1, $2)`, [m.version, m.name]);
+      at = m.version;
+    }
+    await client.query('COMMIT');
+    return at;
+  } catch (err) {
+    await client.query('ROLLBACK').catch((e: Error) => (broken = e));
+    throw err;
+  } finally {
+    client.release(broken);
+  }
+}

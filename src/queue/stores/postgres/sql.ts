@@ -1,0 +1,74 @@
+/**
+ * The Postgres store's statements, read from the `.sql` files beside this
+ * module (one per statement family, so a reader finds each query by name).
+ * Each file names its schema `__SCHEMA__`; it is replaced by the validated,
+ * quoted schema name. Values are always bind parameters, never spliced in.
+ */
+import { readFileSync, readdirSync } from 'node:fs';
+import { InvalidArgumentError } from '../../../errors.js';
+
+/** Schema names: lower-case identifiers short enough to leave room for the wake channel's suffix. */
+const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,47}$/;
+
+/** Throws `InvalidArgumentError` unless `name` is a schema name this store accepts; returns it double-quoted. */
+export function quoteSchema(name: string): string {
+  if (typeof name !== 'string' || !SCHEMA_NAME.test(name) || name.startsWith('pg_')) {
+    throw new InvalidArgumentError(`postgres store: schema ${JSON.stringify(name)} must match ${SCHEMA_NAME} and not start with pg_`);
+  }
+  return `"${name}"`;
+}
+
+/** The NOTIFY channel of a schema's wake-ups. */
+export function wakeChannel(schema: string): string {
+  return `${schema}.wake`;
+}
+
+const here = new URL('./', import.meta.url);
+const cache = new Map<string, string>();
+
+function read(rel: string): string {
+  let text = cache.get(rel);
+  if (text === undefined) {
+    text = readFileSync(new URL(rel, here), 'utf8');
+    cache.set(rel, text);
+  }
+  return text;
+}
+
+export const STATEMENTS = [
+  'lock-topics',
+  'groups-of',
+  'append',
+  'create-group',
+  'backfill-page',
+  'backfill',
+  'claim-lock-group',
+  'in-flight',
+  'claim',
+  'ack',
+  'retry',
+  'kill',
+  'extend',
+  'release',
+  'purge-dead',
+  'purge-messages',
+  'stats',
+  'janitor',
+] as const;
+
+export type StatementName = (typeof STATEMENTS)[number];
+
+/** Every statement with `schema` (already quoted) filled in. */
+export function statements(quotedSchema: string): Record<StatementName, string> {
+  const out = {} as Record<StatementName, string>;
+  for (const name of STATEMENTS) out[name] = read(`${name}.sql`).replaceAll('__SCHEMA__', quotedSchema);
+  return out;
+}
+
+/** The migrations, in order: `{ version, sql }` with the schema filled in. */
+export function migrations(quotedSchema: string): Array<{ version: number; name: string; sql: string }> {
+  return readdirSync(new URL('migrations/', here))
+    .filter((f) => /^\d+_[a-z0-9_]+\.sql$/.test(f))
+    .sort()
+    .map((f) => ({ version: Number.parseInt(f, 10), name: f, sql: read(`migrations/${f}`).replaceAll('__SCHEMA__', quotedSchema) }));
+}

@@ -1,0 +1,421 @@
+/**
+ * The Postgres store (queue type `postgres`): one database shared by any
+ * number of instances on any number of hosts. `pg` is imported only when a
+ * store is opened.
+ *
+ * Safety across instances rests on the database alone: leases, due times and
+ * backoffs are read from the database clock; claims lock rows with
+ * `FOR UPDATE SKIP LOCKED`; every write after a claim names its claim token;
+ * the in-flight cap of a group is counted under that group's row lock; and a
+ * key lane's head is judged from committed rows. The statements live in the
+ * `.sql` files beside this module; docs/QUEUE.md describes the tables.
+ */
+import { createHash } from 'node:crypto';
+import type pg from 'pg';
+import { ClosedError, FerryError, InvalidArgumentError, IOError } from '../../../errors.js';
+import { deliveryId } from '../../delivery-id.js';
+import type { Claimed, ClaimRequest, PurgePolicy, QueueStats, StartFrom, Store, StoredMessage } from '../../types.js';
+import { migrate } from './migrate.js';
+import { quoteSchema, statements, wakeChannel } from './sql.js';
+import type { StatementName } from './sql.js';
+
+/** Options of `PostgresStore.open`: a connection string, or a pool the caller owns. */
+export interface PostgresStoreOptions {
+  /** A libpq-style URL, e.g. `postgres://user@host/db`. The store opens (and closes) its own pool. */
+  connectionString?: string;
+  /** A `pg.Pool` to borrow instead; the store never ends it. */
+  pool?: pg.Pool;
+  /** Schema holding the queue's tables, created when missing. Lower-case identifier, default `ferry`. */
+  schema?: string;
+  /** Size of the store's own pool (ignored with `pool`). Default 10. */
+  poolSize?: number;
+}
+
+/** Rows of a backfill page (messages read per round trip when a new `earliest` group catches up). */
+const BACKFILL_PAGE = 5000;
+/** The wake listener's reconnect delay doubles from this… */
+const LISTEN_BACKOFF_MIN_MS = 100;
+/** …up to this. */
+const LISTEN_BACKOFF_MAX_MS = 5000;
+
+interface ClaimRow {
+  delivery_id: string;
+  attempt: number;
+  claim_token: string;
+  id: string;
+  topic: string;
+  msg_key: string | null;
+  payload: Buffer;
+  headers: string | null;
+  published_at: Date;
+  deliver_at: Date | null;
+}
+
+function toMessage(r: ClaimRow): StoredMessage {
+  const m: StoredMessage = {
+    id: r.id,
+    topic: r.topic,
+    payload: new Uint8Array(r.payload.buffer, r.payload.byteOffset, r.payload.byteLength),
+    publishedAt: r.published_at,
+  };
+  if (r.msg_key !== null) m.key = r.msg_key;
+  if (r.headers !== null) m.headers = JSON.parse(r.headers) as Record<string, string>;
+  if (r.deliver_at !== null) m.deliverAt = r.deliver_at;
+  return m;
+}
+
+/** Driver and server errors become `IOError`s (transient to the engine) with the original as `cause`. */
+function wrap(err: unknown, what: string): FerryError {
+  if (err instanceof FerryError) return err;
+  const e = err as { message?: string; code?: string };
+  return new IOError(`postgres store: ${what} failed: ${e?.message ?? String(err)}${e?.code ? ` (${e.code})` : ''}`, { cause: err });
+}
+
+/** Deadlock-free order for statements that update several deliveries: every caller locks rows in delivery-ID order. */
+function sorted(cs: Claimed[]): Claimed[] {
+  return [...cs].sort((a, b) => (a.deliveryId < b.deliveryId ? -1 : a.deliveryId > b.deliveryId ? 1 : 0));
+}
+
+interface HeldRow {
+  delivery_id: string;
+  token: string;
+}
+
+/** The IDs of `cs`, in their order, whose (delivery, token) pair the statement matched: a stale claim of a delivery held under a newer token is not held. */
+function stillHeld(cs: Claimed[], rows: HeldRow[]): string[] {
+  const held = new Set(rows.map((r) => `${r.delivery_id} ${r.token}`));
+  return cs.filter((c) => held.has(`${c.deliveryId} ${c.claimToken}`)).map((c) => c.deliveryId);
+}
+
+let driver: Promise<typeof pg> | undefined;
+
+/** Imports `pg` on first use, so importing `ferry/queue` never loads it. */
+function loadDriver(): Promise<typeof pg> {
+  driver ??= import('pg').then((m) => ((m as { default?: typeof pg }).default ?? (m as unknown as typeof pg)));
+  return driver;
+}
+
+/**
+ * A `Store` in a Postgres schema (queue type `postgres`), safe to share
+ * between any number of instances. Implements `listen` (LISTEN/NOTIFY on a
+ * dedicated connection) and `acquireJanitor`. Use `PostgresStore.open`.
+ */
+export class PostgresStore implements Store {
+  readonly #driver: typeof pg;
+  readonly #pool: pg.Pool;
+  readonly #ownsPool: boolean;
+  readonly #sql: Record<StatementName, string>;
+  readonly #channel: string;
+  readonly #schema: string;
+  readonly #listeners = new Set<() => void>();
+  readonly #names = new Map<StatementName, string>();
+  #closed = false;
+
+  private constructor(driverModule: typeof pg, pool: pg.Pool, ownsPool: boolean, schema: string, quoted: string) {
+    this.#driver = driverModule;
+    this.#pool = pool;
+    this.#ownsPool = ownsPool;
+    this.#schema = schema;
+    this.#sql = statements(quoted);
+    this.#channel = wakeChannel(schema);
+  }
+
+  /**
+   * Connects, creates the schema when missing and applies pending migrations
+   * (under an advisory lock, so instances may start together).
+   *
+   * @throws InvalidArgumentError neither or both of `connectionString` and `pool`, or a bad schema name.
+   * @throws IOError the database is unreachable or refuses the migration (the driver's error is the cause).
+   */
+  static async open(opts: PostgresStoreOptions): Promise<PostgresStore> {
+    const hasUrl = typeof opts?.connectionString === 'string' && opts.connectionString !== '';
+    if (hasUrl === (opts?.pool !== undefined)) throw new InvalidArgumentError('postgres store needs exactly one of connectionString and pool');
+    const schema = opts.schema ?? 'ferry';
+    const quoted = quoteSchema(schema);
+    if (opts.poolSize !== undefined && (!Number.isInteger(opts.poolSize) || opts.poolSize < 1)) {
+      throw new InvalidArgumentError('postgres store: poolSize must be a positive integer');
+    }
+    const Driver = await loadDriver();
+    const ownsPool = opts.pool === undefined;
+    const pool = opts.pool ?? new Driver.Pool({ connectionString: opts.connectionString, max: opts.poolSize ?? 10 });
+    // An idle client that loses its connection emits on the pool; without a
+    // listener that would crash the process. The pool replaces it on next use.
+    if (ownsPool) pool.on('error', () => undefined);
+    try {
+      await migrate(pool, schema, quoted);
+    } catch (err) {
+      if (ownsPool) await pool.end().catch(() => undefined);
+      throw wrap(err, `opening schema ${schema}`);
+    }
+    return new PostgresStore(Driver, pool, ownsPool, schema, quoted);
+  }
+
+  /** The schema this store uses (unquoted). */
+  get schema(): string {
+    return this.#schema;
+  }
+
+  #assertOpen(): void {
+    if (this.#closed) throw new ClosedError('postgres store is closed');
+  }
+
+  /**
+   * A named prepared statement: each connection parses it once. The name
+   * carries a hash of the text, so two versions of a statement (another
+   * schema, a later release sharing the pool) never collide on one connection.
+   */
+  #stmt(name: StatementName, values: unknown[]): pg.QueryConfig {
+    let prepared = this.#names.get(name);
+    if (prepared === undefined) {
+      const text = this.#sql[name];
+      prepared = `ferry_${name}_${createHash('sha1').update(text).digest('hex').slice(0, 12)}`;
+      this.#names.set(name, prepared);
+    }
+    return { name: prepared, text: this.#sql[name], values };
+  }
+
+  async #q<R extends pg.QueryResultRow>(name: StatementName, values: unknown[]): Promise<pg.QueryResult<R>> {
+    this.#assertOpen();
+    try {
+      return await this.#pool.query<R>(this.#stmt(name, values));
+    } catch (err) {
+      throw wrap(err, name);
+    }
+  }
+
+  /**
+   * Runs `fn` in a transaction on one pooled connection. `relaxed` commits
+   * without waiting for the WAL flush: for claims only, where a database crash
+   * that forgets the commit merely makes the deliveries claimable again
+   * (a later synchronous commit, an ack of them included, flushes it first).
+   */
+  async #tx<T>(what: string, fn: (c: pg.PoolClient) => Promise<T>, relaxed = false): Promise<T> {
+    this.#assertOpen();
+    let client: pg.PoolClient;
+    try {
+      client = await this.#pool.connect();
+    } catch (err) {
+      throw wrap(err, what);
+    }
+    let broken: Error | undefined;
+    try {
+      // One simple-protocol round trip for both.
+      await client.query(relaxed ? 'BEGIN; SET LOCAL synchronous_commit TO off' : 'BEGIN');
+      const out = await fn(client);
+      await client.query('COMMIT');
+      return out;
+    } catch (err) {
+      await client.query('ROLLBACK').catch((e: Error) => (broken = e));
+      throw wrap(err, what);
+    } finally {
+      client.release(broken);
+    }
+  }
+
+  async ensureGroup(topic: string, group: string, startFrom: StartFrom): Promise<void> {
+    await this.#tx('ensureGroup', async (c) => {
+      await c.query(this.#stmt('lock-topics', [[topic]]));
+      const created = await c.query(this.#stmt('create-group', [topic, group]));
+      if (created.rowCount === 0 || startFrom !== 'earliest') return;
+      // The topic's lock keeps appends out until this commits, so the pages
+      // below see every message committed before the group existed.
+      for (let after = '0'; ; ) {
+        const page = await c.query<{ seq: string; id: string }>(this.#stmt('backfill-page', [topic, after, BACKFILL_PAGE]));
+        if (page.rows.length === 0) break;
+        await c.query(this.#stmt('backfill', [topic, group, page.rows.map((r) => r.seq), page.rows.map((r) => deliveryId(r.id, group))]));
+        after = page.rows[page.rows.length - 1]!.seq;
+        if (page.rows.length < BACKFILL_PAGE) break;
+      }
+    });
+  }
+
+  async append(msgs: StoredMessage[]): Promise<void> {
+    if (msgs.length === 0) return this.#assertOpen();
+    const topics = [...new Set(msgs.map((m) => m.topic))];
+    await this.#tx('append', async (c) => {
+      await c.query(this.#stmt('lock-topics', [topics]));
+      const groups = new Map<string, string[]>();
+      for (const r of (await c.query<{ topic: string; grp: string }>(this.#stmt('groups-of', [topics]))).rows) {
+        let gs = groups.get(r.topic);
+        if (!gs) groups.set(r.topic, (gs = []));
+        gs.push(r.grp);
+      }
+      const fanMsg: string[] = [];
+      const fanGroup: string[] = [];
+      const fanId: string[] = [];
+      const seen = new Set<string>();
+      for (const m of msgs) {
+        if (seen.has(m.id)) continue;
+        seen.add(m.id);
+        for (const g of groups.get(m.topic) ?? []) {
+          fanMsg.push(m.id);
+          fanGroup.push(g);
+          fanId.push(deliveryId(m.id, g));
+        }
+      }
+      const offsets: number[] = [];
+      let at = 0;
+      for (const m of msgs) {
+        offsets.push(at);
+        at += m.payload.byteLength;
+      }
+      await c.query(this.#stmt('append', [
+        msgs.map((m) => m.id),
+        msgs.map((m) => m.topic),
+        msgs.map((m) => m.key ?? null),
+        Buffer.concat(msgs.map((m) => m.payload)),
+        msgs.map((m) => (m.headers === undefined ? null : JSON.stringify(m.headers))),
+        msgs.map((m) => m.publishedAt),
+        msgs.map((m) => m.deliverAt ?? null),
+        fanMsg,
+        fanGroup,
+        fanId,
+        [...groups.keys()],
+        this.#channel,
+        offsets,
+        msgs.map((m) => m.payload.byteLength),
+      ]));
+    });
+  }
+
+  async claim(req: ClaimRequest): Promise<Claimed[]> {
+    const values = (limit: number) => [req.topic, req.group, limit, req.runnerId, Math.ceil(req.leaseMs)];
+    let rows: ClaimRow[];
+    if (req.maxInFlight > 0) {
+      rows = await this.#tx('claim', async (c) => {
+        await c.query(this.#stmt('claim-lock-group', [req.topic, req.group]));
+        const inFlight = (await c.query<{ n: number }>(this.#stmt('in-flight', [req.topic, req.group]))).rows[0]!.n;
+        const limit = Math.min(req.max, req.maxInFlight - inFlight);
+        return limit > 0 ? (await c.query<ClaimRow>(this.#stmt('claim', values(limit)))).rows : [];
+      }, true);
+    } else {
+      rows = await this.#tx('claim', async (c) => (await c.query<ClaimRow>(this.#stmt('claim', values(req.max)))).rows, true);
+    }
+    return rows.map((r) => ({ deliveryId: r.delivery_id, claimToken: r.claim_token, group: req.group, attempt: r.attempt, message: toMessage(r) }));
+  }
+
+  async ack(cs: Claimed[]): Promise<string[]> {
+    if (cs.length === 0) return (this.#assertOpen(), []);
+    const s = sorted(cs);
+    const res = await this.#q<HeldRow>('ack', [s.map((c) => c.deliveryId), s.map((c) => c.claimToken), this.#channel]);
+    return stillHeld(cs, res.rows);
+  }
+
+  async retry(c: Claimed, backoffMs: number, lastError: string): Promise<boolean> {
+    return (await this.#q('retry', [c.deliveryId, c.claimToken, Math.ceil(backoffMs), lastError])).rowCount === 1;
+  }
+
+  async kill(c: Claimed, lastError: string): Promise<boolean> {
+    return (await this.#q('kill', [c.deliveryId, c.claimToken, lastError, this.#channel])).rowCount === 1;
+  }
+
+  async extend(cs: Claimed[], leaseMs: number): Promise<string[]> {
+    if (cs.length === 0) return (this.#assertOpen(), []);
+    const s = sorted(cs);
+    const res = await this.#q<HeldRow>('extend', [s.map((c) => c.deliveryId), s.map((c) => c.claimToken), Math.ceil(leaseMs)]);
+    return stillHeld(cs, res.rows);
+  }
+
+  async release(cs: Claimed[]): Promise<void> {
+    if (cs.length === 0) return this.#assertOpen();
+    const s = sorted(cs);
+    await this.#q('release', [s.map((c) => c.deliveryId), s.map((c) => c.claimToken), this.#channel]);
+  }
+
+  async purge(policy: PurgePolicy, batch: number): Promise<number> {
+    // Two statements, dead rows first: a message whose dead row goes now may
+    // then be finished, and the second statement's snapshot sees that.
+    const dead = await this.#q('purge-dead', [Math.floor(policy.deadRetentionMs), batch]);
+    const messages = await this.#q('purge-messages', [Math.floor(policy.ackedRetentionMs), batch]);
+    return (dead.rowCount ?? 0) + (messages.rowCount ?? 0);
+  }
+
+  async stats(topic: string, group: string): Promise<QueueStats> {
+    const r = (await this.#q<{ live: number; leased: number; dead: number }>('stats', [topic, group])).rows[0]!;
+    return { pending: r.live - r.leased, leased: r.leased, dead: r.dead };
+  }
+
+  async ping(): Promise<void> {
+    this.#assertOpen();
+    try {
+      await this.#pool.query('SELECT 1');
+    } catch (err) {
+      throw wrap(err, 'ping');
+    }
+  }
+
+  async acquireJanitor(holder: string, ttlMs: number): Promise<boolean> {
+    return (await this.#q('janitor', [holder, Math.ceil(ttlMs)])).rowCount === 1;
+  }
+
+  /**
+   * Calls `wake(topic)` for every notification on this schema's channel
+   * (sent by publishes, and by acks and kills that free a key lane, in any
+   * instance) until `signal` aborts or the store closes. Uses a dedicated
+   * connection outside the pool; when it drops, reconnects with a doubling
+   * delay and wakes every topic it had heard of, since notifications sent
+   * while it was away are lost. Never rejects.
+   */
+  async listen(signal: AbortSignal, wake: (topic: string) => void): Promise<void> {
+    const heard = new Set<string>();
+    let delay = LISTEN_BACKOFF_MIN_MS;
+    let reconnecting = false;
+    const onNotify = (n: pg.Notification) => {
+      if (n.channel !== this.#channel || !n.payload) return;
+      if (heard.size < 10_000) heard.add(n.payload);
+      wake(n.payload);
+    };
+    while (!signal.aborted && !this.#closed) {
+      const client = new this.#driver.Client(this.#clientConfig());
+      let stop!: () => void;
+      const stopped = new Promise<void>((resolve) => (stop = resolve));
+      client.on('error', stop);
+      client.on('end', stop);
+      signal.addEventListener('abort', stop, { once: true });
+      this.#listeners.add(stop);
+      try {
+        await client.connect();
+        client.on('notification', onNotify);
+        await client.query(`LISTEN "${this.#channel}"`);
+        delay = LISTEN_BACKOFF_MIN_MS;
+        if (reconnecting) for (const t of heard) wake(t);
+        await stopped;
+      } catch {
+        // Unreachable or dropped: polling carries on meanwhile; try again below.
+      } finally {
+        signal.removeEventListener('abort', stop);
+        this.#listeners.delete(stop);
+        await client.end().catch(() => undefined);
+      }
+      if (signal.aborted || this.#closed) break;
+      reconnecting = true;
+      await new Promise<void>((resolve) => {
+        const t = setTimeout(done, delay);
+        function done() {
+          clearTimeout(t);
+          signal.removeEventListener('abort', done);
+          resolve();
+        }
+        signal.addEventListener('abort', done, { once: true });
+      });
+      delay = Math.min(delay * 2, LISTEN_BACKOFF_MAX_MS);
+    }
+  }
+
+  /** Connection settings for the listener: the pool's own. */
+  #clientConfig(): pg.ClientConfig {
+    return { ...(this.#pool as unknown as { options: pg.ClientConfig }).options };
+  }
+
+  /** Stops listeners and ends the pool when the store opened it; a borrowed pool stays open. Idempotent. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    for (const stop of this.#listeners) stop();
+    if (this.#ownsPool) await this.#pool.end().catch(() => undefined);
+  }
+
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+}

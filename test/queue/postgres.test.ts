@@ -1,0 +1,226 @@
+/**
+ * Postgres-specific behaviour beyond the conformance suite: configuration,
+ * lazy loading, migrations racing, a borrowed pool, wake-ups between
+ * instances (and polling without them), the listener reconnecting, and a
+ * consumer process killed while it holds leases.
+ */
+import assert from 'node:assert/strict';
+import { spawn, spawnSync } from 'node:child_process';
+import { dirname, join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { after, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { InvalidArgumentError, IOError } from '../../src/errors.js';
+import { createStoreQueue } from '../../src/queue/engine.js';
+import { createQueue } from '../../src/queue/index.js';
+import { PostgresStore } from '../../src/queue/stores/postgres/store.js';
+import type { Queue, Store } from '../../src/queue/types.js';
+import { POSTGRES_SKIP, POSTGRES_URL, adminPool, dropSchema, testSchema } from '../stores/postgres-env.js';
+import { sleep, waitFor } from '../stores/helpers.js';
+
+const here = dirname(fileURLToPath(import.meta.url));
+const enc = (s: string) => new TextEncoder().encode(s);
+const dec = (b: Uint8Array) => new TextDecoder().decode(b);
+
+describe('postgres store', { skip: POSTGRES_SKIP }, () => {
+  const schemas: string[] = [];
+  const closers: Array<() => Promise<unknown>> = [];
+  const fresh = (tag = 'pq') => {
+    const s = testSchema(tag);
+    schemas.push(s);
+    return s;
+  };
+  const open = async (schema: string) => {
+    const s = await PostgresStore.open({ connectionString: POSTGRES_URL, schema, poolSize: 4 });
+    closers.push(() => s.close());
+    return s;
+  };
+  const queueOn = (store: Store) => {
+    const q = createStoreQueue(store, { onError: () => undefined });
+    closers.push(() => q.close({ timeoutMs: 100 }));
+    return q;
+  };
+  after(async () => {
+    for (const c of closers.reverse()) await c().catch(() => undefined);
+    for (const s of schemas) await dropSchema(s);
+  });
+
+  it('loads pg only when a postgres queue is created', () => {
+    const schema = fresh();
+    const r = spawnSync(process.execPath, ['--import', 'tsx', join(here, 'fixtures', 'pg-lazy-load.ts'), POSTGRES_URL, schema], { encoding: 'utf8' });
+    assert.equal(r.status, 0, r.stderr);
+    assert.deepEqual(JSON.parse(r.stdout), { before: false, afterMemory: false, afterPostgres: true });
+  });
+
+  it('refuses bad schema names and ambiguous connection settings; an unreachable server is an IOError', async () => {
+    for (const schema of ['Upper', 'a-b', 'a"b', 'pg_x', '1abc', '', 'x'.repeat(49)]) {
+      await assert.rejects(PostgresStore.open({ connectionString: POSTGRES_URL, schema }), InvalidArgumentError, schema);
+    }
+    await assert.rejects(PostgresStore.open({}), InvalidArgumentError);
+    const pool = new pg.Pool({ connectionString: POSTGRES_URL, max: 1 });
+    try {
+      await assert.rejects(PostgresStore.open({ connectionString: POSTGRES_URL, pool }), InvalidArgumentError);
+    } finally {
+      await pool.end();
+    }
+    await assert.rejects(createQueue({ enabled: true, type: 'postgres', config: {} }), InvalidArgumentError);
+    await assert.rejects(createQueue({ enabled: true, type: 'postgres', config: { connectionString: POSTGRES_URL, poolSize: 3 } }), InvalidArgumentError);
+    const err = await PostgresStore.open({ connectionString: 'postgres://127.0.0.1:1/nothing' }).catch((e: unknown) => e);
+    assert.ok(err instanceof IOError, String(err));
+    assert.ok(err.cause instanceof Error);
+  });
+
+  it('instances opening a new schema together migrate it once', async () => {
+    const schema = fresh();
+    const stores = await Promise.all(Array.from({ length: 6 }, () => open(schema)));
+    const rows = await adminPool.query(`SELECT version, name FROM "${schema}".migrations ORDER BY version`);
+    assert.deepEqual(rows.rows, [{ version: 1, name: '001_init.sql' }]);
+    await Promise.all(stores.map((s) => s.ping()));
+    await open(schema);
+    assert.equal((await adminPool.query(`SELECT count(*)::int AS n FROM "${schema}".migrations`)).rows[0].n, 1);
+  });
+
+  it('works on a borrowed pool and leaves it open when the queue closes', async () => {
+    const schema = fresh();
+    const pool = new pg.Pool({ connectionString: POSTGRES_URL, max: 3 });
+    try {
+      const q = (await createQueue({ enabled: true, type: 'postgres', config: { schema } }, { pool }))!;
+      const got: string[] = [];
+      await q.subscribe('t', 'g', async (d) => void got.push(dec(d.payload)), { pollIntervalMs: 20 });
+      await q.publish({ topic: 't', payload: enc('borrowed') });
+      await waitFor(() => got.length === 1, 5000, 'delivery');
+      await q.close();
+      assert.deepEqual(got, ['borrowed']);
+      assert.equal((await pool.query('SELECT 41 + 1 AS n')).rows[0].n, 42, 'the pool still works');
+    } finally {
+      await pool.end();
+    }
+  });
+
+  it('a publish in one instance wakes an idle subscriber of another within a second (60 s poll)', async () => {
+    const schema = fresh();
+    const consumer = queueOn(await open(schema));
+    const producer = queueOn(await open(schema));
+    const got: Array<{ text: string; at: number }> = [];
+    await consumer.subscribe('t', 'g', async (d) => void got.push({ text: dec(d.payload), at: Date.now() }), { pollIntervalMs: 60_000 });
+    await sleep(300); // the subscription's first claim has come back empty
+    const sent = Date.now();
+    await producer.publish({ topic: 't', payload: enc('ping') });
+    await waitFor(() => got.length === 1, 2000, 'woken delivery');
+    assert.equal(got[0]!.text, 'ping');
+    assert.ok(got[0]!.at - sent < 1000, `took ${got[0]!.at - sent} ms`);
+  });
+
+  it("acking a key lane's head wakes the next message of that key in every instance without a poll", async () => {
+    const schema = fresh();
+    const a = queueOn(await open(schema));
+    const b = queueOn(await open(schema));
+    const producer = queueOn(await open(schema));
+    const log: Array<{ text: string; start: number; end: number }> = [];
+    const handler = async (d: { payload: Uint8Array }) => {
+      const start = Date.now();
+      await sleep(50);
+      log.push({ text: dec(d.payload), start, end: Date.now() });
+    };
+    await a.subscribe('t', 'g', handler, { pollIntervalMs: 60_000 });
+    await b.subscribe('t', 'g', handler, { pollIntervalMs: 60_000 });
+    await sleep(300);
+    await producer.publish(...['k1', 'k2', 'k3', 'k4'].map((t) => ({ topic: 't', key: 'k', payload: enc(t) })));
+    await waitFor(() => log.length === 4, 5000, 'the whole lane');
+    assert.deepEqual(log.map((l) => l.text), ['k1', 'k2', 'k3', 'k4']);
+    for (let i = 1; i < 4; i++) {
+      assert.ok(log[i]!.start >= log[i - 1]!.end, 'one at a time');
+      assert.ok(log[i]!.start - log[i - 1]!.end < 1000, `k${i + 1} waited ${log[i]!.start - log[i - 1]!.end} ms after its head`);
+    }
+  });
+
+  it('polling alone delivers everything when every notification is lost', async () => {
+    const schema = fresh();
+    const inner = await open(schema);
+    // The same store without its wake source: nothing this instance hears.
+    const deaf = new Proxy(inner, {
+      get(target, prop) {
+        if (prop === 'listen') return undefined;
+        const v = Reflect.get(target, prop, target) as unknown;
+        return typeof v === 'function' ? v.bind(target) : v;
+      },
+    }) as Store;
+    assert.equal(deaf.listen, undefined);
+    const consumer = queueOn(deaf);
+    const producer = queueOn(await open(schema));
+    const got = new Set<string>();
+    await consumer.subscribe('t', 'g', async (d) => void got.add(dec(d.payload)), { pollIntervalMs: 150, concurrency: 4 });
+    await sleep(50);
+    for (let i = 0; i < 5; i++) await producer.publish(...Array.from({ length: 20 }, (_, j) => ({ topic: 't', key: `k${j % 3}`, payload: enc(`m${i * 20 + j}`) })));
+    await waitFor(() => got.size === 100, 10_000, 'all 100 by polling');
+    assert.deepEqual(await consumer.stats('t', 'g'), { pending: 0, leased: 0, dead: 0 });
+  });
+
+  it('the listener reconnects after its connection is killed and wakes subscribers again', async () => {
+    const schema = fresh();
+    const consumer = queueOn(await open(schema));
+    const producer = queueOn(await open(schema));
+    const got: Array<{ text: string; at: number }> = [];
+    await consumer.subscribe('t', 'g', async (d) => void got.push({ text: dec(d.payload), at: Date.now() }), { pollIntervalMs: 60_000 });
+    const listeners = async () =>
+      (await adminPool.query<{ pid: number }>(`SELECT pid FROM pg_stat_activity WHERE query = $1`, [`LISTEN "${schema}.wake"`])).rows.map((r) => r.pid);
+    await waitFor(async () => (await listeners()).length === 2, 3000, 'two listeners');
+    const before = await listeners();
+    await adminPool.query('SELECT pg_terminate_backend(pid) FROM unnest($1::int[]) AS pid', [before]);
+    await waitFor(async () => {
+      const now = await listeners();
+      return now.length === 2 && now.every((p) => !before.includes(p));
+    }, 5000, 'both listeners back');
+    const sent = Date.now();
+    await producer.publish({ topic: 't', payload: enc('after reconnect') });
+    await waitFor(() => got.length === 1, 2000, 'woken delivery');
+    assert.ok(got[0]!.at - sent < 1000, `took ${got[0]!.at - sent} ms`);
+  });
+
+  it('a consumer process SIGKILLed while holding leases: each lease expires and its delivery completes elsewhere exactly once', async () => {
+    const schema = fresh();
+    const setup = await open(schema);
+    await setup.ensureGroup('jobs', 'workers', 'latest');
+    const producer = queueOn(setup);
+    const texts = ['a', 'b', 'c', 'd', 'e', 'f'];
+    await producer.publish(...texts.map((t) => ({ topic: 'jobs', payload: enc(t) })));
+
+    const child = spawn(process.execPath, ['--import', 'tsx', join(here, 'fixtures', 'pg-holder.ts'), POSTGRES_URL, schema, '4'], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const exited = new Promise<NodeJS.Signals | null>((resolve) => child.on('exit', (_code, signal) => resolve(signal)));
+    const held: string[] = [];
+    for await (const line of createInterface({ input: child.stdout! })) {
+      const s = JSON.parse(line) as { text: string; attempt: number };
+      assert.equal(s.attempt, 1);
+      held.push(s.text);
+      if (held.length === 4) break;
+    }
+    child.kill('SIGKILL');
+    assert.equal(await exited, 'SIGKILL');
+    const killedAt = Date.now();
+    assert.deepEqual(await setup.stats('jobs', 'workers'), { pending: 2, leased: 4, dead: 0 });
+
+    const rescuer = queueOn(await open(schema));
+    const done: Array<{ text: string; attempt: number; at: number }> = [];
+    await rescuer.subscribe('jobs', 'workers', async (d) => void done.push({ text: dec(d.payload), attempt: d.attempt, at: Date.now() }), {
+      pollIntervalMs: 50,
+      concurrency: 4,
+    });
+    await waitFor(() => done.length >= 6, 10_000, 'every delivery');
+    await sleep(500); // room for a duplicate to show up
+    assert.deepEqual(done.map((d) => d.text).sort(), texts, 'each exactly once');
+    for (const d of done) {
+      if (held.includes(d.text)) {
+        assert.equal(d.attempt, 2, `${d.text} was the dead consumer's first attempt`);
+        // Heartbeats renew a 1500 ms lease every 500 ms, so at least ~1000 ms of it was left at the kill.
+        assert.ok(d.at - killedAt >= 900, `${d.text} taken back ${d.at - killedAt} ms after the kill, inside its lease`);
+      } else {
+        assert.equal(d.attempt, 1);
+      }
+    }
+    await waitFor(async () => (await rescuer.stats('jobs', 'workers')).leased === 0, 3000, 'acks flushed');
+    assert.deepEqual(await rescuer.stats('jobs', 'workers'), { pending: 0, leased: 0, dead: 0 });
+  });
+});
+
+export type { Queue };
