@@ -121,8 +121,10 @@ async function rounds(policy: string, commitEvery: number, kills: number, seed: 
       // Only an unprinted commit, of records the child had reserved, may have taken it.
       assert.ok(i < first && i <= maxReserved + 1, `resolved add x${i} is missing (round ${k}, ${policy})`);
     }
-    // The commit cursor that persisted is where delivery now starts.
-    if (got.length) lastCommit = Math.max(lastCommit, first - 1);
+    // The commit cursor that persisted is where delivery now starts. An empty
+    // queue means a commit (printed or not) took everything attempted so far:
+    // without this, a later round would count those records as missing.
+    lastCommit = Math.max(lastCommit, got.length ? first - 1 : inFlight);
     start = inFlight + 1;
   }
   return { added: totalAdded, committed: lastCommit };
