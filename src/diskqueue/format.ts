@@ -184,7 +184,11 @@ export function encodeRecord(payload: Uint8Array, out: Uint8Array, at: number): 
   return p + CHECKSUM_SIZE - at;
 }
 
-/** One DataView over the buffer records were last framed into: framing reuses a scratch buffer, so this is nearly always a hit. */
+/**
+ * One DataView over the buffer records were last framed into or checked in:
+ * both reuse one buffer (the scratch, the block), so this is nearly always a
+ * hit, and the hot paths allocate no view per record.
+ */
 let lastView: DataView<ArrayBufferLike> = new DataView(new ArrayBuffer(0));
 function viewOf(out: Uint8Array): DataView {
   if (lastView.buffer !== out.buffer) lastView = new DataView(out.buffer);
@@ -240,6 +244,6 @@ export function frameRecord(
 
 /** Whether the checksum after the payload matches it. */
 export function checksumMatches(buf: Uint8Array, f: RecordFrame): boolean {
-  const stored = new DataView(buf.buffer, buf.byteOffset).getBigUint64(f.payloadEnd, true);
+  const stored = viewOf(buf).getBigUint64(buf.byteOffset + f.payloadEnd, true);
   return stored === xxh64(buf.subarray(f.payloadStart, f.payloadEnd));
 }
