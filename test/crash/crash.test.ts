@@ -53,7 +53,10 @@ function killedRound(dir: string, policy: string, start: number, commitEvery: nu
       }
     });
     child.on('error', reject);
-    child.on('exit', (code, signal) => {
+    // 'close', not 'exit': the child's last lines may still sit in the pipe
+    // when it exits, and a round judged without them would count the adds
+    // they report as never made.
+    child.on('close', (code, signal) => {
       clearTimeout(timer);
       if (signal !== 'SIGKILL') reject(new Error(`writer exited with ${code ?? signal} before it was killed`));
       else resolve(round);
