@@ -13,7 +13,7 @@ export interface SpoolOptions {
   /**
    * A segment file rotates once it holds at least one frame and the next one
    * would take it past this many bytes (a single larger record still gets
-   * written, alone). Default 8 MiB; at least 64.
+   * written, alone). 0 or absent: 8 MiB.
    */
   segmentBytes?: number;
   /**
@@ -44,8 +44,8 @@ export interface ResolvedSpoolOptions {
 export function resolveSpoolOptions(o: SpoolOptions, fs: FileSystem): ResolvedSpoolOptions {
   if (typeof o !== 'object' || o === null) throw new InvalidArgumentError('options must be an object');
   const seg = o.segmentBytes ?? 0;
-  if (!Number.isSafeInteger(seg) || seg < 0 || (seg > 0 && seg < 64)) {
-    throw new InvalidArgumentError(`segmentBytes must be 0 or an integer of at least 64, got ${String(o.segmentBytes)}`);
+  if (!Number.isSafeInteger(seg) || seg < 0) {
+    throw new InvalidArgumentError(`segmentBytes must be a non-negative integer, got ${String(o.segmentBytes)}`);
   }
   const max = o.maxBytes ?? 0;
   if (!Number.isSafeInteger(max) || max < UNBOUNDED) {

@@ -107,14 +107,14 @@ const FLAGS: Record<OpenMode, number> = {
   create: fs.constants.O_RDWR | fs.constants.O_CREAT | fs.constants.O_EXCL,
 };
 
-/** The real file system. */
+/** The real file system. Files are created 0600 and directories 0700: queued records are nobody else's business. */
 export const nodeFileSystem: FileSystem = {
   open(path, mode) {
-    return new NodeFileHandle(path, fs.openSync(path, FLAGS[mode], 0o644));
+    return new NodeFileHandle(path, fs.openSync(path, FLAGS[mode], 0o600));
   },
   readdir: (dir) => fs.readdirSync(dir),
   mkdirp(dir) {
-    fs.mkdirSync(dir, { recursive: true });
+    fs.mkdirSync(dir, { recursive: true, mode: 0o700 });
   },
   unlink: (path) => fs.unlinkSync(path),
   rename: (from, to) => fs.renameSync(from, to),
