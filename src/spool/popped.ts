@@ -1,6 +1,5 @@
 /** What `Spool.pop` hands out: the payload and the commit that retires it. */
 export class Popped {
-  /** @internal segment number, frame position, next frame position, segment epoch at pop time */
   constructor(
     /** The record's bytes (a fresh copy the caller owns). */
     readonly data: Uint8Array,
@@ -15,5 +14,6 @@ export class Popped {
     /** @internal */ readonly seq: number,
     /** @internal */ readonly offset: number,
     /** @internal */ readonly next: number,
+    /** @internal */ readonly epoch: number,
   ) {}
 }

@@ -213,8 +213,7 @@ export class Spool implements AsyncDisposable {
       }
       this.counters.popped++;
       const epoch = h.epoch;
-      const data = payload.slice();
-      return new Popped(data, () => this.commitAt(h, at, next, epoch, data), h.seq, at, next);
+      return new Popped(payload.slice(), () => this.commitAt(h, at, next, epoch), h.seq, at, next, epoch);
     }
   }
 
@@ -232,7 +231,8 @@ export class Spool implements AsyncDisposable {
     if (!(popped instanceof Popped)) throw new InvalidArgumentError('requeue takes what pop returned');
     this.checkOpen();
     const h = this.segs[0]!;
-    if (this.segs.length === 1 && h.seq === popped.seq && this.headOffset === popped.offset && popped.next === h.size) return false;
+    const only = this.segs.length === 1 && h.seq === popped.seq && h.epoch === popped.epoch;
+    if (only && this.headOffset === popped.offset && popped.next === h.size) return false;
     this.place(popped.data, false, true);
     await this.durable(false);
     await popped.commit();
@@ -508,8 +508,11 @@ export class Spool implements AsyncDisposable {
       } catch {
         // nothing to append to now; the next append tries again
       }
-    } else {
-      this.headOffset = Math.min(this.headOffset, this.segs[0]!.size);
+    } else if (this.headOffset > this.segs[0]!.size) {
+      // The stored cursor may point past the cut; new frames will fill that
+      // space, so it must not be left there.
+      this.headOffset = this.segs[0]!.size;
+      void this.cursor.write({ seq: this.segs[0]!.seq, offset: this.headOffset });
     }
     const lost = this.lastNoSync > this.durableWritten;
     this.written = this.durableWritten;
@@ -518,26 +521,17 @@ export class Spool implements AsyncDisposable {
     return lost;
   }
 
-  /** Retires the frame at `at` if it is still the head (and still the same bytes). */
-  private commitAt(seg: SpoolSegment, at: number, next: number, epoch: number, data: Uint8Array): Promise<void> {
+  /**
+   * Retires the frame at `at` if it is still the head. A rollback since the
+   * pop may have put another record at the same position, so a commit from
+   * before it is a no-op: at worst the record is delivered again.
+   */
+  private commitAt(seg: SpoolSegment, at: number, next: number, epoch: number): Promise<void> {
     if (this.closed) return Promise.resolve();
-    const h = this.segs[0];
-    if (h !== seg || this.headOffset !== at || next > seg.size) return Promise.resolve();
-    if (seg.epoch !== epoch && !this.sameFrame(seg, at, data)) return Promise.resolve();
+    if (this.segs[0] !== seg || this.headOffset !== at || seg.epoch !== epoch || next > seg.size) return Promise.resolve();
     this.headOffset = next;
     this.counters.committed++;
     return this.advanced();
-  }
-
-  /** After a rollback the bytes at `at` may be a different record: commit only the one popped. */
-  private sameFrame(seg: SpoolSegment, at: number, data: Uint8Array): boolean {
-    try {
-      const frame = seg.read(at, FRAME_OVERHEAD + data.length);
-      const payload = checkFrame(frame);
-      return payload !== undefined && Buffer.compare(payload, data) === 0;
-    } catch {
-      return false;
-    }
   }
 
   /** The head moved: retire consumed segments and write the cursor. */
