@@ -356,6 +356,8 @@ export class Spool implements AsyncDisposable {
       throw asIOError(`cannot sync the spool in ${this.dir}`, err);
     }
     for (const s of this.segs) s.durable = s.size;
+    // Only the tail keeps its descriptor; see recovery.ts.
+    for (const s of this.segs.slice(0, -1)) s.close();
   }
 
   private checkOpen(): void {
