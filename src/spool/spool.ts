@@ -181,7 +181,8 @@ export class Spool implements AsyncDisposable {
     const event = this.events.shift();
     if (event) throw event;
     for (;;) {
-      const h = this.segs[0]!;
+      const h = this.segs[0];
+      if (!h) return undefined; // a rollback removed every segment and none could be created
       if (this.headOffset >= h.size) {
         if (this.segs.length === 1) return undefined;
         this.retireHead();
@@ -208,7 +209,13 @@ export class Spool implements AsyncDisposable {
         // A bad checksum with a framing that still walks to the end of the
         // file costs this frame; otherwise the length itself may be what is
         // damaged, and nothing after it can be trusted.
-        if (wholeFramesEnd(h, next) !== h.size) throw this.dropSegment(h, 'checksum');
+        let end: number;
+        try {
+          end = wholeFramesEnd(h, next);
+        } catch (err) {
+          throw asIOError(`cannot read spool segment ${h.path}`, err);
+        }
+        if (end !== h.size) throw this.dropSegment(h, 'checksum');
         throw this.dropFrame(h, next);
       }
       this.counters.popped++;
@@ -230,9 +237,9 @@ export class Spool implements AsyncDisposable {
   async requeue(popped: Popped): Promise<boolean> {
     if (!(popped instanceof Popped)) throw new InvalidArgumentError('requeue takes what pop returned');
     this.checkOpen();
-    const h = this.segs[0]!;
-    const only = this.segs.length === 1 && h.seq === popped.seq && h.epoch === popped.epoch;
-    if (only && this.headOffset === popped.offset && popped.next === h.size) return false;
+    const h = this.segs[0];
+    const only = this.segs.length === 1 && h!.seq === popped.seq && h!.epoch === popped.epoch;
+    if (only && this.headOffset === popped.offset && popped.next === h!.size) return false;
     this.place(popped.data, false, true);
     await this.durable(false);
     await popped.commit();
@@ -254,6 +261,7 @@ export class Spool implements AsyncDisposable {
 
   /** Undelivered bytes: every segment's bytes minus what the head consumed. `maxBytes` caps this. */
   get bytes(): number {
+    if (this.segs.length === 0) return 0;
     let n = -this.headOffset;
     for (const s of this.segs) n += s.size;
     return n;
@@ -370,6 +378,7 @@ export class Spool implements AsyncDisposable {
     if (!(data instanceof Uint8Array)) throw new InvalidArgumentError('a record must be a Uint8Array');
     if (data.length > MAX_RECORD_BYTES) throw new RecordTooLargeError(`record of ${data.length} bytes exceeds MAX_RECORD_BYTES`);
     const size = FRAME_OVERHEAD + data.length;
+    if (this.segs.length === 0) this.addSegment();
     let tail = this.segs[this.segs.length - 1]!;
     const rotate = tail.sealed || (tail.size > SEGMENT_HEADER_SIZE && tail.size + size > this.opts.segmentBytes);
     const headAtTailEnd = this.segs.length === 1 && this.headOffset >= tail.size;
