@@ -225,6 +225,54 @@ export class Spool implements AsyncDisposable {
   }
 
   /**
+   * Up to `max` records from the head, in order, without removing any (beyond
+   * the Go spool, for senders that deliver in batches). The first is what
+   * {@link pop} returns, with its errors; the rest stop early at the first
+   * thing that is not a whole, intact frame, which the head reports when it
+   * gets there. Commit them in order: each commit retires its record only once
+   * the ones before it are committed.
+   *
+   * @throws as {@link pop}, for the first record only.
+   */
+  async popBatch(max: number, maxBytes = Infinity): Promise<Popped[]> {
+    if (!Number.isSafeInteger(max) || max < 1) throw new InvalidArgumentError(`max must be a positive integer, got ${max}`);
+    const first = await this.pop();
+    if (!first) return [];
+    const out = [first];
+    let bytes = first.data.length;
+    let i = 0;
+    let at = first.next;
+    while (out.length < max && bytes < maxBytes) {
+      let seg = this.segs[i]!;
+      if (at >= seg.size) {
+        if (i + 1 >= this.segs.length) break;
+        seg = this.segs[++i]!;
+        at = SEGMENT_HEADER_SIZE;
+        if (at >= seg.size) continue;
+      }
+      let payload: Uint8Array | undefined;
+      try {
+        if (seg.size - at < FRAME_OVERHEAD) break;
+        const { length } = decodeFrameHeader(seg.read(at, FRAME_OVERHEAD));
+        if (at + FRAME_OVERHEAD + length > seg.size) break;
+        payload = checkFrame(seg.read(at, FRAME_OVERHEAD + length));
+      } catch {
+        break;
+      }
+      if (!payload) break;
+      const next = at + FRAME_OVERHEAD + payload.length;
+      const epoch = seg.epoch;
+      const held = seg;
+      const from = at;
+      out.push(new Popped(payload.slice(), () => this.commitAt(held, from, next, epoch), seg.seq, from, next, epoch));
+      this.counters.popped++;
+      bytes += payload.length;
+      at = next;
+    }
+    return out;
+  }
+
+  /**
    * Moves a popped record to the back: appends it again (fdatasynced,
    * ignoring the cap, since the commit right after frees as much) and then
    * commits it at the head, so one undeliverable record cannot block the rest.

@@ -17,7 +17,7 @@ import {
   UNBOUNDED,
 } from '../../src/spool/index.js';
 import { tempDir } from '../helpers/tmp.js';
-import { FaultyFileSystem, appendAll, dec, drain, enc, openS, range, rec, REC_FRAME, segNumbers } from './helpers.js';
+import { CorruptError, FaultyFileSystem, appendAll, dec, drain, enc, openS, range, rec, REC_FRAME, segNumbers, segPath } from './helpers.js';
 
 describe('append and pop', () => {
   it('delivers in order across segments and reopens', async () => {
@@ -281,5 +281,41 @@ describe('close, options, lock, files', () => {
     assert.equal(s.discarded, 0);
     assert.equal(await s.pop(), undefined);
     await s.close();
+  });
+});
+
+describe('popBatch', () => {
+  it('returns up to max records from the head across segments; committed in order they retire, out of order they wait', async () => {
+    const fs = new FaultyFileSystem();
+    const s = await openS(fs, { segmentBytes: 8 + 2 * REC_FRAME });
+    await appendAll(s, 0, 5);
+    const b = await s.popBatch(4);
+    assert.deepEqual(b.map((p) => dec(p.data)), range(0, 4));
+    await b[3]!.commit(); // not at the head yet: a no-op
+    assert.equal(s.stats().committed, 0);
+    for (const p of b) await p.commit();
+    assert.equal(s.stats().committed, 4);
+    assert.deepEqual((await s.popBatch(10)).map((p) => dec(p.data)), [rec(4)]);
+    assert.deepEqual(await s.popBatch(1).then((x) => x.length), 1);
+    await (await s.pop())!.commit();
+    assert.deepEqual(await s.popBatch(3), []);
+    await s.close();
+  });
+
+  it('stops before damage, which the head then reports', async () => {
+    const fs = new FaultyFileSystem();
+    const s = await openS(fs);
+    await appendAll(s, 0, 4);
+    await s.close();
+    const bytes = fs.readFile(segPath(1))!;
+    bytes[8 + 2 * REC_FRAME + 13]! ^= 1; // r0002's payload
+    fs.writeFile(segPath(1), bytes);
+    const t = await openS(fs);
+    const b = await t.popBatch(10);
+    assert.deepEqual(b.map((p) => dec(p.data)), range(0, 2));
+    for (const p of b) await p.commit();
+    await assert.rejects(t.popBatch(10), CorruptError);
+    assert.deepEqual((await t.popBatch(10)).map((p) => dec(p.data)), [rec(3)]);
+    await t.close();
   });
 });
