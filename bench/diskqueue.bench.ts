@@ -18,14 +18,14 @@ import { withBaseline, type BenchContext, type BenchSuite } from './harness.js';
 
 const SMALL = 256;
 
-function payload(size: number): Uint8Array {
+export function payload(size: number): Uint8Array {
   const b = new Uint8Array(size);
   for (let i = 0; i < size; i++) b[i] = (i * 31) & 0xff;
   return b;
 }
 
 /** Raw twin: sequential pwrite of `size`-byte records into a preallocated file. */
-function rawWriteRate(path: string, size: number, ms: number): number {
+export function rawWriteRate(path: string, size: number, ms: number): number {
   const fd = fs.openSync(path, 'w+');
   const buf = payload(size);
   const fileSize = 64 << 20;
@@ -49,7 +49,7 @@ function rawWriteRate(path: string, size: number, ms: number): number {
 }
 
 /** Raw twin: pwrite then fdatasync (on the thread pool) per record. */
-async function rawDurableRate(path: string, size: number, ms: number): Promise<number> {
+export async function rawDurableRate(path: string, size: number, ms: number): Promise<number> {
   const fd = fs.openSync(path, 'w+');
   const buf = payload(size);
   fs.writeSync(fd, new Uint8Array(16 << 20), 0, 16 << 20, 0);

@@ -10,7 +10,7 @@ import type { FileHandle, FileSystem } from '../storage/fs.js';
 import { asIOError } from '../diskqueue/flusher.js';
 import type { FerryError } from '../errors.js';
 import { GroupCommit } from '../diskqueue/group-commit.js';
-import { CURSOR_SIZE, decodeCursor, encodeCursor, type CursorPosition } from './format.js';
+import { CURSOR_SIZE, decodeCursor, writeCursor, type CursorPosition } from './format.js';
 
 /** The cursor's file name inside a spool directory. */
 export const CURSOR_FILE = 'cursor';
@@ -21,6 +21,7 @@ export class CursorFile {
   /** Failed persists since open. */
   failures = 0;
   private handle: FileHandle | undefined;
+  private readonly bytes = new Uint8Array(CURSOR_SIZE);
   private readonly syncs = new GroupCommit(() => this.open().datasync('file'));
   private readonly path: string;
 
@@ -54,7 +55,8 @@ export class CursorFile {
    */
   async write(pos: CursorPosition): Promise<void> {
     try {
-      this.open().pwrite(encodeCursor(pos), 0, 'cursor');
+      writeCursor(pos, this.bytes);
+      this.open().pwrite(this.bytes, 0, 'cursor');
     } catch (err) {
       this.fail(err);
       return;

@@ -51,19 +51,26 @@ export function parseSegmentHeader(bytes: Uint8Array): HeaderVerdict {
 }
 
 /**
- * One frame for `payload`. The checksum covers the length bytes too, so the
- * length is staged right before the payload, hashed in one pass, then moved to
- * the front: no second copy of the payload.
+ * Writes the frame for `payload` into `out` (at least `12 + payload.length`
+ * bytes) and returns its length. The checksum covers the length bytes too, so
+ * the length is staged right before the payload, hashed in one pass, then
+ * moved to the front: no second copy of the payload.
  */
-export function encodeFrame(payload: Uint8Array): Uint8Array {
+export function writeFrame(payload: Uint8Array, out: Uint8Array): number {
   const n = payload.length;
-  const out = new Uint8Array(FRAME_OVERHEAD + n);
-  const view = new DataView(out.buffer);
+  const view = new DataView(out.buffer, out.byteOffset, out.length);
   out.set(payload, FRAME_OVERHEAD);
   view.setUint32(8, n, false);
-  const sum = xxh64(out.subarray(8));
+  const sum = xxh64(out.subarray(8, FRAME_OVERHEAD + n));
   view.setUint32(0, n, false);
   view.setBigUint64(4, sum, false);
+  return FRAME_OVERHEAD + n;
+}
+
+/** The frame for `payload`, in a buffer of its own. */
+export function encodeFrame(payload: Uint8Array): Uint8Array {
+  const out = new Uint8Array(FRAME_OVERHEAD + payload.length);
+  writeFrame(payload, out);
   return out;
 }
 
@@ -81,25 +88,45 @@ export function decodeFrameHeader(bytes: Uint8Array): FrameHeader {
 
 /**
  * Checks a whole frame (header and payload, exactly `12 + length` bytes) and
- * returns its payload, or undefined when the checksum does not match. The
- * frame buffer is scratch: its bytes 8–11 are overwritten to hash in place.
+ * returns its payload (a view into `frame`), or undefined when the checksum
+ * does not match. Bytes 8–11 are borrowed to hash length and payload in one
+ * pass and put back before it returns.
  */
 export function checkFrame(frame: Uint8Array): Uint8Array | undefined {
   const { length, checksum } = decodeFrameHeader(frame);
   if (frame.length !== FRAME_OVERHEAD + length) return undefined;
+  const b8 = frame[8]!;
+  const b9 = frame[9]!;
+  const b10 = frame[10]!;
+  const b11 = frame[11]!;
   frame.copyWithin(8, 0, 4);
-  return xxh64(frame.subarray(8)) === checksum ? frame.subarray(FRAME_OVERHEAD) : undefined;
+  const ok = xxh64(frame.subarray(8)) === checksum;
+  frame[8] = b8;
+  frame[9] = b9;
+  frame[10] = b10;
+  frame[11] = b11;
+  return ok ? frame.subarray(FRAME_OVERHEAD) : undefined;
 }
 
-const FNV_OFFSET = 0xcbf29ce484222325n;
-const FNV_PRIME = 0x100000001b3n;
-const MASK64 = 0xffff_ffff_ffff_ffffn;
+/** 64-bit FNV-1a of `bytes` as its high and low 32-bit halves. */
+function fnv64aHalves(bytes: Uint8Array): [number, number] {
+  // The prime is 2^40 + 0x1b3, so a multiply is h·0x1b3 + (h << 40); two
+  // 32-bit halves keep it in exact double arithmetic, far cheaper than BigInt.
+  let hi = 0xcbf29ce4;
+  let lo = 0x84222325;
+  for (let i = 0; i < bytes.length; i++) {
+    lo = (lo ^ bytes[i]!) >>> 0;
+    const l = lo * 0x1b3;
+    hi = (hi * 0x1b3 + Math.floor(l / 0x1_0000_0000) + ((lo << 8) >>> 0)) >>> 0;
+    lo = l >>> 0;
+  }
+  return [hi, lo];
+}
 
 /** 64-bit FNV-1a of `bytes`. */
 export function fnv64a(bytes: Uint8Array): bigint {
-  let h = FNV_OFFSET;
-  for (const b of bytes) h = ((h ^ BigInt(b)) * FNV_PRIME) & MASK64;
-  return h;
+  const [hi, lo] = fnv64aHalves(bytes);
+  return (BigInt(hi) << 32n) | BigInt(lo);
 }
 
 /** A read position: segment number and file position (the 8 header bytes included). */
@@ -108,13 +135,22 @@ export interface CursorPosition {
   offset: number;
 }
 
+/** Writes the 24 cursor bytes for a position into `out`. */
+export function writeCursor(pos: CursorPosition, out: Uint8Array): void {
+  const view = new DataView(out.buffer, out.byteOffset, CURSOR_SIZE);
+  view.setUint32(0, Math.floor(pos.seq / 0x1_0000_0000), false);
+  view.setUint32(4, pos.seq >>> 0, false);
+  view.setUint32(8, Math.floor(pos.offset / 0x1_0000_0000), false);
+  view.setUint32(12, pos.offset >>> 0, false);
+  const [hi, lo] = fnv64aHalves(out.subarray(0, 16));
+  view.setUint32(16, hi, false);
+  view.setUint32(20, lo, false);
+}
+
 /** The 24 cursor bytes for a position. */
 export function encodeCursor(pos: CursorPosition): Uint8Array {
   const out = new Uint8Array(CURSOR_SIZE);
-  const view = new DataView(out.buffer);
-  view.setBigUint64(0, BigInt(pos.seq), false);
-  view.setBigUint64(8, BigInt(pos.offset), false);
-  view.setBigUint64(16, fnv64a(out.subarray(0, 16)), false);
+  writeCursor(pos, out);
   return out;
 }
 

@@ -58,7 +58,7 @@ export function wholeFramesEnd(seg: SpoolSegment, from: number): number {
 export function repairTail(seg: SpoolSegment): number {
   const end = wholeFramesEnd(seg, SEGMENT_HEADER_SIZE);
   if (end === seg.size) return 0;
-  seg.file().truncate(end);
+  seg.truncate(end);
   const cut = seg.size - end;
   seg.size = end;
   seg.durable = Math.min(seg.durable, end);

@@ -12,6 +12,10 @@ import { spoolSegmentNames } from '../storage/segment-names.js';
 import { asIOError } from '../diskqueue/flusher.js';
 import { encodeSegmentHeader, SEGMENT_HEADER_SIZE } from './format.js';
 
+/** Bytes read at once when the head reads a frame; later frames come from memory. */
+const READ_AHEAD = 64 * 1024;
+const EMPTY = new Uint8Array(0);
+
 export class SpoolSegment {
   /** No more frames go here (its end is damaged or unknown); the next append rotates. */
   sealed = false;
@@ -19,6 +23,8 @@ export class SpoolSegment {
   epoch = 0;
   private handle: FileHandle | undefined;
   private syncing = 0;
+  private cache: Uint8Array = EMPTY;
+  private cacheFrom = 0;
   private closeWhenIdle = false;
 
   constructor(
@@ -61,12 +67,36 @@ export class SpoolSegment {
     return this.handle;
   }
 
-  /** Reads exactly `len` bytes at `pos`, or throws when the file is shorter. */
+  /**
+   * Exactly `len` bytes at `pos` (throws when the file is shorter). Served
+   * from a read-ahead window when it covers them: frames below `size` never
+   * change except by {@link truncate}, which drops the window. The result may
+   * be a view into that window; callers copy what they keep.
+   */
   read(pos: number, len: number): Uint8Array {
-    const buf = new Uint8Array(len);
+    if (pos >= this.cacheFrom && pos + len <= this.cacheFrom + this.cache.length) {
+      return this.cache.subarray(pos - this.cacheFrom, pos - this.cacheFrom + len);
+    }
+    const want = Math.min(Math.max(len, READ_AHEAD), Math.max(len, this.size - pos));
+    const buf = new Uint8Array(want);
     const n = this.file().pread(buf, pos);
-    if (n !== len) throw Object.assign(new Error(`short read of ${this.path} at ${pos}`), { code: 'EIO' });
-    return buf;
+    if (n < len) throw Object.assign(new Error(`short read of ${this.path} at ${pos}`), { code: 'EIO' });
+    if (want <= READ_AHEAD) {
+      this.cache = buf.subarray(0, n);
+      this.cacheFrom = pos;
+    }
+    return buf.subarray(0, len);
+  }
+
+  /** Cuts the file to `length` bytes and forgets what was read ahead. */
+  truncate(length: number): void {
+    this.dropCache();
+    this.file().truncate(length);
+  }
+
+  private dropCache(): void {
+    this.cache = EMPTY;
+    this.cacheFrom = 0;
   }
 
   /** fdatasync; the descriptor stays open until it completes even if the segment is retired meanwhile. */
@@ -81,8 +111,9 @@ export class SpoolSegment {
     }
   }
 
-  /** Drops the descriptor (a fresh one is opened on next use). */
+  /** Drops the descriptor (a fresh one is opened on next use) and the read-ahead window. */
   reopen(): void {
+    this.dropCache();
     const h = this.handle;
     this.handle = undefined;
     if (h && this.syncing === 0) {

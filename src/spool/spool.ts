@@ -32,7 +32,7 @@ import {
   IOError,
   RecordTooLargeError,
 } from '../errors.js';
-import { checkFrame, decodeFrameHeader, encodeFrame, FRAME_OVERHEAD, MAX_RECORD_BYTES, SEGMENT_HEADER_SIZE } from './format.js';
+import { checkFrame, decodeFrameHeader, writeFrame, FRAME_OVERHEAD, MAX_RECORD_BYTES, SEGMENT_HEADER_SIZE } from './format.js';
 import { resolveSpoolOptions, type ResolvedSpoolOptions, type SpoolOptions } from './options.js';
 import { CursorFile } from './cursor.js';
 import { recover, repairTail, wholeFramesEnd, type RecoveryCounts } from './recovery.js';
@@ -40,6 +40,9 @@ import { SpoolSegment } from './segment.js';
 import { Popped } from './popped.js';
 import type { SpoolStats } from './stats.js';
 import { Wakeup } from './wakeup.js';
+
+/** Largest frame built in the reusable buffer. */
+const SCRATCH_MAX = 1 << 20;
 
 /** A flush failure, remembering whether it cost an `appendNoSync` group. */
 class FlushFailure extends IOError {
@@ -60,6 +63,7 @@ export class Spool implements AsyncDisposable {
   private readonly wake = new Wakeup();
   private readonly counters: RecoveryCounts & { appended: number; popped: number; committed: number; full: number };
   private closed = false;
+  private scratch = new Uint8Array(64 * 1024);
   private closing: Promise<void> | undefined;
   private dirDirty = false;
   /** Frames written, and the count the last completed flush covered. */
@@ -441,7 +445,11 @@ export class Spool implements AsyncDisposable {
         throw new FullError(`spool backlog would pass maxBytes ${max}`);
       }
     }
-    const frame = encodeFrame(data);
+    // Appends write synchronously, so one buffer serves them all; a frame
+    // too large to be worth keeping one for gets its own.
+    if (this.scratch.length < size && size <= SCRATCH_MAX) this.scratch = new Uint8Array(Math.min(SCRATCH_MAX, Math.max(size, this.scratch.length * 2)));
+    const buf = size <= this.scratch.length ? this.scratch : new Uint8Array(size);
+    const frame = buf.subarray(0, writeFrame(data, buf));
     if (rotate) {
       tail = this.addSegment();
       if (headAtTailEnd) this.retireHead();
@@ -463,7 +471,7 @@ export class Spool implements AsyncDisposable {
   /** A failed write may have left part of a frame: cut it, or seal the segment when even that fails. */
   private undoWrite(seg: SpoolSegment, at: number): void {
     try {
-      seg.file().truncate(at);
+      seg.truncate(at);
     } catch {
       seg.sealed = true;
     }
@@ -552,7 +560,7 @@ export class Spool implements AsyncDisposable {
         continue;
       }
       try {
-        s.file().truncate(s.durable);
+        s.truncate(s.durable);
         s.size = s.durable;
         this.counters.discarded += repairTail(s);
       } catch {
