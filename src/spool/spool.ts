@@ -40,6 +40,7 @@ import { SpoolSegment } from './segment.js';
 import { Popped } from './popped.js';
 import type { SpoolStats } from './stats.js';
 import { Wakeup } from './wakeup.js';
+import { WriteBehind } from './write-behind.js';
 
 /** Largest frame built in the reusable buffer. */
 const SCRATCH_MAX = 1 << 20;
@@ -64,6 +65,7 @@ export class Spool implements AsyncDisposable {
   private readonly counters: RecoveryCounts & { appended: number; popped: number; committed: number; full: number };
   private closed = false;
   private scratch = new Uint8Array(64 * 1024);
+  private readonly behind = new WriteBehind(() => this.writeStaged());
   private closing: Promise<void> | undefined;
   private dirDirty = false;
   /** Frames written, and the count the last completed flush covered. */
@@ -145,9 +147,11 @@ export class Spool implements AsyncDisposable {
 
   /**
    * Appends one record without waiting for durability: it is readable at
-   * once and survives a killed process, but a power cut may take it until a
-   * later `sync()` (or synced `append`) resolves. Same errors as
-   * {@link append}, minus the fdatasync.
+   * once, and reaches the kernel with the rest of its burst in one write (by
+   * the end of this event-loop turn, or before the next pop, sync or
+   * rotation), but a crash may take it until a later `sync()` resolves. Same
+   * errors as {@link append}, minus the fdatasync; a failed write of the
+   * burst shows as `GroupLostError` from the next `sync()`.
    */
   async appendNoSync(data: Uint8Array): Promise<void> {
     this.place(data, true, false);
@@ -164,6 +168,7 @@ export class Spool implements AsyncDisposable {
    */
   async sync(): Promise<void> {
     this.checkOpen();
+    this.writeStaged();
     await this.durable(true);
   }
 
@@ -182,6 +187,7 @@ export class Spool implements AsyncDisposable {
    */
   async pop(): Promise<Popped | undefined> {
     this.checkOpen();
+    this.writeStaged();
     const event = this.events.shift();
     if (event) throw event;
     for (;;) {
@@ -386,6 +392,7 @@ export class Spool implements AsyncDisposable {
 
   private async shutdown(): Promise<void> {
     this.closed = true;
+    this.writeStaged();
     let failure: unknown;
     try {
       if (this.groupLost || this.stats().unsyncedBytes > 0) await this.durable(true);
@@ -393,6 +400,8 @@ export class Spool implements AsyncDisposable {
       failure = err;
     }
     await this.flushes.settled();
+    this.writeStaged();
+    this.behind.stop();
     for (const s of this.segs) s.close();
     this.cursor.close();
     this.lock.release();
@@ -445,27 +454,56 @@ export class Spool implements AsyncDisposable {
         throw new FullError(`spool backlog would pass maxBytes ${max}`);
       }
     }
-    // Appends write synchronously, so one buffer serves them all; a frame
-    // too large to be worth keeping one for gets its own.
-    if (this.scratch.length < size && size <= SCRATCH_MAX) this.scratch = new Uint8Array(Math.min(SCRATCH_MAX, Math.max(size, this.scratch.length * 2)));
-    const buf = size <= this.scratch.length ? this.scratch : new Uint8Array(size);
-    const frame = buf.subarray(0, writeFrame(data, buf));
     if (rotate) {
+      this.writeStaged();
       tail = this.addSegment();
       if (headAtTailEnd) this.retireHead();
     }
-    const at = tail.size;
-    try {
-      tail.file().pwrite(frame, at, 'record');
-    } catch (err) {
-      this.undoWrite(tail, at);
-      throw asIOError(`cannot write to spool segment ${tail.path}`, err);
+    let room = noSync ? this.behind.reserve(tail, tail.size, size) : undefined;
+    if (!room) {
+      // Staged frames go first; a failure there cuts them and moves the end.
+      this.writeStaged();
+      if (noSync) room = this.behind.reserve(tail, tail.size, size);
     }
-    tail.size = at + frame.length;
+    const at = tail.size;
+    if (room) {
+      writeFrame(data, room);
+      this.behind.staged(size);
+    } else {
+      // Appends write synchronously, so one buffer serves them all; a frame
+      // too large to be worth keeping one for gets its own.
+      if (this.scratch.length < size && size <= SCRATCH_MAX) this.scratch = new Uint8Array(Math.min(SCRATCH_MAX, Math.max(size, this.scratch.length * 2)));
+      const buf = size <= this.scratch.length ? this.scratch : new Uint8Array(size);
+      const frame = buf.subarray(0, writeFrame(data, buf));
+      try {
+        tail.file().pwrite(frame, at, 'record');
+      } catch (err) {
+        this.undoWrite(tail, at);
+        throw asIOError(`cannot write to spool segment ${tail.path}`, err);
+      }
+    }
+    tail.size = at + size;
     this.written++;
     if (noSync) this.lastNoSync = this.written;
     this.counters.appended++;
     this.wake.fire();
+  }
+
+  /**
+   * Writes the frames `appendNoSync` staged. They were accepted already, so a
+   * failure here cannot reject anybody: it cuts them off again and the next
+   * `sync()` reports the group lost.
+   */
+  private writeStaged(): void {
+    const st = this.behind.take();
+    if (!st) return;
+    try {
+      st.seg.file().pwrite(st.bytes, st.at, 'record');
+    } catch {
+      this.undoWrite(st.seg, st.at);
+      st.seg.size = st.at;
+      this.groupLost = true;
+    }
   }
 
   /** A failed write may have left part of a frame: cut it, or seal the segment when even that fails. */
@@ -520,6 +558,7 @@ export class Spool implements AsyncDisposable {
 
   /** One flush: fdatasync each segment with unsynced bytes, then the directory when names changed. */
   private async flush(): Promise<void> {
+    this.writeStaged();
     const covered = this.written;
     const snap = this.segs.filter((s) => s.size > s.durable).map((s) => ({ s, size: s.size }));
     const dir = this.dirDirty;
@@ -542,6 +581,8 @@ export class Spool implements AsyncDisposable {
    * and clamps the head. Returns whether an appendNoSync group was caught.
    */
   private rollback(): boolean {
+    // Staged frames lie past the cut and go with it.
+    this.behind.take();
     for (let i = this.segs.length - 1; i >= 0; i--) {
       const s = this.segs[i]!;
       if (s.size <= s.durable && s.durable > 0) continue;

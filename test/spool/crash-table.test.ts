@@ -283,3 +283,44 @@ function tracking(inner: FaultyFileSystem): { fs: FileSystem; syncsAfterFailure:
 }
 
 void DIR;
+
+describe('staged appendNoSync frames', () => {
+  it('are written in one pwrite per burst, readable at once', async () => {
+    const fs = new FaultyFileSystem();
+    const s = await openS(fs);
+    const writes = () => fs.trace.filter((t) => t.startsWith('write:record')).length;
+    const before = writes();
+    for (let i = 0; i < 100; i++) await s.appendNoSync(enc(rec(i)));
+    assert.equal(dec((await s.pop())!.data), rec(0), 'a pop sees them');
+    assert.equal(writes() - before, 1);
+    await s.sync();
+    assert.deepEqual((await drain(s)).values, range(0, 100));
+    await s.close();
+  });
+
+  it('a failed write of staged frames cuts them and the next sync reports the group lost', async () => {
+    const fs = new FaultyFileSystem();
+    const s = await openS(fs);
+    await s.append(enc('kept'));
+    for (let i = 0; i < 5; i++) await s.appendNoSync(enc(rec(i)));
+    fs.inject({ step: 'write:record', error: 'short' });
+    await assert.rejects(s.sync(), GroupLostError);
+    assert.equal(s.stats().unsyncedBytes, 0);
+    assert.equal(fs.readFile(segPath(1))!.length, 8 + 12 + 4, 'the half-written frames were cut');
+    await s.appendNoSync(enc('again'));
+    await s.sync();
+    assert.deepEqual((await drain(s)).values, ['kept', 'again']);
+    await s.close();
+  });
+
+  it('are written at the end of the event-loop turn without any other call', async () => {
+    const fs = new FaultyFileSystem();
+    const s = await openS(fs);
+    await s.appendNoSync(enc('a'));
+    const size = () => fs.readFile(segPath(1))!.length;
+    assert.equal(size(), 8);
+    await new Promise((r) => setImmediate(r));
+    assert.equal(size(), 8 + 12 + 1);
+    await s.close();
+  });
+});
