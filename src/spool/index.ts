@@ -11,3 +11,4 @@ export type { SpoolStats } from './stats.js';
 export { FRAME_OVERHEAD, MAX_RECORD_BYTES, FORMAT_VERSION } from './format.js';
 export { CURSOR_FILE } from './cursor.js';
 export * from '../errors.js';
+export { verifySpool, looksLikeSpool, type SpoolVerifyReport, type SpoolDamage } from './verify.js';
