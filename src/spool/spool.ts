@@ -65,6 +65,8 @@ export class Spool implements AsyncDisposable {
   private readonly counters: RecoveryCounts & { appended: number; popped: number; committed: number; full: number };
   private closed = false;
   private scratch = new Uint8Array(64 * 1024);
+  /** The directory sync that makes the last retirement durable. */
+  private retired: Promise<void> = Promise.resolve();
   private readonly behind = new WriteBehind(() => this.writeStaged());
   private closing: Promise<void> | undefined;
   private dirDirty = false;
@@ -400,6 +402,7 @@ export class Spool implements AsyncDisposable {
       failure = err;
     }
     await this.flushes.settled();
+    await this.retired;
     this.writeStaged();
     this.behind.stop();
     for (const s of this.segs) s.close();
@@ -534,6 +537,10 @@ export class Spool implements AsyncDisposable {
       // left behind, it is older than the cursor and is removed at the next open
     }
     this.headOffset = SEGMENT_HEADER_SIZE;
+    // A retired segment that a power cut brings back, beside a cursor that
+    // was never synced, would be delivered again whole; syncing the removal
+    // keeps a stale cursor's cost to the segment it points into.
+    this.retired = this.fs.syncDir(this.dir).catch(() => {});
   }
 
   /** Waits for a flush covering everything written so far; maps its failure for the caller. */

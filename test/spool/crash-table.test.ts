@@ -324,3 +324,28 @@ describe('staged appendNoSync frames', () => {
     await s.close();
   });
 });
+
+describe('rollback across a rotation', () => {
+  it('a failed fsync removes the segments created since the last durable point and cuts the older one back', async () => {
+    const fs = new FaultyFileSystem();
+    const s = await openS(fs, { segmentBytes: SEG });
+    await appendAll(s, 0, 2);
+    for (let i = 2; i < 10; i++) await s.appendNoSync(enc(rec(i))); // spills into segments 2 and 3
+    assert.deepEqual(segNumbers(fs), [1, 2, 3]);
+    fs.inject({ step: 'sync:data', error: 'EIO' });
+    await assert.rejects(s.sync(), GroupLostError);
+    assert.deepEqual(segNumbers(fs), [1], 'never-durable segments are gone');
+    assert.equal(fs.readFile(segPath(1))!.length, 8 + 2 * REC_FRAME);
+    await s.append(enc(rec(10)));
+    assert.deepEqual(segNumbers(fs), [1]);
+    for (let i = 11; i < 14; i++) await s.append(enc(rec(i)));
+    assert.deepEqual(segNumbers(fs), [1, 4], 'segment numbers are never reused');
+    assert.deepEqual((await drain(s)).values, [rec(0), rec(1), ...range(10, 14)]);
+    await s.close();
+    fs.powerCut();
+    const again = await openS(fs, { segmentBytes: SEG });
+    const rest = (await drain(again)).values;
+    assert.ok(rest.length <= 4, 'at most one segment is delivered again after a power cut');
+    await again.close();
+  });
+});
