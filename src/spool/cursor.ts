@@ -79,6 +79,20 @@ export class CursorFile {
     this.drop();
   }
 
+  /**
+   * Creates the cursor file (empty, which reads as "no cursor") when it is
+   * missing, so the directory sync that follows at open makes its name
+   * durable: a cursor written and synced later would otherwise vanish with
+   * its directory entry in a power cut. A failure only shows in {@link error}.
+   */
+  ensure(): void {
+    try {
+      this.open();
+    } catch (err) {
+      this.fail(err);
+    }
+  }
+
   close(): void {
     this.drop();
   }

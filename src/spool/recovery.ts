@@ -9,7 +9,7 @@ import type { FileSystem } from '../storage/fs.js';
 import { spoolSegmentNames } from '../storage/segment-names.js';
 import { asIOError } from '../diskqueue/flusher.js';
 import { CorruptError, type FerryError } from '../errors.js';
-import { decodeFrameHeader, FRAME_OVERHEAD, parseSegmentHeader, SEGMENT_HEADER_SIZE, type CursorPosition } from './format.js';
+import { checkFrame, decodeFrameHeader, FRAME_OVERHEAD, parseSegmentHeader, SEGMENT_HEADER_SIZE, type CursorPosition } from './format.js';
 import { SpoolSegment } from './segment.js';
 
 export interface RecoveryCounts {
@@ -54,9 +54,28 @@ export function wholeFramesEnd(seg: SpoolSegment, from: number): number {
   return pos;
 }
 
-/** Cuts an incomplete frame off the end of `seg`; returns the bytes cut. */
+/**
+ * Where the trailing run of frames that fail their checksum begins (`end`
+ * when the last frame is intact). A power cut can only tear what was never
+ * synced, and syncs cover prefixes, so such a run is unacknowledged writing;
+ * a damaged frame with intact ones behind it is left for the reader to drop.
+ */
+function trailingDamageStart(seg: SpoolSegment, end: number): number {
+  let runStart = end;
+  for (let pos = SEGMENT_HEADER_SIZE; pos < end; ) {
+    const { length } = decodeFrameHeader(seg.read(pos, FRAME_OVERHEAD));
+    const next = pos + FRAME_OVERHEAD + length;
+    if (checkFrame(seg.read(pos, FRAME_OVERHEAD + length))) runStart = end;
+    else if (runStart === end) runStart = pos;
+    pos = next;
+  }
+  return runStart;
+}
+
+/** Cuts an incomplete or torn end off `seg`; returns the bytes cut. */
 export function repairTail(seg: SpoolSegment): number {
-  const end = wholeFramesEnd(seg, SEGMENT_HEADER_SIZE);
+  const whole = wholeFramesEnd(seg, SEGMENT_HEADER_SIZE);
+  const end = trailingDamageStart(seg, whole);
   if (end === seg.size) return 0;
   seg.truncate(end);
   const cut = seg.size - end;

@@ -121,6 +121,7 @@ export class Spool implements AsyncDisposable {
       const rec = recover(fs, abs, cursor.load());
       s = new Spool(abs, opts, lock, rec.segments, rec.headOffset, rec.nextSeq, rec.counts, rec.events, cursor);
       if (s.segs.length === 0) s.addSegment();
+      cursor.ensure();
       await s.settleInherited();
       return s;
     } catch (err) {
