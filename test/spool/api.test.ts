@@ -5,6 +5,7 @@ import { statSync } from 'node:fs';
 import {
   Spool,
   ClosedError,
+  GroupLostError,
   ExceedsCapError,
   FullError,
   InvalidArgumentError,
@@ -317,5 +318,20 @@ describe('popBatch', () => {
     await assert.rejects(t.popBatch(10), CorruptError);
     assert.deepEqual((await t.popBatch(10)).map((p) => dec(p.data)), [rec(3)]);
     await t.close();
+  });
+});
+
+describe('close with an open group that cannot be synced', () => {
+  it('rejects GroupLostError, still releases the directory, and a reopen finds the group gone', async () => {
+    const fs = new FaultyFileSystem();
+    const s = await openS(fs);
+    await s.append(enc('kept'));
+    await s.appendNoSync(enc('lost'));
+    fs.inject({ step: 'sync:data', error: 'EIO' });
+    await assert.rejects(s.close(), GroupLostError);
+    await assert.rejects(s.close(), GroupLostError, 'idempotent: the same outcome');
+    const again = await openS(fs);
+    assert.deepEqual((await drain(again)).values, ['kept']);
+    await again.close();
   });
 });
