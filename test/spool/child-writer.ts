@@ -3,15 +3,19 @@
  * `ready`, then loops: appends `x<i>` (per record with `append`, or in
  * groups of 10 with `appendNoSync` + `sync` under `group`) and prints `A <i>`
  * once each is durable; every 7 records it pops and commits up to 7, printing
- * `C <i>` after each commit resolved. Each line is one `process.stdout.write`.
+ * `C <i>` after each commit resolved. Each line is one synchronous write.
  *
  *   node --import tsx test/spool/child-writer.ts <dir> <single|group> <start>
  */
+import { writeSync } from 'node:fs';
 import { Spool } from '../../src/spool/index.js';
 
 const [dir, mode, startArg] = process.argv.slice(2);
 const s = await Spool.open(dir!, { segmentBytes: 4096, commitSync: true });
-const say = (line: string) => process.stdout.write(`${line}\n`);
+// writeSync: a line printed is in the pipe before the next call starts, so a
+// SIGKILL cannot drop a report of something that happened (stdout to a pipe
+// is asynchronous in Node).
+const say = (line: string) => writeSync(1, `${line}\n`);
 const enc = (i: number) => new TextEncoder().encode(`x${i}`);
 say('ready');
 
