@@ -18,6 +18,8 @@ import { CorruptError, type DiskQueue, type Reader, type Reservation } from '../
 import { CliError, EXIT_FAILED, EXIT_USAGE, describe, note, openQueue, sleep, summaryLine, BATCH_BYTES } from './common.js';
 import { encodeRecords, type Framing } from './framing.js';
 import { startProgress } from './progress.js';
+import { isSpoolDir } from './spool-dir.js';
+import { drainSpool } from './drain-spool.js';
 
 /** Options of `ferry drain`, as parsed from the command line. */
 export interface DrainOptions {
@@ -41,16 +43,16 @@ export const DEFAULT_POLL_MS = 500;
 const EXIT_INTERRUPTED = 130;
 
 /** A delivery did not succeed; its records stay queued. */
-class DeliveryError extends Error {}
+export class DeliveryError extends Error {}
 
-function writeStdout(buf: Buffer): Promise<void> {
+export function writeStdout(buf: Buffer): Promise<void> {
   return new Promise((resolve, reject) => {
     process.stdout.write(buf, (err) => (err ? reject(new DeliveryError(`cannot write to stdout: ${describe(err)}`)) : resolve()));
   });
 }
 
 /** Runs `sh -c cmd` with `input` as its whole stdin; resolves when it exits 0. */
-function runCommand(cmd: string, input: Uint8Array): Promise<void> {
+export function runCommand(cmd: string, input: Uint8Array): Promise<void> {
   return new Promise((resolve, reject) => {
     const child = spawn('/bin/sh', ['-c', cmd], { stdio: ['pipe', 'inherit', 'inherit'] });
     // A command that does not read all its input closes the pipe early; only
@@ -97,6 +99,7 @@ async function reserveBatch(
 /** Runs `ferry drain`; resolves to the exit status. */
 export async function drain(dir: string, o: DrainOptions): Promise<number> {
   if (o.execBatch !== undefined && o.exec === undefined) throw new CliError('--exec-batch needs --exec', EXIT_USAGE);
+  if (await isSpoolDir(dir)) return drainSpool(dir, o);
   const started = performance.now();
   const framing: Framing = o.raw ? 'raw' : 'lines';
   const deliver = o.exec === undefined

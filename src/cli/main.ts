@@ -12,6 +12,7 @@ import { push, DEFAULT_PUSH_BATCH } from './push.js';
 import { drain, DEFAULT_DRAIN_BATCH, DEFAULT_POLL_MS } from './drain.js';
 import { stats } from './stats.js';
 import { verify } from './verify.js';
+import { forward, DEFAULT_SYNC_BATCH, DEFAULT_TIMEOUT_MS, DEFAULT_RETRY_BASE_MS, DEFAULT_RETRY_MAX_MS } from './forward.js';
 
 function integer(min: number) {
   return (value: string): number => {
@@ -94,6 +95,25 @@ export function buildProgram(status: { code: number }): Command {
     .option('--json', 'the report as one JSON object on one line')
     .action(async (dir: string, o) => {
       status.code = await verify(dir, o);
+    });
+
+  program
+    .command('forward')
+    .description('store-and-forward: spool every input line durably, deliver it to a command or an HTTP endpoint, retry until accepted')
+    .argument('[file]', 'input file; stdin when omitted or "-"')
+    .requiredOption('--dir <dir>', 'spool directory (created when missing)')
+    .option('--exec <cmd>', 'deliver by running `sh -c CMD` with the records (one per line) as its stdin; accepted on exit 0')
+    .option('--http <url>', 'deliver by HTTP POST to URL; accepted on a 2xx answer')
+    .option('--batch <n>', 'records per delivery (HTTP: an NDJSON body when above 1; default 1)', integer(1))
+    .option('--sync-batch <n>', `input lines per group commit (default ${DEFAULT_SYNC_BATCH})`, integer(1))
+    .option('--timeout-ms <ms>', `HTTP request timeout (default ${DEFAULT_TIMEOUT_MS})`, integer(1))
+    .option('--retry-base-ms <ms>', `first retry delay, doubled per attempt, with jitter (default ${DEFAULT_RETRY_BASE_MS})`, integer(1))
+    .option('--retry-max-ms <ms>', `longest retry delay (default ${DEFAULT_RETRY_MAX_MS})`, integer(1))
+    .option('--max-bytes <bytes>', 'spool backlog cap; 0 = the default 64 MiB', integer(0))
+    .option('--segment-bytes <bytes>', 'spool segment size (default 8 MiB)', integer(1))
+    .option('-q, --quiet', 'no progress line, no summary')
+    .action(async (file: string | undefined, o) => {
+      status.code = await forward(file, o);
     });
 
   return program;

@@ -11,7 +11,8 @@
  */
 import { open, type FileHandle } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
-import { FerryError, type DiskQueue } from '../diskqueue/index.js';
+import { FerryError } from '../diskqueue/index.js';
+import { isSpoolDir, openSpool, spoolSink } from './spool-dir.js';
 import { CliError, EXIT_FAILED, EXIT_USAGE, describe, note, noteOpenLoss, openQueue, summaryLine, BATCH_BYTES } from './common.js';
 import { FramingError, recordSplitter, type Framing } from './framing.js';
 import { startProgress } from './progress.js';
@@ -77,22 +78,28 @@ export async function push(dir: string, file: string | undefined, o: PushOptions
   const started = performance.now();
   const framing: Framing = o.raw ? 'raw' : 'lines';
   const input = await openInput(file);
-  let q: DiskQueue<Uint8Array> | undefined;
+  let q: { addBatch(records: Uint8Array[]): Promise<number>; close(): Promise<void> } | undefined;
   let stored = 0;
   let storedBytes = 0;
   const progress = startProgress('push', input.size ?? 0, 'bytes', !o.quiet);
   let failure: CliError | undefined;
   try {
-    q = await openQueue(dir, {
-      create: true,
-      segmentSize: o.segmentSize,
-      maxSegments: o.maxSegments,
-      maxBytes: o.maxBytes,
-      syncEvery: o.syncEvery,
-      noSync: o.sync === false,
-      lockTimeoutMs: o.lockTimeout,
-    });
-    noteOpenLoss(dir, q);
+    // A spool directory gets its records as a spool; anything else (a new
+    // directory included) is a diskqueue.
+    if (await isSpoolDir(dir)) q = spoolSink(await openSpool(dir, o.lockTimeout));
+    else {
+      const dq = await openQueue(dir, {
+        create: true,
+        segmentSize: o.segmentSize,
+        maxSegments: o.maxSegments,
+        maxBytes: o.maxBytes,
+        syncEvery: o.syncEvery,
+        noSync: o.sync === false,
+        lockTimeoutMs: o.lockTimeout,
+      });
+      noteOpenLoss(dir, dq);
+      q = dq;
+    }
     const queue = q;
     const splitter = recordSplitter(framing);
     let batch: Buffer[] = [];

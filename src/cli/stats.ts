@@ -7,7 +7,8 @@
  * gauges and loss counters are what this command is for.
  */
 import type { DiskQueueStats } from '../diskqueue/index.js';
-import { formatBytes, openQueue } from './common.js';
+import { formatBytes, openQueue, requireDirectory } from './common.js';
+import { isSpoolDir, openSpool } from './spool-dir.js';
 
 /** Options of `ferry stats`. */
 export interface StatsOptions {
@@ -20,12 +21,22 @@ const BYTE_FIELDS = new Set(['backlogBytes', 'maxBytes', 'inFlightBytes', 'unsyn
 
 /** Runs `ferry stats`; resolves to the exit status. */
 export async function stats(dir: string, o: StatsOptions): Promise<number> {
-  const q = await openQueue(dir, { create: false, lockTimeoutMs: o.lockTimeout });
-  let s: DiskQueueStats;
-  try {
-    s = q.stats();
-  } finally {
-    await q.close();
+  await requireDirectory(dir);
+  let s: object;
+  if (await isSpoolDir(dir)) {
+    const sp = await openSpool(dir, o.lockTimeout);
+    try {
+      s = { format: 'spool', ...sp.stats() };
+    } finally {
+      await sp.close();
+    }
+  } else {
+    const q = await openQueue(dir, { create: false, lockTimeoutMs: o.lockTimeout });
+    try {
+      s = q.stats() satisfies DiskQueueStats;
+    } finally {
+      await q.close();
+    }
   }
   if (o.json) {
     process.stdout.write(`${JSON.stringify(s)}\n`);
@@ -34,7 +45,7 @@ export async function stats(dir: string, o: StatsOptions): Promise<number> {
   const rows = Object.entries(s);
   const width = Math.max(...rows.map(([k]) => k.length));
   const lines = rows.map(([k, v]) => {
-    const shown = BYTE_FIELDS.has(k) && v > 0 ? `${v} (${formatBytes(v)})` : String(v);
+    const shown = BYTE_FIELDS.has(k) && typeof v === 'number' && v > 0 ? `${v} (${formatBytes(v)})` : String(v);
     return `${k.padEnd(width)}  ${shown}`;
   });
   process.stdout.write(`${lines.join('\n')}\n`);

@@ -6,6 +6,8 @@
 import { FerryError, LockedError, verifyQueue, type VerifyReport } from '../diskqueue/index.js';
 import { CliError, EXIT_FAILED, EXIT_USAGE, describe, formatBytes, note, requireDirectory } from './common.js';
 import { startProgress, type Progress } from './progress.js';
+import { isSpoolDir } from './spool-dir.js';
+import { verifySpool, type SpoolVerifyReport } from '../spool/index.js';
 
 /** Options of `ferry verify`. */
 export interface VerifyCommandOptions {
@@ -15,6 +17,7 @@ export interface VerifyCommandOptions {
 /** Runs `ferry verify`; resolves to the exit status. */
 export async function verify(dir: string, o: VerifyCommandOptions): Promise<number> {
   await requireDirectory(dir);
+  if (await isSpoolDir(dir)) return verifySpoolDir(dir, o);
   let progress: Progress | undefined;
   let report: VerifyReport;
   try {
@@ -50,4 +53,23 @@ function humanReport(r: VerifyReport): string {
     lines.push(`  segment ${d.segment} at byte ${d.position}: ${d.reason}${cost.length ? ` (loses ${cost.join(', ')})` : ''}`);
   }
   return `${lines.join('\n')}\n`;
+}
+
+function verifySpoolDir(dir: string, o: VerifyCommandOptions): number {
+  let r: SpoolVerifyReport;
+  try {
+    r = verifySpool(dir);
+  } catch (err) {
+    if (err instanceof LockedError) throw new CliError(`${dir} is locked: another process has this spool open`, EXIT_USAGE);
+    throw new CliError(`cannot verify ${dir}: ${describe(err)}`, EXIT_USAGE);
+  }
+  if (o.json) {
+    process.stdout.write(`${JSON.stringify({ format: 'spool', ...r })}\n`);
+  } else {
+    const cursor = r.cursor ? `cursor at segment ${r.cursor.seq} byte ${r.cursor.offset}` : 'no valid cursor (delivery restarts at the oldest segment)';
+    const lines = [`${r.ok ? 'ok' : 'DAMAGED'}: spool, ${r.segments} segments, ${r.records} intact records (${formatBytes(r.bytes)}), ${cursor}`];
+    for (const d of r.damage) lines.push(`  segment ${d.segment} at byte ${d.position}: ${d.reason} (loses ${d.lostBytes} bytes)`);
+    process.stdout.write(`${lines.join('\n')}\n`);
+  }
+  return r.ok ? 0 : EXIT_FAILED;
 }

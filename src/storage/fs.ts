@@ -118,7 +118,7 @@ const FLAGS: Record<OpenMode, number> = {
   create: fs.constants.O_RDWR | fs.constants.O_CREAT | fs.constants.O_EXCL,
 };
 
-/** The real file system. */
+/** The real file system. Files are created 0600 and directories 0700: queued records are nobody else's business. */
 export const nodeFileSystem: FileSystem = {
   open(path, mode, perm = DEFAULT_FILE_MODE) {
     return new NodeFileHandle(path, fs.openSync(path, FLAGS[mode], perm));

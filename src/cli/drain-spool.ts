@@ -1,0 +1,80 @@
+/**
+ * `ferry drain` on a spool directory: pop a batch, deliver it (stdout or
+ * `--exec`), then commit it, record by record in order. A failed delivery
+ * stops the drain and commits nothing of its batch: those records are the
+ * head of the spool for the next drain. Damage met on the way was dropped and
+ * counted by the spool; it is reported and the drain goes on.
+ */
+import { FerryError, type Spool } from '../spool/index.js';
+import { CliError, EXIT_FAILED, describe, note, sleep, summaryLine, BATCH_BYTES } from './common.js';
+import { DeliveryError, runCommand, writeStdout, DEFAULT_DRAIN_BATCH, DEFAULT_POLL_MS, type DrainOptions } from './drain.js';
+import { encodeRecords, type Framing } from './framing.js';
+import { openSpool } from './spool-dir.js';
+
+/** Runs `ferry drain` on the spool in `dir`; resolves to the exit status. */
+export async function drainSpool(dir: string, o: DrainOptions): Promise<number> {
+  const started = performance.now();
+  const framing: Framing = o.raw ? 'raw' : 'lines';
+  const deliver = o.exec === undefined
+    ? (records: Uint8Array[]) => writeStdout(encodeRecords(records, framing))
+    : o.execBatch === undefined
+      ? (records: Uint8Array[]) => runCommand(o.exec!, records[0]!)
+      : (records: Uint8Array[]) => runCommand(o.exec!, encodeRecords(records, framing));
+  const perDelivery = o.exec === undefined ? (o.batch ?? DEFAULT_DRAIN_BATCH) : (o.execBatch ?? 1);
+  const byteLimit = o.exec === undefined ? BATCH_BYTES : Infinity;
+  const stop = new AbortController();
+  const onSignal = () => stop.abort();
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  const swallow = () => {};
+  process.stdout.on('error', swallow);
+
+  const spool: Spool = await openSpool(dir, o.lockTimeout);
+  const max = o.max ?? Infinity;
+  let delivered = 0;
+  let bytes = 0;
+  let damage = 0;
+  let failure: CliError | undefined;
+  try {
+    while (!stop.signal.aborted && delivered < max) {
+      let batch;
+      try {
+        batch = await spool.popBatch(Math.min(perDelivery, max - delivered), byteLimit);
+      } catch (err) {
+        if (!(err instanceof FerryError) || err.code === 'ERR_CLOSED') throw err;
+        damage++;
+        note(`ferry: skipped damaged data: ${describe(err)}`);
+        continue;
+      }
+      if (batch.length === 0) {
+        if (!o.follow) break;
+        await sleep(o.pollMs ?? DEFAULT_POLL_MS, stop.signal);
+        continue;
+      }
+      const values = batch.map((p) => p.data);
+      try {
+        await deliver(values);
+      } catch (err) {
+        if (!(err instanceof DeliveryError)) throw err;
+        failure = new CliError(`${err.message}; ${batch.length === 1 ? 'the record stays' : `those ${batch.length} records stay`} queued; ${delivered} records were delivered and committed before it`);
+        break;
+      }
+      for (const p of batch) await p.commit();
+      delivered += batch.length;
+      for (const v of values) bytes += v.length;
+    }
+  } catch (err) {
+    failure ??= err instanceof CliError ? err : new CliError(`drain failed: ${describe(err)}; ${delivered} records were delivered and committed before it`);
+  } finally {
+    await spool.close().catch((err) => {
+      failure ??= new CliError(`closing the spool failed: ${describe(err)}`);
+    });
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+    process.stdout.off('error', swallow);
+  }
+  if (failure) throw failure;
+  if (!o.quiet) note(summaryLine('drained', delivered, bytes, started));
+  if (damage > 0) throw new CliError(`${damage} damaged span(s) were skipped; run ferry stats or ferry verify`, EXIT_FAILED);
+  return stop.signal.aborted && !o.follow ? 130 : 0;
+}

@@ -1,0 +1,215 @@
+/**
+ * `ferry forward --dir DIR (--exec CMD | --http URL) [FILE|-]`: the
+ * store-and-forward job. Two loops share one spool:
+ *
+ * - the intake reads lines from FILE (or stdin), appends each with
+ *   `appendNoSync`, and makes every batch durable with one `sync`: a line
+ *   counts as accepted only after that sync;
+ * - the sender pops a batch, delivers it, and commits it only once the target
+ *   accepted it; a failed delivery is retried with capped, jittered
+ *   exponential backoff, for as long as it takes.
+ *
+ * Killed at any point, a restart on the same directory delivers whatever was
+ * accepted and not yet committed (at-least-once). Without input left (end of
+ * file) it exits once the spool is empty; SIGINT or SIGTERM stop it early,
+ * leaving the backlog for the next run.
+ */
+import { open, type FileHandle } from 'node:fs/promises';
+import type { Readable } from 'node:stream';
+import { Spool, FullError, LockedError, FerryError, type Popped } from '../spool/index.js';
+import { CliError, EXIT_FAILED, EXIT_USAGE, describe, note, sleep, summaryLine } from './common.js';
+import { recordSplitter } from './framing.js';
+import { backoffMs, execTarget, httpTarget, type Deliver } from './deliver.js';
+
+/** Options of `ferry forward`, as parsed from the command line. */
+export interface ForwardOptions {
+  dir: string;
+  exec?: string;
+  http?: string;
+  /** Records per delivery (HTTP: NDJSON when above 1). */
+  batch?: number;
+  /** Lines per group commit on the intake side. */
+  syncBatch?: number;
+  timeoutMs?: number;
+  retryBaseMs?: number;
+  retryMaxMs?: number;
+  maxBytes?: number;
+  segmentBytes?: number;
+  quiet?: boolean;
+}
+
+export const DEFAULT_FORWARD_BATCH = 1;
+export const DEFAULT_SYNC_BATCH = 1000;
+export const DEFAULT_TIMEOUT_MS = 10_000;
+export const DEFAULT_RETRY_BASE_MS = 100;
+export const DEFAULT_RETRY_MAX_MS = 30_000;
+/** Payload bytes per delivery before a batch is cut short of its record count. */
+const DELIVERY_BYTES = 4 << 20;
+
+interface Counts {
+  in: number;
+  out: number;
+  retries: number;
+  lastError: string;
+}
+
+async function openInput(file: string | undefined): Promise<{ stream: Readable; name: string; close(): Promise<void> }> {
+  if (file === undefined || file === '-') return { stream: process.stdin, name: 'stdin', close: async () => void process.stdin.destroy() };
+  let fh: FileHandle;
+  try {
+    fh = await open(file, 'r');
+  } catch (err) {
+    throw new CliError(`cannot read ${file}: ${describe(err)}`, EXIT_USAGE);
+  }
+  const stream = fh.createReadStream({ highWaterMark: 256 * 1024, autoClose: false });
+  return {
+    stream,
+    name: file,
+    close: async () => {
+      stream.destroy();
+      await fh.close();
+    },
+  };
+}
+
+/** Appends every line, one sync per batch; waits out a full spool. */
+async function intake(spool: Spool, input: Readable, syncBatch: number, counts: Counts, stop: AbortSignal): Promise<void> {
+  const splitter = recordSplitter('lines');
+  let pending = 0;
+  const flush = async () => {
+    if (pending === 0) return;
+    await spool.sync();
+    counts.in += pending;
+    pending = 0;
+  };
+  const put = async (line: Uint8Array) => {
+    for (;;) {
+      try {
+        await spool.appendNoSync(line);
+        break;
+      } catch (err) {
+        if (!(err instanceof FullError) || err.code !== 'ERR_FULL') throw err;
+        // Backpressure: make what is pending durable, then wait for the sender to free space.
+        await flush();
+        await sleep(50, stop);
+        if (stop.aborted) throw err;
+      }
+    }
+    if (++pending >= syncBatch) await flush();
+  };
+  for await (const chunk of input as AsyncIterable<Buffer>) {
+    for (const line of splitter.push(chunk)) await put(line);
+    // A pipe's lines should not wait for a full batch to become durable.
+    await flush();
+    if (stop.aborted) return;
+  }
+  for (const line of splitter.end()) await put(line);
+  await flush();
+}
+
+/** Pops, delivers and commits until told there is no more input and the spool is empty. */
+async function sender(spool: Spool, deliver: Deliver, o: Required<Pick<ForwardOptions, 'batch' | 'retryBaseMs' | 'retryMaxMs'>>, counts: Counts, stop: AbortSignal, inputDone: () => boolean): Promise<void> {
+  while (!stop.aborted) {
+    let batch: Popped[];
+    try {
+      batch = await spool.popBatch(o.batch, DELIVERY_BYTES);
+    } catch (err) {
+      if (!(err instanceof FerryError) || err.code === 'ERR_CLOSED') throw err;
+      counts.lastError = describe(err); // damage was skipped and counted; go on
+      continue;
+    }
+    if (batch.length === 0) {
+      if (inputDone()) return;
+      const wake = new AbortController();
+      const onStop = () => wake.abort();
+      stop.addEventListener('abort', onStop, { once: true });
+      // The intake may finish without appending anything: look again now and then.
+      const timer = setTimeout(() => wake.abort(), 200);
+      await spool.signal({ signal: wake.signal }).catch(() => {});
+      clearTimeout(timer);
+      stop.removeEventListener('abort', onStop);
+      continue;
+    }
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await deliver(batch.map((p) => p.data));
+        break;
+      } catch (err) {
+        counts.retries++;
+        counts.lastError = (err as Error).message;
+        await sleep(backoffMs(attempt, o.retryBaseMs, o.retryMaxMs), stop);
+        if (stop.aborted) return;
+      }
+    }
+    for (const p of batch) await p.commit();
+    counts.out += batch.length;
+  }
+}
+
+/** A status line on a terminal, redrawn a few times a second. */
+function statusLine(spool: Spool, counts: Counts, enabled: boolean): () => void {
+  if (!enabled || !process.stderr.isTTY) return () => {};
+  const draw = () => {
+    const err = counts.lastError ? ` | last error: ${counts.lastError.slice(0, 60)}` : '';
+    process.stderr.write(`\r\x1b[Kforward: in ${counts.in} | out ${counts.out} | backlog ${spool.bytes} B | retries ${counts.retries}${err}`);
+  };
+  const timer = setInterval(draw, 250);
+  return () => {
+    clearInterval(timer);
+    draw();
+    process.stderr.write('\n');
+  };
+}
+
+/** Runs `ferry forward`; resolves to the exit status. */
+export async function forward(file: string | undefined, o: ForwardOptions): Promise<number> {
+  if ((o.exec === undefined) === (o.http === undefined)) throw new CliError('give exactly one of --exec CMD and --http URL', EXIT_USAGE);
+  if (o.http !== undefined && !/^https?:\/\//.test(o.http)) throw new CliError(`--http needs an http:// or https:// URL, got ${o.http}`, EXIT_USAGE);
+  const started = performance.now();
+  const input = await openInput(file);
+  let spool: Spool;
+  try {
+    spool = await Spool.open(o.dir, { maxBytes: o.maxBytes, segmentBytes: o.segmentBytes });
+  } catch (err) {
+    await input.close();
+    if (err instanceof LockedError) throw new CliError(`${o.dir} is locked: another process has this spool open`, EXIT_USAGE);
+    throw new CliError(`cannot open spool ${o.dir}: ${describe(err)}`, EXIT_USAGE);
+  }
+  const deliver = o.exec !== undefined ? execTarget(o.exec) : httpTarget(o.http!, o.batch ?? DEFAULT_FORWARD_BATCH, o.timeoutMs ?? DEFAULT_TIMEOUT_MS);
+  const counts: Counts = { in: 0, out: 0, retries: 0, lastError: '' };
+  const stop = new AbortController();
+  const onSignal = () => stop.abort();
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  const endStatus = statusLine(spool, counts, !o.quiet);
+  let done = false;
+  let failure: CliError | undefined;
+  try {
+    const producing = intake(spool, input.stream, o.syncBatch ?? DEFAULT_SYNC_BATCH, counts, stop.signal).then(
+      () => void (done = true),
+      (err) => {
+        done = true;
+        failure = new CliError(`reading ${input.name} stopped: ${describe(err)}; ${counts.in} lines were accepted before it`, EXIT_FAILED);
+      },
+    );
+    await sender(spool, deliver, { batch: o.batch ?? DEFAULT_FORWARD_BATCH, retryBaseMs: o.retryBaseMs ?? DEFAULT_RETRY_BASE_MS, retryMaxMs: o.retryMaxMs ?? DEFAULT_RETRY_MAX_MS }, counts, stop.signal, () => done);
+    if (stop.signal.aborted) input.stream.destroy();
+    await producing;
+  } catch (err) {
+    failure ??= new CliError(`forward failed: ${describe(err)}`, EXIT_FAILED);
+  } finally {
+    endStatus();
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+    await spool.close().catch((err) => {
+      failure ??= new CliError(`closing the spool failed: ${describe(err)}`);
+    });
+    await input.close();
+  }
+  if (failure) throw failure;
+  if (!o.quiet) {
+    note(summaryLine('forwarded', counts.out, 0, started).replace(' (0 B)', ''));
+    note(`ferry: accepted ${counts.in} lines, ${counts.retries} retries, ${spool.bytes} bytes left in the spool`);
+  }
+  return stop.signal.aborted ? 130 : 0;
+}

@@ -1,0 +1,65 @@
+/**
+ * The CLI's view of a spool directory: telling one from a diskqueue
+ * directory by its files, and opening one the way a command line means it.
+ */
+import { readdir } from 'node:fs/promises';
+import { Spool, LockedError, FullError, looksLikeSpool } from '../spool/index.js';
+import { CliError, EXIT_USAGE, describe, sleep } from './common.js';
+
+/** Whether `dir` holds a spool (its segment files or cursor); false for a missing or empty directory. */
+export async function isSpoolDir(dir: string): Promise<boolean> {
+  try {
+    return looksLikeSpool(await readdir(dir));
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * Opens the spool in `dir`, waiting up to `lockTimeoutMs` for another
+ * process to let go of it.
+ *
+ * @throws CliError (exit 2) locked or unreadable.
+ */
+export async function openSpool(dir: string, lockTimeoutMs = 0, signal?: AbortSignal): Promise<Spool> {
+  const deadline = Date.now() + lockTimeoutMs;
+  for (;;) {
+    try {
+      return await Spool.open(dir, { maxBytes: 0 });
+    } catch (err) {
+      if (err instanceof LockedError && Date.now() < deadline && !signal?.aborted) {
+        await sleep(50, signal);
+        continue;
+      }
+      if (err instanceof LockedError) throw new CliError(`${dir} is locked: another process has this spool open`, EXIT_USAGE);
+      throw new CliError(`cannot open spool ${dir}: ${describe(err)}`, EXIT_USAGE);
+    }
+  }
+}
+
+/**
+ * A spool dressed as the part of a DiskQueue that `ferry push` uses: a batch
+ * is appended without syncing and made durable with one `sync`. When the cap
+ * stops it part-way, the records before are synced and the error's `placed`
+ * says how many.
+ */
+export function spoolSink(s: Spool): { addBatch(records: Uint8Array[]): Promise<number>; close(): Promise<void> } {
+  return {
+    async addBatch(records) {
+      let placed = 0;
+      try {
+        for (const r of records) {
+          await s.appendNoSync(r);
+          placed++;
+        }
+      } catch (err) {
+        await s.sync();
+        if (err instanceof FullError) err.placed = placed;
+        throw err;
+      }
+      await s.sync();
+      return placed;
+    },
+    close: () => s.close(),
+  };
+}

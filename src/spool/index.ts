@@ -1,0 +1,14 @@
+/**
+ * `ferry/spool`: a bounded, durable FIFO byte queue for store-and-forward,
+ * after the Go spool (github.com/JohanLindvall/spool). See docs/SPOOL.md for
+ * the contract, docs/FORMAT.md for the bytes and docs/DURABILITY.md for what
+ * each kind of damage costs.
+ */
+export { Spool } from './spool.js';
+export { Popped } from './popped.js';
+export { DEFAULT_MAX_BYTES, DEFAULT_SEGMENT_BYTES, UNBOUNDED, type SpoolOptions } from './options.js';
+export type { SpoolStats } from './stats.js';
+export { FRAME_OVERHEAD, MAX_RECORD_BYTES, FORMAT_VERSION } from './format.js';
+export { CURSOR_FILE } from './cursor.js';
+export * from '../errors.js';
+export { verifySpool, looksLikeSpool, type SpoolVerifyReport, type SpoolDamage } from './verify.js';
