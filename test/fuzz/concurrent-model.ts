@@ -40,6 +40,8 @@ export type Call =
   | { op: 'addWait' }
   | { op: 'reserve' | 'tryReserve' | 'take' | 'tryTake' | 'skip' | 'requeue' | 'tryPeek' | 'commit'; r: number }
   | { op: 'ack'; pick: number }
+  | { op: 'ackBatch'; picks: number[] }
+  | { op: 'takeBatch' | 'reserveBatch'; r: number; n: number }
   | { op: 'drain' | 'follow'; r: number; n: number }
   | { op: 'rewind' | 'sync' | 'stats' | 'close' };
 
@@ -81,6 +83,8 @@ const CONSUMING: Partial<Record<Call['op'], true>> = {
   tryReserve: true,
   skip: true,
   requeue: true,
+  takeBatch: true,
+  reserveBatch: true,
   drain: true,
   follow: true,
 };
@@ -289,6 +293,52 @@ class Run {
         } finally {
           this.reserving--;
         }
+        return;
+      }
+      case 'takeBatch':
+      case 'reserveBatch': {
+        const gen = this.gen;
+        if (c.op === 'reserveBatch') this.reserving++;
+        try {
+          if (c.op === 'takeBatch') {
+            const got = await reader!.takeBatch(c.n);
+            assert.ok(got.length <= c.n);
+            for (const v of got) this.settledRead(this.deliver(v, floor));
+          } else {
+            const got = await reader!.reserveBatch(c.n);
+            assert.ok(got.length <= c.n);
+            for (const g of got) {
+              const id = this.deliver(g.value, floor);
+              this.settledRead(id);
+              if (gen !== this.gen) this.mayReplay.add(id);
+              this.held.push({ id, offset: g.offset, gen });
+            }
+          }
+        } catch (err) {
+          this.expected(err, {});
+        } finally {
+          if (c.op === 'reserveBatch') this.reserving--;
+        }
+        return;
+      }
+      case 'ackBatch': {
+        const picked: Held[] = [];
+        for (const p of c.picks) {
+          if (this.held.length === 0) break;
+          picked.push(...this.held.splice(p % this.held.length, 1));
+        }
+        if (picked.length === 0) return;
+        this.acking++;
+        try {
+          await this.readers[0]!.ackBatch(picked.map((h) => h.offset));
+        } catch (err) {
+          // All or nothing: one reservation a rewind cancelled fails the whole batch.
+          this.expected(err, { offset: picked.some((h) => h.gen !== this.gen) });
+          this.failedAck(picked);
+        } finally {
+          this.acking--;
+        }
+        this.quietCheck();
         return;
       }
       case 'ack': {

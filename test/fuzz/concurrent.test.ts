@@ -5,8 +5,10 @@
  *
  * `FERRY_CONCURRENCY_RUNS` sets the number of random programs (default 1000;
  * `npm run fuzz` runs more). Every entry of concurrent-corpus.json is replayed
- * first: a failing run prints its seed and shrink path, and that pair, added
- * to the corpus, replays the same program and the same schedule.
+ * first: programs that once failed, each under 200 schedules, and seeds. A
+ * failing run prints its seed and shrink path, which replays the same program
+ * and schedule for as long as the generators below are unchanged; a failure
+ * worth keeping goes into `programs` in the shape fast-check printed.
  */
 import { describe, it } from 'node:test';
 import { readFileSync } from 'node:fs';
@@ -16,6 +18,9 @@ import { runConcurrent, RECORD_FRAME, type Call, type ConcurrentProgram, type Wa
 const RUNS = Number(process.env.FERRY_CONCURRENCY_RUNS ?? 1000);
 
 interface Corpus {
+  /** Programs that once failed, each replayed under many schedules. */
+  programs: Array<{ name: string; program: ConcurrentProgram }>;
+  /** fast-check seeds (with a shrink path, one schedule; it replays only against the generators it was found with). */
   seeds: Array<{ seed: number; path?: string; runs?: number; why: string }>;
 }
 const corpus = JSON.parse(readFileSync(new URL('./concurrent-corpus.json', import.meta.url), 'utf8')) as Corpus;
@@ -44,6 +49,8 @@ const call: fc.Arbitrary<Call> = fc.oneof(
     }),
   },
   { weight: 5, arbitrary: fc.record({ op: fc.constant('ack' as const), pick: fc.nat(20) }) },
+  { weight: 2, arbitrary: fc.record({ op: fc.constant('ackBatch' as const), picks: fc.array(fc.nat(20), { minLength: 1, maxLength: 4 }) }) },
+  { weight: 2, arbitrary: fc.record({ op: fc.constantFrom('takeBatch' as const, 'reserveBatch' as const), r, n: fc.integer({ min: 1, max: 8 }) }) },
   { weight: 2, arbitrary: fc.record({ op: fc.constantFrom('drain' as const, 'follow' as const), r, n: fc.integer({ min: 1, max: 6 }) }) },
   { weight: 2, arbitrary: fc.constantFrom({ op: 'rewind' as const }, { op: 'sync' as const }, { op: 'stats' as const }) },
   { weight: 1, arbitrary: fc.constant({ op: 'close' as const }) },
@@ -64,6 +71,15 @@ const property = fc.asyncProperty(program, fc.scheduler(), async (p, s) => {
 });
 
 describe('DiskQueue under controlled interleavings', () => {
+  for (const c of corpus.programs) {
+    it(`corpus program: ${c.name}`, async () => {
+      await fc.assert(
+        fc.asyncProperty(fc.scheduler(), (s) => runConcurrent(c.program, s)),
+        { numRuns: 200 },
+      );
+    });
+  }
+
   for (const c of corpus.seeds) {
     it(`corpus seed ${c.seed}${c.path ? ` path ${c.path}` : ''}: ${c.why}`, async () => {
       await fc.assert(property, c.path ? { seed: c.seed, path: c.path, endOnFailure: true } : { seed: c.seed, numRuns: c.runs ?? 1 });
