@@ -29,7 +29,7 @@ export class FerryError extends Error {
 
 /**
  * The queue is at a cap (segment count, `maxBytes`, spool byte cap). It clears
- * as the consumer commits; `addWait` waits for that. Seed 000 `ErrFull`.
+ * as the consumer commits; `addWait` waits for that. The Go diskqueue's `ErrFull`.
  */
 export class FullError extends FerryError {
   constructor(message = 'queue is full', options?: FerryErrorOptions & { code?: string }) {
@@ -37,14 +37,14 @@ export class FullError extends FerryError {
   }
 }
 
-/** The spool's byte cap would be exceeded by this append (seed 001 `ErrExceedsCap`, wraps `ErrFull`). */
+/** The spool's byte cap would be exceeded by this append (the Go spool's `ErrExceedsCap`, wraps `ErrFull`). */
 export class ExceedsCapError extends FullError {
   constructor(message = 'append exceeds the byte cap', options?: FerryErrorOptions) {
     super(message, { ...options, code: 'ERR_EXCEEDS_CAP' });
   }
 }
 
-/** A record larger than any cap could ever admit (seed 000 `ErrRecordTooLarge`). Waiting cannot fix it. */
+/** A record larger than any cap could ever admit (the Go diskqueue's `ErrRecordTooLarge`). Waiting cannot fix it. */
 export class RecordTooLargeError extends FerryError {
   constructor(message = 'record is too large', options?: FerryErrorOptions) {
     super('ERR_RECORD_TOO_LARGE', message, options);
@@ -74,7 +74,7 @@ export interface CorruptLocation {
 
 /**
  * Damaged bytes were found and stepped past. The loss is already counted in
- * `stats()`; reading again continues after the damage. Seed 000 `ErrCorrupt`.
+ * `stats()`; reading again continues after the damage. The Go diskqueue's `ErrCorrupt`.
  */
 export class CorruptError extends FerryError {
   readonly segment?: number;
@@ -102,7 +102,7 @@ export class CorruptError extends FerryError {
 /**
  * An I/O failure. `cause` holds the original system error (its `code` is the
  * errno name). After a failed fsync the queue latches and every later write
- * rejects with an `IOError` whose cause is the original failure. Seed 000 `ErrIO`.
+ * rejects with an `IOError` whose cause is the original failure. The Go diskqueue's `ErrIO`.
  */
 export class IOError extends FerryError {
   constructor(message: string, options?: FerryErrorOptions) {
@@ -143,7 +143,7 @@ export class SegmentSizeMismatchError extends FerryError {
   }
 }
 
-/** A spool sync group was rolled back by a failed write or fsync (seed 001 `ErrGroupLost`). */
+/** A spool sync group was rolled back by a failed write or fsync (the Go spool's `ErrGroupLost`). */
 export class GroupLostError extends FerryError {
   constructor(message = 'sync group was rolled back', options?: FerryErrorOptions) {
     super('ERR_GROUP_LOST', message, options);

@@ -6,22 +6,14 @@
  * counted by the spool; it is reported and the drain goes on.
  */
 import { FerryError, type Spool } from '../spool/index.js';
-import { CliError, EXIT_FAILED, describe, note, sleep, summaryLine, BATCH_BYTES } from './common.js';
-import { DeliveryError, runCommand, writeStdout, DEFAULT_DRAIN_BATCH, DEFAULT_POLL_MS, type DrainOptions } from './drain.js';
-import { encodeRecords, type Framing } from './framing.js';
+import { CliError, EXIT_FAILED, describe, note, sleep, summaryLine } from './common.js';
+import { DeliveryError, deliveryPlan, DEFAULT_POLL_MS, type DrainOptions } from './drain.js';
 import { openSpool } from './spool-dir.js';
 
 /** Runs `ferry drain` on the spool in `dir`; resolves to the exit status. */
 export async function drainSpool(dir: string, o: DrainOptions): Promise<number> {
   const started = performance.now();
-  const framing: Framing = o.raw ? 'raw' : 'lines';
-  const deliver = o.exec === undefined
-    ? (records: Uint8Array[]) => writeStdout(encodeRecords(records, framing))
-    : o.execBatch === undefined
-      ? (records: Uint8Array[]) => runCommand(o.exec!, records[0]!)
-      : (records: Uint8Array[]) => runCommand(o.exec!, encodeRecords(records, framing));
-  const perDelivery = o.exec === undefined ? (o.batch ?? DEFAULT_DRAIN_BATCH) : (o.execBatch ?? 1);
-  const byteLimit = o.exec === undefined ? BATCH_BYTES : Infinity;
+  const { deliver, perDelivery, byteLimit } = deliveryPlan(o);
   const stop = new AbortController();
   const onSignal = () => stop.abort();
   process.on('SIGINT', onSignal);

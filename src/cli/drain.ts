@@ -96,19 +96,31 @@ async function reserveBatch(
   return out;
 }
 
-/** Runs `ferry drain`; resolves to the exit status. */
-export async function drain(dir: string, o: DrainOptions): Promise<number> {
-  if (o.execBatch !== undefined && o.exec === undefined) throw new CliError('--exec-batch needs --exec', EXIT_USAGE);
-  if (await isSpoolDir(dir)) return drainSpool(dir, o);
-  const started = performance.now();
+/**
+ * How `ferry drain` hands records on, whatever the directory holds: to stdout
+ * (framed, `--batch` records per write) or to `--exec` (one record per run,
+ * or `--exec-batch` records framed on its stdin).
+ */
+export function deliveryPlan(o: DrainOptions): { deliver: (records: Uint8Array[]) => Promise<void>; perDelivery: number; byteLimit: number } {
   const framing: Framing = o.raw ? 'raw' : 'lines';
   const deliver = o.exec === undefined
     ? (records: Uint8Array[]) => writeStdout(encodeRecords(records, framing))
     : o.execBatch === undefined
       ? (records: Uint8Array[]) => runCommand(o.exec!, records[0]!)
       : (records: Uint8Array[]) => runCommand(o.exec!, encodeRecords(records, framing));
-  const perDelivery = o.exec === undefined ? (o.batch ?? DEFAULT_DRAIN_BATCH) : (o.execBatch ?? 1);
-  const byteLimit = o.exec === undefined ? BATCH_BYTES : Infinity;
+  return {
+    deliver,
+    perDelivery: o.exec === undefined ? (o.batch ?? DEFAULT_DRAIN_BATCH) : (o.execBatch ?? 1),
+    byteLimit: o.exec === undefined ? BATCH_BYTES : Infinity,
+  };
+}
+
+/** Runs `ferry drain`; resolves to the exit status. */
+export async function drain(dir: string, o: DrainOptions): Promise<number> {
+  if (o.execBatch !== undefined && o.exec === undefined) throw new CliError('--exec-batch needs --exec', EXIT_USAGE);
+  if (await isSpoolDir(dir)) return drainSpool(dir, o);
+  const started = performance.now();
+  const { deliver, perDelivery, byteLimit } = deliveryPlan(o);
 
   const stop = new AbortController();
   const onSignal = () => {

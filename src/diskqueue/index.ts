@@ -1,6 +1,7 @@
 /**
  * `ferry/diskqueue`: a typed, durable FIFO disk queue that doubles as a
- * write-ahead log (seed 000). See docs/FORMAT.md for the bytes and
+ * write-ahead log, after the Go diskqueue
+ * (github.com/JohanLindvall/diskqueue). See docs/FORMAT.md for the bytes and
  * docs/DURABILITY.md for what each kind of damage costs.
  */
 export { DiskQueue } from './queue.js';

@@ -1,5 +1,5 @@
 /**
- * Options of `DiskQueue.open`, each with its default (seed 000, "Sizing and
+ * Options of `DiskQueue.open`, each with its default (the Go diskqueue, "Sizing and
  * limits" and "Durability").
  */
 import { InvalidArgumentError } from '../errors.js';

@@ -1,9 +1,9 @@
 /**
  * DiskQueue: a typed, durable FIFO queue on a directory of segment files, the
- * Go diskqueue's format (seed 000). Writes go straight to the page cache from
+ * Go diskqueue's format (github.com/JohanLindvall/diskqueue). Writes go straight to the page cache from
  * the event loop; every fdatasync runs on the thread pool.
  *
- * Durability (seed 000, "Durability"): under the per-op policy an add writes
+ * Durability (the Go diskqueue, "Durability"): under the per-op policy an add writes
  * its record, joins a group commit (data fdatasync, header write, header
  * fdatasync) and resolves once durable; concurrent adds share the fsyncs.
  * Under batched policies an add writes record and header and resolves at once,

@@ -1,5 +1,5 @@
 /**
- * A consumer of a DiskQueue (seed 000, "Consuming"). Readers of one queue
+ * A consumer of a DiskQueue (the Go diskqueue, "Consuming"). Readers of one queue
  * share its read cursor and cooperate: each record goes to one of them.
  *
  * - At most once: `take`, `tryTake`, `drain`, `follow` read and commit in one call.

@@ -1,6 +1,6 @@
 /**
  * Opening a directory: one header read per segment, and no record reads
- * except for segments already known to be damaged (seed 000, "Crash recovery
+ * except for segments already known to be damaged (the Go diskqueue, "Crash recovery
  * and corruption"). Damage never fails the open: it becomes a counted loss
  * event, reported once by the next consuming read. An I/O or permission error
  * does fail the open, and then nothing has been deleted.

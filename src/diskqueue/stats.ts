@@ -1,5 +1,5 @@
 /**
- * The plain object `DiskQueue.stats()` returns (seed 000, "Observability").
+ * The plain object `DiskQueue.stats()` returns (the Go diskqueue, "Observability").
  * Byte figures are bytes; counters are since open unless noted.
  */
 export interface DiskQueueStats {

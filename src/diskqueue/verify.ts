@@ -4,7 +4,7 @@
  * finds (drops bad segments, rewrites headers); this walk only reports, so it
  * can be run on a directory before deciding what to do with it.
  *
- * What it reports mirrors what an open and a full drain would lose (seed 000,
+ * What it reports mirrors what an open and a full drain would lose (the Go diskqueue,
  * "Crash recovery and corruption"; docs/FORMAT.md for the bytes):
  *
  * | reason                  | found                                               | cost                  |
