@@ -50,7 +50,13 @@ function copyBytes(b: Uint8Array): Uint8Array {
   return new Uint8Array(mem.buffer, mem.byteOffset, mem.length);
 }
 
-/** Raw bytes. `decode` returns a copy, so the value outlives the next read. */
+/**
+ * Raw bytes. `decode` returns a copy, so the value outlives the next read.
+ * A value of up to 1 KiB is a view into an 8 KiB slab shared with other
+ * small values (as Node's `Buffer.allocUnsafe` pool does): its bytes are its
+ * own, but its `.buffer` is not; use `value.slice()` for an `ArrayBuffer` of
+ * its own.
+ */
 const bytes: Codec<Uint8Array> = {
   encode(value) {
     if (!(value instanceof Uint8Array)) throw new CodecError('codecs.bytes encodes Uint8Array values only');
