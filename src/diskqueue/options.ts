@@ -16,7 +16,7 @@ export interface DiskQueueOptions<T> {
    * directory with another size rejects with `SegmentSizeMismatchError`.
    */
   segmentSize?: number;
-  /** Most segment files at once; past it `add` rejects with `FullError`. Default 32; 0 = unbounded. */
+  /** Most segment files at once; past it `add` rejects with `FullError`. Default 32; 0 = unbounded; otherwise at least 2. */
   maxSegments?: number;
   /** Cap on the backlog's framed bytes; past it `add` rejects with `FullError`. Default: none (0). */
   maxBytes?: number;
@@ -96,6 +96,33 @@ function flag(name: string, v: boolean | undefined): boolean {
   return v;
 }
 
+/** Every key `DiskQueue.open` understands: a misspelled option is an error, not a silent default. */
+const OPTION_KEYS = new Set([
+  'codec',
+  'segmentSize',
+  'maxSegments',
+  'maxBytes',
+  'syncEvery',
+  'syncIntervalMs',
+  'noSync',
+  'maxOpenFiles',
+  'stampRecords',
+  'fileMode',
+  'dirMode',
+  'fs',
+]);
+
+/**
+ * `maxSegments` is 0 (unbounded) or at least 2: a full segment is reclaimed
+ * only once a newer one exists, so with room for one alone a full, wholly
+ * consumed segment would keep the queue full for good.
+ */
+function segmentCap(v: number | undefined): number {
+  const n = count('maxSegments', v, DEFAULT_MAX_SEGMENTS);
+  if (n === 1) throw new InvalidArgumentError('maxSegments must be 0 (unbounded) or at least 2');
+  return n;
+}
+
 /**
  * Applies the defaults and checks every option.
  *
@@ -103,15 +130,21 @@ function flag(name: string, v: boolean | undefined): boolean {
  */
 export function resolveOptions<T>(o: DiskQueueOptions<T>, codec: Codec<T>, fs: FileSystem): ResolvedOptions<T> {
   if (typeof o !== 'object' || o === null) throw new InvalidArgumentError('options must be an object');
+  for (const key of Object.keys(o)) {
+    if (!OPTION_KEYS.has(key)) throw new InvalidArgumentError(`unknown DiskQueue option ${JSON.stringify(key)} (known: ${[...OPTION_KEYS].join(', ')})`);
+  }
   if (o.codec !== undefined && (typeof o.codec?.encode !== 'function' || typeof o.codec?.decode !== 'function')) {
     throw new InvalidArgumentError('codec must have encode and decode functions');
+  }
+  if (o.fs !== undefined && ['open', 'readdir', 'mkdirp', 'unlink', 'rename', 'syncDir', 'lock'].some((m) => typeof (o.fs as unknown as Record<string, unknown>)?.[m] !== 'function')) {
+    throw new InvalidArgumentError('fs must implement the file-system seam (open, readdir, mkdirp, unlink, rename, syncDir, lock)');
   }
   const syncEvery = count('syncEvery', o.syncEvery, 0);
   const noSync = flag('noSync', o.noSync);
   return {
     codec: o.codec ?? codec,
     segmentSize: normalizeSegmentSize(count('segmentSize', o.segmentSize, DEFAULT_SEGMENT_SIZE)),
-    maxSegments: count('maxSegments', o.maxSegments, DEFAULT_MAX_SEGMENTS),
+    maxSegments: segmentCap(o.maxSegments),
     maxBytes: count('maxBytes', o.maxBytes, 0),
     syncEvery,
     syncIntervalMs: count('syncIntervalMs', o.syncIntervalMs, 0),
@@ -123,4 +156,24 @@ export function resolveOptions<T>(o: DiskQueueOptions<T>, codec: Codec<T>, fs: F
     fs: o.fs ?? fs,
     perOp: !noSync && syncEvery <= 1,
   };
+}
+
+/**
+ * Checks the options object a blocking or iterating call takes.
+ *
+ * @throws InvalidArgumentError it is not an object.
+ */
+export function checkCallOptions(opts: unknown): void {
+  if (typeof opts !== 'object' || opts === null) throw new InvalidArgumentError(`options must be an object, got ${String(opts)}`);
+}
+
+/**
+ * Checks that `values` can be iterated.
+ *
+ * @throws InvalidArgumentError it cannot.
+ */
+export function checkIterable(name: string, values: unknown): void {
+  if (values === null || typeof values !== 'object' || typeof (values as Iterable<unknown>)[Symbol.iterator] !== 'function') {
+    throw new InvalidArgumentError(`${name} must be iterable, got ${String(values)}`);
+  }
 }

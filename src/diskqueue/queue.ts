@@ -28,7 +28,7 @@ import {
   InvalidArgumentError,
 } from '../errors.js';
 import { codecs, type Codec } from './codecs.js';
-import { resolveOptions, type DiskQueueOptions, type ResolvedOptions } from './options.js';
+import { checkCallOptions, checkIterable, resolveOptions, type DiskQueueOptions, type ResolvedOptions } from './options.js';
 import { STAMP_SIZE } from './format.js';
 import { Segment } from './segment.js';
 import { recover, type RecoveryCounts } from './recovery.js';
@@ -180,6 +180,7 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
    */
   async addWait(value: T, opts: { signal?: AbortSignal } = {}): Promise<void> {
     this.checkWritable();
+    checkCallOptions(opts);
     const payload = this.encode(value);
     for (;;) {
       opts.signal?.throwIfAborted();
@@ -199,9 +200,12 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
    * Appends values in order with one flush for all of them; resolves to the
    * number placed (all of them). When it stops early it rejects with the error,
    * whose `placed` tells how many leading values were placed, each durable.
+   *
+   * @throws InvalidArgumentError `values` is not iterable.
    */
   async addBatch(values: Iterable<T>): Promise<number> {
     this.checkWritable();
+    checkIterable('values', values);
     const payloads: Uint8Array[] = [];
     let stop: unknown;
     try {

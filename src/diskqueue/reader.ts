@@ -13,6 +13,7 @@
  */
 import { CodecError, CorruptError, InvalidArgumentError, OffsetError } from '../errors.js';
 import { STAMP_SIZE } from './format.js';
+import { checkCallOptions, checkIterable } from './options.js';
 import { packOffset } from './ledger.js';
 import type { DiskQueue } from './queue.js';
 import type { HeadRecord } from './read-cursor.js';
@@ -65,6 +66,7 @@ export class Reader<T> {
 
   /** Like {@link tryTake}, but waits for a record. Rejects with the abort reason, or `ClosedError` on close. */
   async take(opts: { signal?: AbortSignal } = {}): Promise<T> {
+    checkCallOptions(opts);
     for (;;) {
       const since = this.q.published.generation;
       const r = this.consumeNow(true);
@@ -112,6 +114,7 @@ export class Reader<T> {
 
   /** Like {@link tryReserve}, but waits for a record. */
   async reserve(opts: { signal?: AbortSignal } = {}): Promise<Reservation<T>> {
+    checkCallOptions(opts);
     for (;;) {
       const since = this.q.published.generation;
       const r = this.consumeNow(false);
@@ -170,6 +173,7 @@ export class Reader<T> {
   ackBatch(offsets: Iterable<bigint>): Promise<void> {
     try {
       this.q.checkWritable();
+      checkIterable('offsets', offsets);
       const list = [...offsets];
       const ledger = this.q.ledger;
       for (const o of list) {
@@ -263,6 +267,7 @@ export class Reader<T> {
    * @throws InvalidArgumentError `batchSize` is not a positive integer.
    */
   async *drain(opts: { batchSize?: number } = {}): AsyncGenerator<T, void, undefined> {
+    checkCallOptions(opts);
     const batchSize = opts.batchSize ?? 1;
     checkMax(batchSize, 'batchSize');
     this.q.checkOpen();
@@ -286,6 +291,7 @@ export class Reader<T> {
 
   /** Takes records as they arrive until `signal` aborts or the queue closes; then it ends quietly. */
   async *follow(opts: { signal?: AbortSignal } = {}): AsyncGenerator<T, void, undefined> {
+    checkCallOptions(opts);
     for (;;) {
       let v: T;
       try {

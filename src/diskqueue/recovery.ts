@@ -264,11 +264,18 @@ export function recover(fs: FileSystem, dir: string, segmentSize: number): Recov
     // missing number is a lost segment, unless everything before it was
     // committed (reclaim removed it and could not remove the ones before).
     const prev = surveyed[i - 1];
-    if (prev && !retiredSoFar) {
-      for (let seq = prev.seq + 1; seq < s.seq; seq++) {
-        const e = estimate(s);
-        loss(new CorruptError({ segment: seq, position: 0, reason: 'segment-missing', lostBytes: e.bytes, lostRecords: e.records }), e.bytes, e.records, 1);
-      }
+    // A run of missing numbers is one event, however long: a stray file
+    // numbered far above the rest must cost one report, not one per number.
+    const missing = prev ? s.seq - prev.seq - 1 : 0;
+    if (missing > 0 && !retiredSoFar) {
+      const e = estimate(s);
+      const first = prev!.seq + 1;
+      const what = missing === 1 ? `segment ${first}` : `segments ${first} to ${s.seq - 1}`;
+      const ev = new CorruptError(
+        { segment: first, position: 0, reason: 'segment-missing', lostBytes: e.bytes * missing, lostRecords: e.records * missing },
+        `corrupt data (segment-missing): ${what} missing between segments ${prev!.seq} and ${s.seq}`,
+      );
+      loss(ev, e.bytes * missing, e.records * missing, missing);
     }
     retiredSoFar &&= s.kind === 'ok' && s.header.commitCursor >= s.header.writeCursor && s.header.committedCount >= s.header.writtenCount;
 

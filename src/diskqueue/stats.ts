@@ -3,9 +3,13 @@
  * Byte figures are bytes; counters are since open unless noted.
  */
 export interface DiskQueueStats {
-  /** Records added and not yet committed (unread plus in flight). */
+  /** Published records not yet committed (unread plus in flight); an add waiting for its group commit is not counted yet. */
   backlog: number;
-  /** Framed bytes of those records. */
+  /**
+   * Framed bytes written and not yet committed: the backlog's bytes plus
+   * those of adds still waiting for their group commit, since they already
+   * hold their place under `maxBytes` (as `added` already counts them).
+   */
   backlogBytes: number;
   /** The `maxBytes` cap, 0 when there is none. */
   maxBytes: number;

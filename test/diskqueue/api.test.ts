@@ -254,6 +254,9 @@ test('bad options and arguments are InvalidArgumentError, and nothing is created
     { segmentSize: -1 },
     { segmentSize: Number.NaN },
     { maxSegments: 1.5 },
+    { maxSegments: 1 },
+    { segmentsize: 4096 },
+    { fs: {} },
     { noSync: 'yes' },
     { stampRecords: 1 },
     { codec: {} },
@@ -268,5 +271,10 @@ test('bad options and arguments are InvalidArgumentError, and nothing is created
   const q = await DiskQueue.open(join(dir, 'q'));
   await assert.rejects(q.reader().ack(12 as never), InvalidArgumentError);
   await assert.rejects(q.reader().commit(-1n), InvalidArgumentError);
+  await assert.rejects(q.addBatch(null as never), InvalidArgumentError);
+  await assert.rejects(q.reader().ackBatch(null as never), InvalidArgumentError);
+  await assert.rejects(q.reader().takeBatch(0), InvalidArgumentError);
+  await assert.rejects(q.reader().reserveBatch(1.5), InvalidArgumentError);
+  await assert.rejects(q.reader().drain(null as never).next(), InvalidArgumentError);
   await q.close();
 });

@@ -72,3 +72,37 @@ describe('segment numbers are never reused', () => {
     assert.deepEqual(await rollOnce(fs), [2, 4, 5]);
   });
 });
+
+describe('a run of missing numbers', () => {
+  it('a stray segment numbered far above the rest is one loss event, found in bounded time and memory', async () => {
+    const fs = await buildStore(); // segments 2, 3, 4
+    fs.writeFile(segPath(99_999_999), fs.readFile(segPath(4))!);
+    const started = performance.now();
+    const q = await openQ(fs);
+    assert.ok(performance.now() - started < 5000, 'open took too long');
+    const st = q.stats();
+    assert.equal(st.corruptions, 1);
+    assert.equal(st.lostSegments, 99_999_999 - 4 - 1);
+    const got = await drainAll(q.reader());
+    assert.equal(got.errors.length, 1, 'one CorruptError for the whole run');
+    assert.equal(got.errors[0]!.segment, 5);
+    assert.equal(got.errors[0]!.reason, 'segment-missing');
+    assert.match(got.errors[0]!.message, /segments 5 to 99999998 missing between segments 4 and 99999999/);
+    await q.close();
+  });
+
+  it('two missing segments in a row are one event counting both', async () => {
+    const fs = await buildStore(); // segments 2, 3, 4
+    fs.writeFile(segPath(5), fs.readFile(segPath(4))!);
+    fs.unlink(segPath(3));
+    fs.unlink(segPath(4));
+    const q = await openQ(fs);
+    const st = q.stats();
+    assert.equal(st.corruptions, 1);
+    assert.equal(st.lostSegments, 2);
+    const got = await drainAll(q.reader());
+    assert.equal(got.errors.length, 1);
+    assert.match(got.errors[0]!.message, /segments 3 to 4 missing/);
+    await q.close();
+  });
+});
