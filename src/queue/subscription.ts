@@ -13,6 +13,19 @@ import type { Claimed, CloseOptions, Delivery, Handler, Store, StoredMessage, Su
 
 /** How long one ack flush may keep the event loop before yielding, ms. */
 const ACK_TURN_MS = 2;
+/**
+ * Acks not yet written, per slot of `concurrency`, past which the poll loop
+ * stops claiming until a flush lands: a store slower at acking than the
+ * handlers are at finishing would otherwise let leases pile up unbounded.
+ */
+const UNWRITTEN_ACKS_PER_SLOT = 16;
+/** The floor of that backlog, so a small `concurrency` still batches well. */
+const UNWRITTEN_ACKS_MIN = 256;
+
+/** How many acks a subscription with `concurrency` slots may have queued or being written before it stops claiming. */
+export function maxUnwrittenAcks(concurrency: number): number {
+  return Math.max(UNWRITTEN_ACKS_MIN, UNWRITTEN_ACKS_PER_SLOT * concurrency);
+}
 
 /** What a subscription needs from the queue that owns it. */
 export interface SubscriptionHost {
@@ -28,6 +41,8 @@ export interface SubscriptionHost {
 interface Job {
   readonly c: Claimed;
   readonly ctrl: AbortController;
+  /** Holds one of the `concurrency` worker slots: until the handler returns, or, for a retry or dead letter, until that is written. */
+  slot: boolean;
   /** Local time (ms) by which the lease must have been renewed. */
   deadline: number;
   /** The lease was lost: the handler was aborted and its outcome is discarded. */
@@ -47,6 +62,11 @@ export class StoreSubscription implements Subscription {
   readonly #handler: Handler;
   readonly #o: ResolvedSubscribeOptions;
   readonly #jobs = new Map<string, Job>();
+  /** Jobs holding a worker slot (the rest of `#jobs` wait for their ack to be written). */
+  #running = 0;
+  /** Acks queued or being written. */
+  #unwritten = 0;
+  readonly #maxUnwritten: number;
   #closing = false;
   #closePromise: Promise<void> | undefined;
   #loopDone: Promise<void> = Promise.resolve();
@@ -67,6 +87,7 @@ export class StoreSubscription implements Subscription {
     this.group = group;
     this.#handler = handler;
     this.#o = opts;
+    this.#maxUnwritten = maxUnwrittenAcks(opts.concurrency);
   }
 
   /** Starts polling and heartbeating. */
@@ -102,8 +123,8 @@ export class StoreSubscription implements Subscription {
     const o = this.#o;
     const store = this.#host.store;
     while (!this.#closing) {
-      const free = o.concurrency - this.#jobs.size;
-      if (free <= 0) {
+      const free = o.concurrency - this.#running;
+      if (free <= 0 || this.#unwritten >= this.#maxUnwritten) {
         this.#waitingForSlot = true;
         await this.#wait(undefined);
         this.#waitingForSlot = false;
@@ -147,14 +168,28 @@ export class StoreSubscription implements Subscription {
   }
 
   #start(c: Claimed, deadline: number): void {
-    const job: Job = { c, ctrl: new AbortController(), deadline, lost: false, abandoned: false };
+    const job: Job = { c, ctrl: new AbortController(), slot: true, deadline, lost: false, abandoned: false };
     this.#jobs.set(c.deliveryId, job);
+    this.#running++;
     job.done = this.#run(job)
       .catch((err) => this.#host.onError(err, 'delivery'))
       .finally(() => {
+        this.#freeSlot(job);
         this.#jobs.delete(c.deliveryId);
-        if (!this.#closing && (this.#waitingForSlot || this.#o.maxInFlight > 0)) this.wake();
       });
+  }
+
+  /**
+   * Gives the job's worker slot to the next delivery. A successful handler
+   * lets go of it as soon as it returns, before its ack is written: the lease
+   * stays held in the store (so `maxInFlight` still counts it) and heartbeats
+   * keep renewing it until the ack lands.
+   */
+  #freeSlot(job: Job): void {
+    if (!job.slot) return;
+    job.slot = false;
+    this.#running--;
+    if (!this.#closing && this.#waitingForSlot) this.wake();
   }
 
   /** Runs one delivery to its outcome: ack, retry or dead letter. */
@@ -175,13 +210,17 @@ export class StoreSubscription implements Subscription {
       failure = err;
     }
     if (job.lost || job.abandoned) return; // another consumer may own it now: write nothing
-    if (!failed) return this.#ack(job);
+    if (!failed) {
+      this.#freeSlot(job);
+      return this.#ack(job);
+    }
     const text = errorText(failure);
     if (isPermanent(failure) || c.attempt >= this.#o.maxAttempts) await this.#deadLetter(job, text);
     else await this.#retry(job, text);
   }
 
   #ack(job: Job): Promise<void> {
+    this.#unwritten++;
     return new Promise<void>((resolve) => {
       this.#acks.push({ job, resolve });
       if (this.#ackFlushScheduled) return;
@@ -207,7 +246,13 @@ export class StoreSubscription implements Subscription {
         // The leases run out and the deliveries come back: at least once.
         this.#host.onError(err, 'ack');
       }
+      const wasFull = this.#unwritten >= this.#maxUnwritten;
+      this.#unwritten -= batch.length;
       for (const a of batch) a.resolve();
+      // A written ack may have made more claimable: a freed lease under
+      // maxInFlight, the next message of a key lane (for stores without a wake
+      // source), or room in a backlog that held the poll loop back.
+      if (!this.#closing && (wasFull || this.#o.maxInFlight > 0 || batch.some((a) => a.job.c.message.key !== undefined))) this.wake();
     } while (this.#acks.length > 0 && performance.now() - turnStart < ACK_TURN_MS);
     if (this.#acks.length > 0) setImmediate(() => void this.#flushAcks());
     else this.#ackFlushScheduled = false;
