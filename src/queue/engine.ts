@@ -9,7 +9,10 @@
  *   it can consume, and the group is registered (an `earliest` group gets
  *   deliveries for every retained message now; `latest` gets none).
  * - **Poll.** The loop asks the store for at most `min(batchSize, free
- *   slots)` due deliveries. A full answer means there may be more, so it asks
+ *   slots + prefetch room)` due deliveries; with `prefetch`, claimed ones
+ *   beyond the free slots wait in claim order for a slot (leases renewed,
+ *   dropped unrun if a lease lapses, released unrun at close), and the loop
+ *   claims again once that list has drained to half. A full answer means there may be more, so it asks
  *   again at once; a short one means nothing else is due, so it sleeps for
  *   `pollIntervalMs`, cut short by a publish through this queue, by the
  *   store's wake source, or (when a slot was the limit) by a slot freeing up.

@@ -62,8 +62,10 @@ export class StoreSubscription implements Subscription {
   readonly #handler: Handler;
   readonly #o: ResolvedSubscribeOptions;
   readonly #jobs = new Map<string, Job>();
-  /** Jobs holding a worker slot (the rest of `#jobs` wait for their ack to be written). */
+  /** Jobs holding a worker slot (the rest of `#jobs` wait for a slot under `prefetch`, or for their ack to be written). */
   #running = 0;
+  /** Claimed under `prefetch`, not started yet, in claim order. Also in `#jobs`, so their leases are renewed. */
+  readonly #waiting: Job[] = [];
   /** Acks queued or being written. */
   #unwritten = 0;
   readonly #maxUnwritten: number;
@@ -123,14 +125,17 @@ export class StoreSubscription implements Subscription {
     const o = this.#o;
     const store = this.#host.store;
     while (!this.#closing) {
-      const free = o.concurrency - this.#running;
-      if (free <= 0 || this.#unwritten >= this.#maxUnwritten) {
+      // Room for claims: free slots, plus what `prefetch` lets wait for one.
+      // With prefetch the loop claims again only once the waiting list has
+      // drained to half, so claims stay large rather than one per freed slot.
+      const room = o.concurrency - this.#running + o.prefetch - this.#waiting.length;
+      if (room <= 0 || this.#waiting.length > o.prefetch / 2 || this.#unwritten >= this.#maxUnwritten) {
         this.#waitingForSlot = true;
         await this.#wait(undefined);
         this.#waitingForSlot = false;
         continue;
       }
-      const max = Math.min(o.batchSize, free);
+      const max = Math.min(o.batchSize, room);
       const leaseStart = Date.now();
       let claimed: Claimed[];
       try {
@@ -146,7 +151,8 @@ export class StoreSubscription implements Subscription {
         await this.#releaseUnstarted(claimed);
         break;
       }
-      for (const c of claimed) this.#start(c, leaseStart + o.leaseDurationMs);
+      for (const c of claimed) this.#enqueue(c, leaseStart + o.leaseDurationMs);
+      this.#pump();
       if (claimed.length >= max) {
         // A full batch: there may be more, so poll again at once, but after
         // letting timers and I/O run (a synchronous store never yields).
@@ -167,15 +173,32 @@ export class StoreSubscription implements Subscription {
     }
   }
 
-  #start(c: Claimed, deadline: number): void {
-    const job: Job = { c, ctrl: new AbortController(), slot: true, deadline, lost: false, abandoned: false };
+  #enqueue(c: Claimed, deadline: number): void {
+    const job: Job = { c, ctrl: new AbortController(), slot: false, deadline, lost: false, abandoned: false };
     this.#jobs.set(c.deliveryId, job);
+    this.#waiting.push(job);
+  }
+
+  /** Starts waiting deliveries while slots are free. One whose lease lapsed while it waited is dropped unrun: it comes back to whoever claims it next. */
+  #pump(): void {
+    while (!this.#closing && this.#running < this.#o.concurrency && this.#waiting.length > 0) {
+      const job = this.#waiting.shift()!;
+      if (job.lost) {
+        this.#jobs.delete(job.c.deliveryId);
+        continue;
+      }
+      this.#start(job);
+    }
+  }
+
+  #start(job: Job): void {
+    job.slot = true;
     this.#running++;
     job.done = this.#run(job)
       .catch((err) => this.#host.onError(err, 'delivery'))
       .finally(() => {
         this.#freeSlot(job);
-        this.#jobs.delete(c.deliveryId);
+        this.#jobs.delete(job.c.deliveryId);
       });
   }
 
@@ -189,6 +212,7 @@ export class StoreSubscription implements Subscription {
     if (!job.slot) return;
     job.slot = false;
     this.#running--;
+    this.#pump();
     if (!this.#closing && this.#waitingForSlot) this.wake();
   }
 
@@ -330,6 +354,10 @@ export class StoreSubscription implements Subscription {
     this.#closing = true;
     this.wake();
     await this.#loopDone;
+    // Prefetched deliveries never started: give them back without spending an attempt.
+    const unstarted = this.#waiting.splice(0);
+    for (const j of unstarted) this.#jobs.delete(j.c.deliveryId);
+    await this.#releaseUnstarted(unstarted.filter((j) => !j.lost).map((j) => j.c));
     const running = [...this.#jobs.values()];
     if (running.length > 0) {
       const finished = await waitUntil(
