@@ -9,6 +9,13 @@
  * - `queue.postgres.e2e.1` / `.e2e.4`: publish → handler → ack, 1 KiB, with 1
  *   and 4 instances (each its own store and pool, concurrency 16 each) in
  *   this process; messages/s and publish-to-handled p50/p99 (ms).
+ * - `queue.postgres.e2e.prefetch.1` / `.4`: the same with `batchSize: 128,
+ *   prefetch: 256` (claims fetch beyond the free slots).
+ * - `queue.postgres.drain` / `.drain.prefetch`: 20,000 × 1 KiB published
+ *   first, then consumed by one instance with concurrency 16 (default
+ *   options, then `batchSize: 128, prefetch: 256`); messages/s from subscribe
+ *   to the last ack written. This is how the job-queue figures in issue 9
+ *   (graphile-worker, BullMQ, pg-boss) were measured.
  * - `queue.postgres.claim.0` / `.claim.1m`: deliveries/s through
  *   `Store.claim` (32 at a time) and `Store.ack` on one instance, with only
  *   the rows being consumed pending, then with 1,000,000 pending and
@@ -22,6 +29,7 @@ import type { BenchContext, BenchSuite } from './harness.js';
 import { fillSchema } from './postgres-fill.js';
 import { createStoreQueue } from '../src/queue/engine.js';
 import { PostgresStore } from '../src/queue/stores/postgres/store.js';
+import type { SubscribeOptions } from '../src/queue/options.js';
 import type { Message, Queue } from '../src/queue/types.js';
 
 const URL = process.env.FERRY_BENCH_POSTGRES_URL || 'postgres://localhost/test';
@@ -72,7 +80,10 @@ async function rawRate(ctx: BenchContext, admin: pg.Pool): Promise<number> {
   }
 }
 
-async function endToEnd(ctx: BenchContext, admin: pg.Pool, instances: number): Promise<{ rate: number; extra: Record<string, number> }> {
+/** Options of the tuned rows: claims fetch well beyond the 16 slots. */
+const TUNED: SubscribeOptions = { concurrency: 16, batchSize: 128, prefetch: 256 };
+
+async function endToEnd(ctx: BenchContext, admin: pg.Pool, instances: number, opts: SubscribeOptions = { concurrency: 16, batchSize: 32 }): Promise<{ rate: number; extra: Record<string, number> }> {
   const schema = schemaName('e2e');
   const queues: Queue[] = [];
   for (let i = 0; i < instances; i++) queues.push(createStoreQueue(await PostgresStore.open({ connectionString: URL, schema })));
@@ -86,7 +97,7 @@ async function endToEnd(ctx: BenchContext, admin: pg.Pool, instances: number): P
       await q.subscribe('e2e', 'g', async (d) => {
         hist.recordValue(Math.max(1, Math.round((performance.now() - Number(d.headers!.sent)) * 1000))); // µs
         if (++handled === total) allDone();
-      }, { concurrency: 16, batchSize: 32 });
+      }, opts);
     }
     const producer = queues[0]!;
     const start = performance.now();
@@ -107,6 +118,31 @@ async function endToEnd(ctx: BenchContext, admin: pg.Pool, instances: number): P
   } finally {
     hist.destroy();
     for (const q of queues) await q.close({ timeoutMs: 1000 });
+    await admin.query(`DROP SCHEMA "${schema}" CASCADE`);
+  }
+}
+
+/** Publishes `total` messages, then times one instance consuming them all (acks written). */
+async function drain(ctx: BenchContext, admin: pg.Pool, opts: SubscribeOptions): Promise<number> {
+  const schema = schemaName('drain');
+  const store = await PostgresStore.open({ connectionString: URL, schema });
+  await store.ensureGroup('drain', 'g', 'latest');
+  const q = createStoreQueue(store);
+  const total = Math.max(2000, Math.round(20_000 * ctx.scale));
+  try {
+    for (let published = 0; published < total; published += BATCH) await q.publish(...batchOf('drain', Math.min(BATCH, total - published)));
+    let handled = 0;
+    let allDone!: () => void;
+    const finished = new Promise<void>((resolve) => (allDone = resolve));
+    const start = performance.now();
+    const sub = await q.subscribe('drain', 'g', async () => {
+      if (++handled === total) allDone();
+    }, opts);
+    await finished;
+    await sub.close(); // waits for the last acks to be written
+    return total / ((performance.now() - start) / 1000);
+  } finally {
+    await q.close({ timeoutMs: 1000 });
     await admin.query(`DROP SCHEMA "${schema}" CASCADE`);
   }
 }
@@ -146,6 +182,12 @@ export const suite: BenchSuite = {
         const e = await endToEnd(ctx, admin, n);
         ctx.report({ name: `queue.postgres.e2e.${n}`, unit: 'msgs/s', value: e.rate, extra: e.extra });
       }
+      for (const n of [1, 4]) {
+        const e = await endToEnd(ctx, admin, n, TUNED);
+        ctx.report({ name: `queue.postgres.e2e.prefetch.${n}`, unit: 'msgs/s', value: e.rate, extra: e.extra });
+      }
+      ctx.report({ name: 'queue.postgres.drain', unit: 'msgs/s', value: await drain(ctx, admin, { concurrency: 16 }) });
+      ctx.report({ name: 'queue.postgres.drain.prefetch', unit: 'msgs/s', value: await drain(ctx, admin, TUNED) });
       const big = Math.round(1_000_000 * ctx.scale);
       ctx.report({ name: 'queue.postgres.claim.0', unit: 'msgs/s', value: await claimRate(ctx, admin, Math.round(100_000 * ctx.scale), 0), extra: { pending: Math.round(100_000 * ctx.scale), finished: 0 } });
       ctx.report({ name: 'queue.postgres.claim.1m', unit: 'msgs/s', value: await claimRate(ctx, admin, big, big), extra: { pending: big, finished: big } });

@@ -9,7 +9,10 @@
  *   it can consume, and the group is registered (an `earliest` group gets
  *   deliveries for every retained message now; `latest` gets none).
  * - **Poll.** The loop asks the store for at most `min(batchSize, free
- *   slots)` due deliveries. A full answer means there may be more, so it asks
+ *   slots + prefetch room)` due deliveries; with `prefetch`, claimed ones
+ *   beyond the free slots wait in claim order for a slot (leases renewed,
+ *   dropped unrun if a lease lapses, released unrun at close), and the loop
+ *   claims again once that list has drained to half. A full answer means there may be more, so it asks
  *   again at once; a short one means nothing else is due, so it sleeps for
  *   `pollIntervalMs`, cut short by a publish through this queue, by the
  *   store's wake source, or (when a slot was the limit) by a slot freeing up.
@@ -18,15 +21,21 @@
  * - **Claim.** Each delivery comes back with a claim token and its 1-based
  *   attempt. An attempt past `maxAttempts` means its earlier leases were lost
  *   (crashes, stalls); it is dead-lettered without running.
- * - **Run.** The handler gets the delivery and an AbortSignal. It holds a
- *   worker slot until its outcome is written.
+ * - **Run.** The handler gets the delivery and an AbortSignal. It holds one
+ *   of the `concurrency` worker slots until it returns; a retry or dead
+ *   letter keeps the slot until written, while a success hands it on at once
+ *   and leaves its ack to be written in the background (the lease stays held
+ *   and heartbeated until then, so `maxInFlight` and key lanes still see it).
+ *   Unwritten acks are bounded: past a backlog the loop stops claiming.
  * - **Heartbeat.** Every `leaseDurationMs / 3` the held leases are renewed in
  *   one call. A lease the store no longer reports held, or one whose last
  *   renewal is older than the lease (heartbeats kept failing), is lost: the
  *   handler's signal aborts and whatever it returns is discarded, because
  *   another consumer may own the delivery now.
- * - **Outcome.** Resolving acks (acks finishing in the same event-loop turn
- *   share one store call). Throwing retries after `backoffBaseMs·2^(n−1)`,
+ * - **Outcome.** Resolving acks: acks queue up while the previous write is
+ *   in flight and go to the store together, so a slow store gets larger
+ *   batches, not more round trips. A failed ack write is reported and its
+ *   deliveries come back once their leases run out. Throwing retries after `backoffBaseMs·2^(n−1)`,
  *   capped at `backoffMaxMs`, with equal jitter. `permanent(err)`, or a failure
  *   of the last allowed attempt, dead-letters: first the copy on
  *   `deadLetterTopic` (if set; if that publish fails the delivery is retried
@@ -34,7 +43,7 @@
  *   consumer changes nothing.
  * - **Close.** Claiming stops; a claim still in flight is released without
  *   spending an attempt. Running handlers get until the deadline to finish
- *   and have their outcomes written; then the rest are aborted and keep their
+ *   and have their outcomes (queued acks included) written; then the rest are aborted and keep their
  *   leases, so they come back only after the lease runs out.
  *
  * Beside the subscriptions the queue runs the janitor (janitor.ts) and, when

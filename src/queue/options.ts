@@ -43,6 +43,16 @@ export interface SubscribeOptions {
   maxInFlight?: number;
   /** Which messages a newly registered group receives. Default `latest`. */
   startFrom?: StartFrom;
+  /**
+   * Deliveries this subscription may hold claimed beyond its running
+   * handlers, waiting for a free slot, so a claim can fetch up to
+   * `batchSize` even when every slot is busy. Raises throughput when
+   * handlers are short and a claim's round trip is not; the held leases are
+   * heartbeated, count against `maxInFlight`, are not available to other
+   * instances meanwhile, and are released unrun by `close`. Default 0: a
+   * claim asks only for free slots.
+   */
+  prefetch?: number;
 }
 
 /** `SubscribeOptions` with every default applied. */
@@ -67,6 +77,7 @@ export function resolveSubscribeOptions(opts: SubscribeOptions = {}): ResolvedSu
     backoffMaxMs: check('backoffMaxMs', opts.backoffMaxMs ?? DEFAULT_BACKOFF_MAX_MS, 0, false),
     maxInFlight: check('maxInFlight', opts.maxInFlight ?? 0, 0),
     startFrom: opts.startFrom ?? 'latest',
+    prefetch: check('prefetch', opts.prefetch ?? 0, 0),
     deadLetterTopic: opts.deadLetterTopic || undefined,
   };
   if (r.backoffMaxMs < r.backoffBaseMs) throw new InvalidArgumentError('backoffMaxMs must be ≥ backoffBaseMs');

@@ -13,6 +13,19 @@ import type { Claimed, CloseOptions, Delivery, Handler, Store, StoredMessage, Su
 
 /** How long one ack flush may keep the event loop before yielding, ms. */
 const ACK_TURN_MS = 2;
+/**
+ * Acks not yet written, per slot of `concurrency`, past which the poll loop
+ * stops claiming until a flush lands: a store slower at acking than the
+ * handlers are at finishing would otherwise let leases pile up unbounded.
+ */
+const UNWRITTEN_ACKS_PER_SLOT = 16;
+/** The floor of that backlog, so a small `concurrency` still batches well. */
+const UNWRITTEN_ACKS_MIN = 256;
+
+/** How many acks a subscription with `concurrency` slots may have queued or being written before it stops claiming. */
+export function maxUnwrittenAcks(concurrency: number): number {
+  return Math.max(UNWRITTEN_ACKS_MIN, UNWRITTEN_ACKS_PER_SLOT * concurrency);
+}
 
 /** What a subscription needs from the queue that owns it. */
 export interface SubscriptionHost {
@@ -28,6 +41,8 @@ export interface SubscriptionHost {
 interface Job {
   readonly c: Claimed;
   readonly ctrl: AbortController;
+  /** Holds one of the `concurrency` worker slots: until the handler returns, or, for a retry or dead letter, until that is written. */
+  slot: boolean;
   /** Local time (ms) by which the lease must have been renewed. */
   deadline: number;
   /** The lease was lost: the handler was aborted and its outcome is discarded. */
@@ -47,6 +62,13 @@ export class StoreSubscription implements Subscription {
   readonly #handler: Handler;
   readonly #o: ResolvedSubscribeOptions;
   readonly #jobs = new Map<string, Job>();
+  /** Jobs holding a worker slot (the rest of `#jobs` wait for a slot under `prefetch`, or for their ack to be written). */
+  #running = 0;
+  /** Claimed under `prefetch`, not started yet, in claim order. Also in `#jobs`, so their leases are renewed. */
+  readonly #waiting: Job[] = [];
+  /** Acks queued or being written. */
+  #unwritten = 0;
+  readonly #maxUnwritten: number;
   #closing = false;
   #closePromise: Promise<void> | undefined;
   #loopDone: Promise<void> = Promise.resolve();
@@ -67,6 +89,7 @@ export class StoreSubscription implements Subscription {
     this.group = group;
     this.#handler = handler;
     this.#o = opts;
+    this.#maxUnwritten = maxUnwrittenAcks(opts.concurrency);
   }
 
   /** Starts polling and heartbeating. */
@@ -102,14 +125,17 @@ export class StoreSubscription implements Subscription {
     const o = this.#o;
     const store = this.#host.store;
     while (!this.#closing) {
-      const free = o.concurrency - this.#jobs.size;
-      if (free <= 0) {
+      // Room for claims: free slots, plus what `prefetch` lets wait for one.
+      // With prefetch the loop claims again only once the waiting list has
+      // drained to half, so claims stay large rather than one per freed slot.
+      const room = o.concurrency - this.#running + o.prefetch - this.#waiting.length;
+      if (room <= 0 || this.#waiting.length > o.prefetch / 2 || this.#unwritten >= this.#maxUnwritten) {
         this.#waitingForSlot = true;
         await this.#wait(undefined);
         this.#waitingForSlot = false;
         continue;
       }
-      const max = Math.min(o.batchSize, free);
+      const max = Math.min(o.batchSize, room);
       const leaseStart = Date.now();
       let claimed: Claimed[];
       try {
@@ -125,7 +151,8 @@ export class StoreSubscription implements Subscription {
         await this.#releaseUnstarted(claimed);
         break;
       }
-      for (const c of claimed) this.#start(c, leaseStart + o.leaseDurationMs);
+      for (const c of claimed) this.#enqueue(c, leaseStart + o.leaseDurationMs);
+      this.#pump();
       if (claimed.length >= max) {
         // A full batch: there may be more, so poll again at once, but after
         // letting timers and I/O run (a synchronous store never yields).
@@ -146,15 +173,47 @@ export class StoreSubscription implements Subscription {
     }
   }
 
-  #start(c: Claimed, deadline: number): void {
-    const job: Job = { c, ctrl: new AbortController(), deadline, lost: false, abandoned: false };
+  #enqueue(c: Claimed, deadline: number): void {
+    const job: Job = { c, ctrl: new AbortController(), slot: false, deadline, lost: false, abandoned: false };
     this.#jobs.set(c.deliveryId, job);
+    this.#waiting.push(job);
+  }
+
+  /** Starts waiting deliveries while slots are free. One whose lease lapsed while it waited is dropped unrun: it comes back to whoever claims it next. */
+  #pump(): void {
+    while (!this.#closing && this.#running < this.#o.concurrency && this.#waiting.length > 0) {
+      const job = this.#waiting.shift()!;
+      if (job.lost) {
+        this.#jobs.delete(job.c.deliveryId);
+        continue;
+      }
+      this.#start(job);
+    }
+  }
+
+  #start(job: Job): void {
+    job.slot = true;
+    this.#running++;
     job.done = this.#run(job)
       .catch((err) => this.#host.onError(err, 'delivery'))
       .finally(() => {
-        this.#jobs.delete(c.deliveryId);
-        if (!this.#closing && (this.#waitingForSlot || this.#o.maxInFlight > 0)) this.wake();
+        this.#freeSlot(job);
+        this.#jobs.delete(job.c.deliveryId);
       });
+  }
+
+  /**
+   * Gives the job's worker slot to the next delivery. A successful handler
+   * lets go of it as soon as it returns, before its ack is written: the lease
+   * stays held in the store (so `maxInFlight` still counts it) and heartbeats
+   * keep renewing it until the ack lands.
+   */
+  #freeSlot(job: Job): void {
+    if (!job.slot) return;
+    job.slot = false;
+    this.#running--;
+    this.#pump();
+    if (!this.#closing && this.#waitingForSlot) this.wake();
   }
 
   /** Runs one delivery to its outcome: ack, retry or dead letter. */
@@ -175,13 +234,17 @@ export class StoreSubscription implements Subscription {
       failure = err;
     }
     if (job.lost || job.abandoned) return; // another consumer may own it now: write nothing
-    if (!failed) return this.#ack(job);
+    if (!failed) {
+      this.#freeSlot(job);
+      return this.#ack(job);
+    }
     const text = errorText(failure);
     if (isPermanent(failure) || c.attempt >= this.#o.maxAttempts) await this.#deadLetter(job, text);
     else await this.#retry(job, text);
   }
 
   #ack(job: Job): Promise<void> {
+    this.#unwritten++;
     return new Promise<void>((resolve) => {
       this.#acks.push({ job, resolve });
       if (this.#ackFlushScheduled) return;
@@ -207,7 +270,13 @@ export class StoreSubscription implements Subscription {
         // The leases run out and the deliveries come back: at least once.
         this.#host.onError(err, 'ack');
       }
+      const wasFull = this.#unwritten >= this.#maxUnwritten;
+      this.#unwritten -= batch.length;
       for (const a of batch) a.resolve();
+      // A written ack may have made more claimable: a freed lease under
+      // maxInFlight, the next message of a key lane (for stores without a wake
+      // source), or room in a backlog that held the poll loop back.
+      if (!this.#closing && (wasFull || this.#o.maxInFlight > 0 || batch.some((a) => a.job.c.message.key !== undefined))) this.wake();
     } while (this.#acks.length > 0 && performance.now() - turnStart < ACK_TURN_MS);
     if (this.#acks.length > 0) setImmediate(() => void this.#flushAcks());
     else this.#ackFlushScheduled = false;
@@ -285,6 +354,10 @@ export class StoreSubscription implements Subscription {
     this.#closing = true;
     this.wake();
     await this.#loopDone;
+    // Prefetched deliveries never started: give them back without spending an attempt.
+    const unstarted = this.#waiting.splice(0);
+    for (const j of unstarted) this.#jobs.delete(j.c.deliveryId);
+    await this.#releaseUnstarted(unstarted.filter((j) => !j.lost).map((j) => j.c));
     const running = [...this.#jobs.values()];
     if (running.length > 0) {
       const finished = await waitUntil(

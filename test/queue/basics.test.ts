@@ -85,7 +85,7 @@ describe('options', () => {
   it('subscription defaults are the seed\'s', () => {
     assert.deepEqual(resolveSubscribeOptions(), {
       concurrency: 4, batchSize: 32, pollIntervalMs: 1000, leaseDurationMs: 30_000, maxAttempts: 5,
-      backoffBaseMs: 1000, backoffMaxMs: 300_000, maxInFlight: 0, startFrom: 'latest', deadLetterTopic: undefined,
+      backoffBaseMs: 1000, backoffMaxMs: 300_000, maxInFlight: 0, startFrom: 'latest', prefetch: 0, deadLetterTopic: undefined,
     });
   });
   it('engine defaults are the seed\'s', () => {
@@ -93,7 +93,7 @@ describe('options', () => {
     assert.deepEqual([c.retentionHours, c.ackedRetentionHours, c.janitorIntervalMs, c.maxPayloadBytes], [168, 24, 600_000, 1 << 20]);
   });
   it('refuses out-of-range values with InvalidArgumentError', () => {
-    for (const bad of [{ concurrency: 0 }, { batchSize: 1.5 }, { leaseDurationMs: -1 }, { maxAttempts: 0 }, { backoffBaseMs: 10, backoffMaxMs: 5 }, { maxInFlight: -1 }, { startFrom: 'middle' as never }, { pollIntervalMs: Number.NaN }]) {
+    for (const bad of [{ concurrency: 0 }, { batchSize: 1.5 }, { leaseDurationMs: -1 }, { maxAttempts: 0 }, { backoffBaseMs: 10, backoffMaxMs: 5 }, { maxInFlight: -1 }, { startFrom: 'middle' as never }, { pollIntervalMs: Number.NaN }, { prefetch: -1 }, { prefetch: 0.5 }]) {
       assert.throws(() => resolveSubscribeOptions(bad), InvalidArgumentError, JSON.stringify(bad));
     }
     for (const bad of [{ retentionHours: 0 }, { maxPayloadBytes: 1.5 }, { janitorIntervalMs: -5 }]) {

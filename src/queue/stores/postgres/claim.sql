@@ -11,8 +11,13 @@
 -- for maxInFlight first): a limit the planner cannot see makes it cost the
 -- plan as if it read every live row, which at a million pending rows turns
 -- on JIT compilation and costs more than the claim itself.
+--
+-- It runs alone in its own implicit transaction (one round trip), which the
+-- clock CTE tells not to wait for the WAL flush at commit: a crash that
+-- forgets a claim only makes its deliveries claimable again, and any later
+-- synchronous commit (an ack of them included) flushes it first.
 WITH clock AS MATERIALIZED (
-  SELECT clock_timestamp() AS now
+  SELECT clock_timestamp() AS now, set_config('synchronous_commit', 'off', true) AS relaxed
 ),
 picked AS (
   SELECT d.delivery_id

@@ -289,7 +289,7 @@ export class PostgresStore implements Store {
         return limit > 0 ? (await c.query<ClaimRow>(this.#stmt('claim', values(limit)))).rows : [];
       }, true);
     } else {
-      rows = await this.#tx('claim', async (c) => (await c.query<ClaimRow>(this.#stmt('claim', values(req.max)))).rows, true);
+      rows = (await this.#q<ClaimRow>('claim', values(req.max))).rows;
     }
     return rows.map((r) => ({ deliveryId: r.delivery_id, claimToken: r.claim_token, group: req.group, attempt: r.attempt, message: toMessage(r) }));
   }
