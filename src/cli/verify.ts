@@ -50,7 +50,8 @@ function humanReport(r: VerifyReport): string {
     const cost: string[] = [];
     if (d.lostRecords !== undefined) cost.push(`${d.lostRecords} records`);
     if (d.lostBytes !== undefined) cost.push(`${d.lostBytes} bytes`);
-    lines.push(`  segment ${d.segment} at byte ${d.position}: ${d.reason}${cost.length ? ` (loses ${cost.join(', ')})` : ''}`);
+    const where = d.lastSegment !== undefined && d.lastSegment > d.segment ? `segments ${d.segment}-${d.lastSegment}` : `segment ${d.segment}`;
+    lines.push(`  ${where} at byte ${d.position}: ${d.reason}${cost.length ? ` (loses ${cost.join(', ')})` : ''}`);
   }
   return `${lines.join('\n')}\n`;
 }

@@ -4,17 +4,20 @@
  * finds (drops bad segments, rewrites headers); this walk only reports, so it
  * can be run on a directory before deciding what to do with it.
  *
- * What it reports mirrors what an open and a full drain would lose (the Go diskqueue,
- * "Crash recovery and corruption"; docs/FORMAT.md for the bytes):
+ * What it reports is what an open and a full drain would lose, and nothing
+ * else (the Go diskqueue, "Crash recovery and corruption"; docs/FORMAT.md for
+ * the bytes). Damage before a segment's commit cursor is no loss: those
+ * records were consumed, and a drain starts at the cursor. A segment lost
+ * whole costs what the open estimates for it (loss-estimate.ts).
  *
  * | reason                  | found                                               | cost                  |
  * | ----------------------- | --------------------------------------------------- | --------------------- |
- * | `segment-short`         | file shorter than a header                          | the segment           |
- * | `segment-zero`          | all-zero segment that is not the last               | the segment           |
- * | `segment-magic`         | bad magic and no intact record behind it            | the segment           |
- * | `segment-version`       | a format version this code does not know            | the segment           |
- * | `segment-insane`        | impossible cursors and no intact record behind them | the segment           |
- * | `segment-missing`       | a number missing between segments (not reclaimed)   | the segment           |
+ * | `segment-short`         | file shorter than a header                          | the segment (estimated) |
+ * | `segment-zero`          | zero-length or all-zero segment that is not the last | the segment (estimated) |
+ * | `segment-magic`         | bad magic and no intact record behind it            | the segment (estimated) |
+ * | `segment-insane`        | impossible cursors and no intact record behind them | the segment (estimated) |
+ * | `segment-missing`       | a run of numbers missing between segments (not reclaimed); one entry per run, `segment` to `lastSegment` | each segment of the run (estimated) |
+ * | `segment-version`       | a format version this code does not know            | the segment, dropped as foreign |
  * | `header-magic`, `header-zero`, `header-insane` | an unreadable header over intact records (the open salvages them) | the bytes behind the last intact record |
  * | `segment-size-mismatch` | another store geometry than the first segment's     | the open is refused   |
  * | `header-checksum`       | torn header, records intact (the open rebuilds it)  | commit position only  |
@@ -35,6 +38,7 @@ import { listSegments, segmentFileName } from '../storage/segment-names.js';
 import {
   HEADER_SIZE,
   CHECKSUM_SIZE,
+  DEFAULT_SEGMENT_SIZE,
   FLAG_OVERSIZED,
   checksumMatches,
   decodeHeader,
@@ -42,12 +46,15 @@ import {
   readUvarint,
   type SegmentHeader,
 } from './format.js';
-import { walkRecords, intactRecordAt, dataEnd } from './segment.js';
+import { walkRecords, intactRecordAt, dataEnd, type WalkResult } from './segment.js';
+import { estimateLostSegment, type SegmentShape } from './loss-estimate.js';
 
 /** One damaged span found by {@link verifyQueue}. */
 export interface VerifyDamage {
-  /** Segment number (the `N` of `data.0000000N`). */
+  /** Segment number (the `N` of `data.0000000N`); for `segment-missing`, the first number of the run. */
   segment: number;
+  /** For `segment-missing` only: the last missing number of the run (`segment` when one is missing). */
+  lastSegment?: number;
   /** Byte position in the segment file (header included) where the damage starts. */
   position: number;
   /** What was found; see the table in this module's documentation. */
@@ -81,11 +88,17 @@ export interface VerifyOptions {
   onProgress?(doneBytes: number, totalBytes: number): void;
 }
 
-/** A segment after its header was read: how to walk it. */
-type Planned =
-  | { seq: number; fh: FileHandle; size: number; kind: 'skip' }
-  | { seq: number; fh: FileHandle; size: number; kind: 'ok'; header: SegmentHeader }
-  | { seq: number; fh: FileHandle; size: number; kind: 'torn'; header?: SegmentHeader };
+/**
+ * A segment after its header was read: how to walk it. `damage` is what its
+ * header alone shows; `lost` names a segment the open drops whole (its cost is
+ * estimated once the neighbours are known); `walk` is a header-less walk
+ * already made.
+ */
+type Planned = { seq: number; fh: FileHandle; size: number; damage?: VerifyDamage } & (
+  | { kind: 'skip'; lost?: string }
+  | { kind: 'ok'; header: SegmentHeader }
+  | { kind: 'torn'; header?: SegmentHeader; walk?: WalkResult }
+);
 
 const BLOCK_SIZE = 1 << 20;
 
@@ -111,18 +124,11 @@ export async function verifyQueue(dir: string, opts: VerifyOptions = {}): Promis
   try {
     const report: VerifyReport = { ok: true, segments: 0, records: 0, bytes: 0, committedRecords: 0, damage: [] };
     const seqs = listSegments(names);
-    let retiredSoFar = true;
-    seqs.forEach((seq, i) => {
-      // A number missing between two segments is a lost segment, unless
-      // everything before it was committed (then reclaim removed it).
-      if (i > 0 && !retiredSoFar) {
-        for (let gap = seqs[i - 1]! + 1; gap < seq; gap++) report.damage.push({ segment: gap, position: 0, reason: 'segment-missing' });
-      }
-      const p = plan(fs, abs, seq, i === seqs.length - 1, report);
-      retiredSoFar &&= p.kind === 'ok' && p.header.commitCursor >= p.header.writeCursor && p.header.committedCount >= p.header.writtenCount;
-      plans.push(p);
-    });
+    seqs.forEach((seq, i) => plans.push(plan(fs, abs, seq, i === seqs.length - 1)));
     report.segments = plans.length;
+    const firstOk = plans.find((p) => p.kind === 'ok');
+    const geometry = firstOk?.kind === 'ok' ? firstOk.header.segmentSize : DEFAULT_SEGMENT_SIZE;
+    bookSegments(plans, geometry, report);
 
     let total = 0;
     for (const p of plans) total += walkSpan(p);
@@ -135,18 +141,16 @@ export async function verifyQueue(dir: string, opts: VerifyOptions = {}): Promis
       }
     };
 
-    let geometry: number | undefined;
     for (const p of plans) {
       if (p.kind === 'skip') continue;
       if (p.kind === 'torn') {
         // The open rebuilds this header from a walk that stops at the first bad record.
-        const walk = walkRecords(p.fh, HEADER_SIZE, p.size);
+        const walk = p.walk ?? walkRecords(p.fh, HEADER_SIZE, p.size);
         report.records += walk.count;
         report.bytes += walk.end - HEADER_SIZE;
         await progress(walkSpan(p));
         continue;
       }
-      geometry ??= p.header.segmentSize;
       if (p.header.segmentSize !== geometry) {
         report.damage.push({ segment: p.seq, position: 0, reason: 'segment-size-mismatch' });
       }
@@ -161,6 +165,67 @@ export async function verifyQueue(dir: string, opts: VerifyOptions = {}): Promis
   }
 }
 
+/**
+ * Books, in segment order, what each header shows and every segment the open
+ * would count as lost whole: a run of missing numbers (one entry however long
+ * the run, so a stray high number costs nothing to report) and a segment
+ * nothing in which vouches for itself. Their cost is estimated exactly as the
+ * open estimates it, from the segments the open keeps.
+ */
+function bookSegments(plans: Planned[], geometry: number, report: VerifyReport): void {
+  /** The segments an open keeps so far, each measured only when an estimate needs it. */
+  const kept: Array<() => SegmentShape> = [];
+  const nearestFirst = function* (): Generator<SegmentShape> {
+    for (let i = kept.length - 1; i >= 0; i--) yield kept[i]!();
+  };
+  const estimate = (next: Planned | undefined) => estimateLostSegment(nearestFirst(), next?.kind === 'ok' ? headerShape(next.header) : undefined, geometry);
+  let retiredSoFar = true;
+  plans.forEach((p, i) => {
+    const prev = plans[i - 1];
+    // A number missing between two segments is a lost segment, unless
+    // everything before it was committed (then reclaim removed it).
+    if (prev && !retiredSoFar && p.seq > prev.seq + 1) {
+      const count = p.seq - prev.seq - 1;
+      const e = estimate(p);
+      report.damage.push({
+        segment: prev.seq + 1,
+        lastSegment: p.seq - 1,
+        position: 0,
+        reason: 'segment-missing',
+        lostBytes: e.bytes * count,
+        lostRecords: e.records * count,
+      });
+    }
+    retiredSoFar &&= p.kind === 'ok' && p.header.commitCursor >= p.header.writeCursor && p.header.committedCount >= p.header.writtenCount;
+    if (p.damage) report.damage.push(p.damage);
+    if (p.kind === 'skip') {
+      if (p.lost) {
+        const e = estimate(plans[i + 1]);
+        report.damage.push({ segment: p.seq, position: 0, reason: p.lost, lostBytes: e.bytes, lostRecords: e.records });
+      }
+      return;
+    }
+    let shape: SegmentShape | undefined;
+    kept.push(() => (shape ??= keptShape(p, geometry)));
+  });
+}
+
+function headerShape(h: SegmentHeader): SegmentShape {
+  return { oversized: (h.flags & FLAG_OVERSIZED) !== 0, writtenCount: h.writtenCount, writeCursor: h.writeCursor };
+}
+
+/** A kept segment as the open leaves it: a cut file ends at its last record, a rebuilt header at its walk. */
+function keptShape(p: Exclude<Planned, { kind: 'skip' }>, geometry: number): SegmentShape {
+  if (p.kind === 'ok') {
+    const h = p.header;
+    if (p.size >= h.writeCursor) return headerShape(h);
+    const walk = walkRecords(p.fh, HEADER_SIZE, Math.min(p.size, HEADER_SIZE + h.capacity), { resync: true });
+    return { oversized: (h.flags & FLAG_OVERSIZED) !== 0, writtenCount: walk.count + walk.damaged, writeCursor: walk.end };
+  }
+  p.walk ??= walkRecords(p.fh, HEADER_SIZE, p.size);
+  return { oversized: p.size - HEADER_SIZE > geometry, writtenCount: p.walk.count, writeCursor: p.walk.end };
+}
+
 /** Data bytes the walk of `p` will read. */
 function walkSpan(p: Planned): number {
   if (p.kind === 'skip') return 0;
@@ -168,8 +233,8 @@ function walkSpan(p: Planned): number {
   return Math.max(0, Math.min(p.size, p.header.writeCursor) - HEADER_SIZE);
 }
 
-/** Reads one header and decides how the segment is walked; header damage goes straight into `report`. */
-function plan(fs: FileSystem, dir: string, seq: number, last: boolean, report: VerifyReport): Planned {
+/** Reads one header and decides how the segment is walked. */
+function plan(fs: FileSystem, dir: string, seq: number, last: boolean): Planned {
   const path = join(dir, segmentFileName(seq));
   let fh: FileHandle;
   try {
@@ -181,9 +246,12 @@ function plan(fs: FileSystem, dir: string, seq: number, last: boolean, report: V
     const size = fh.size();
     const buf = new Uint8Array(HEADER_SIZE);
     const n = fh.pread(buf, 0);
-    const whole = (reason: string): Planned => {
-      report.damage.push({ segment: seq, position: 0, reason, lostBytes: size });
-      return { seq, fh, size, kind: 'skip' };
+    const whole = (reason: string): Planned => ({ seq, fh, size, kind: 'skip', lost: reason });
+    /** Salvaged by an open from its records; what lies behind them is lost. */
+    const salvaged = (reason: string, walk: WalkResult, header?: SegmentHeader): Planned => {
+      const lostBytes = Math.max(0, dataEnd(fh, walk.end, size) - walk.end);
+      const lostRecords = lostBytes > 0 ? Math.max(1, Math.round(lostBytes / ((walk.end - HEADER_SIZE) / walk.count))) : 0;
+      return { seq, fh, size, kind: 'torn', header, walk, damage: { segment: seq, position: 0, reason, lostBytes, lostRecords } };
     };
     if (size === 0) return last ? { seq, fh, size, kind: 'skip' } : whole('segment-zero');
     const res = decodeHeader(buf.subarray(0, n));
@@ -191,28 +259,21 @@ function plan(fs: FileSystem, dir: string, seq: number, last: boolean, report: V
     if (res.ok) {
       const walk = size > HEADER_SIZE ? walkRecords(fh, HEADER_SIZE, size) : undefined;
       if (!walk || walk.count === 0) return whole('segment-insane');
-      const lostBytes = Math.max(0, dataEnd(fh, walk.end, size) - walk.end);
-      const lostRecords = lostBytes > 0 ? Math.max(1, Math.round(lostBytes / ((walk.end - HEADER_SIZE) / walk.count))) : 0;
-      report.damage.push({ segment: seq, position: 0, reason: 'header-insane', lostBytes, lostRecords });
-      return { seq, fh, size, kind: 'torn', header: res.header };
+      return salvaged('header-insane', walk, res.header);
     }
     if ((res.fault === 'zero' || res.fault === 'short') && last && allZero(fh, size)) return { seq, fh, size, kind: 'skip' };
     if (res.fault === 'checksum' && res.header) {
-      report.damage.push({ segment: seq, position: 0, reason: 'header-checksum', lostBytes: 0, lostRecords: 0 });
-      return { seq, fh, size, kind: 'torn', header: res.header };
+      return { seq, fh, size, kind: 'torn', header: res.header, damage: { segment: seq, position: 0, reason: 'header-checksum', lostBytes: 0, lostRecords: 0 } };
     }
-    if (res.fault === 'version') return whole('segment-version'); // a future writer's: an open drops it
+    if (res.fault === 'version') {
+      // A future writer's: an open drops it as foreign, a count of its own rather than a loss.
+      return { seq, fh, size, kind: 'skip', damage: { segment: seq, position: 0, reason: 'segment-version', lostBytes: size } };
+    }
     const walk = size > HEADER_SIZE ? walkRecords(fh, HEADER_SIZE, size) : undefined;
     // A zeroed header on the last segment is a creation a power cut undid:
     // an open keeps the records behind it and reports nothing.
-    if (res.fault === 'zero' && last) return walk && walk.count > 0 ? { seq, fh, size, kind: 'torn', header: res.header } : { seq, fh, size, kind: 'skip' };
-    if (walk && walk.count > 0) {
-      // Salvaged by an open from its records; what lies behind them is lost.
-      const lostBytes = Math.max(0, dataEnd(fh, walk.end, size) - walk.end);
-      const lostRecords = lostBytes > 0 ? Math.max(1, Math.round(lostBytes / ((walk.end - HEADER_SIZE) / walk.count))) : 0;
-      report.damage.push({ segment: seq, position: 0, reason: `header-${res.fault}`, lostBytes, lostRecords });
-      return { seq, fh, size, kind: 'torn', header: res.header };
-    }
+    if (res.fault === 'zero' && last) return walk && walk.count > 0 ? { seq, fh, size, kind: 'torn', header: res.header, walk } : { seq, fh, size, kind: 'skip' };
+    if (walk && walk.count > 0) return salvaged(`header-${res.fault}`, walk, res.header);
     return whole(`segment-${res.fault}`);
   } catch (err) {
     fh.close();
@@ -243,10 +304,72 @@ function allZero(fh: FileHandle, size: number): boolean {
   return true;
 }
 
+/** One step of {@link frameSteps}. */
+type Step =
+  | { kind: 'record'; start: number; end: number; intact: boolean; empty: boolean }
+  /** No usable length prefix at `at`: nothing behind it can be framed. */
+  | { kind: 'length'; at: number }
+  /** The file ends inside the record at `at`. */
+  | { kind: 'need'; at: number }
+  /** Every record before `pos` was framed (a block's worth of reading). */
+  | { kind: 'read'; pos: number };
+
 /**
- * Walks the published records of a segment with a trusted header. Unlike the
- * open's repair walk it does not stop at a bad checksum: the frame still gives
- * the next record's position, exactly as a drain steps past it.
+ * Frames records from `from` up to `limit` by their length prefixes alone,
+ * a block at a time, never holding more than a block or the one record
+ * larger than it. Ends at `limit` or at the first step that cannot be framed.
+ */
+function* frameSteps(fh: FileHandle, from: number, limit: number): Generator<Step> {
+  const block = new Uint8Array(Math.min(BLOCK_SIZE, Math.max(0, limit - from)));
+  let pos = from;
+  while (pos < limit) {
+    const want = Math.min(block.length, limit - pos);
+    const n = fh.pread(block.subarray(0, want), pos);
+    let buf = block;
+    let avail = n;
+    let f = frameRecord(buf, 0, n, limit - pos);
+    if (f === 'need' && n === want) {
+      // A record longer than the block: read it whole into a buffer of its own size.
+      const v = readUvarint(block, 0, n)!;
+      buf = new Uint8Array(v.size + v.value + CHECKSUM_SIZE);
+      avail = fh.pread(buf, pos);
+      f = frameRecord(buf, 0, avail, limit - pos);
+    }
+    if (f === 'need') {
+      yield { kind: 'need', at: pos };
+      return;
+    }
+    let at = 0;
+    for (;;) {
+      if (f === 'length') {
+        yield { kind: 'length', at: pos + at };
+        return;
+      }
+      yield { kind: 'record', start: pos + at, end: pos + f.end, intact: checksumMatches(buf, f), empty: f.payloadEnd === f.payloadStart };
+      at = f.end;
+      if (pos + at >= limit) break;
+      const next = frameRecord(buf, at, avail, limit - pos);
+      if (next === 'need') break;
+      f = next;
+    }
+    pos += at;
+    yield { kind: 'read', pos };
+  }
+}
+
+/**
+ * Walks the published records of a segment with a trusted header, in two
+ * parts, as a drain meets them.
+ *
+ * The committed prefix (header end to commit cursor) was consumed: damage in
+ * it costs nothing, and a drain never frames it, since the reader starts at
+ * the commit cursor. It is walked only to count its intact records and to
+ * check that the commit cursor sits on a boundary with the right count;
+ * where its framing breaks, the walk goes on from the commit cursor, a
+ * boundary by construction.
+ *
+ * The rest is walked like a drain: a bad checksum is stepped over when the
+ * frame still leads to an intact record, a bad length ends the segment.
  */
 async function walkSegment(
   p: Extract<Planned, { kind: 'ok' }>,
@@ -255,82 +378,122 @@ async function walkSegment(
 ): Promise<void> {
   const h = p.header;
   const limit = h.writeCursor;
+  const cc = h.commitCursor;
   const add = (reason: string, position: number, lostBytes: number, lostRecords: number) =>
     report.damage.push({ segment: p.seq, position, reason, lostBytes, lostRecords });
-  let block = new Uint8Array(Math.min(BLOCK_SIZE, Math.max(0, limit - HEADER_SIZE)));
-  let pos = HEADER_SIZE;
+  const reportTo = Math.min(p.size, limit);
+  let reported = HEADER_SIZE;
+  const advance = async (pos: number) => {
+    const to = Math.min(pos, reportTo);
+    if (to > reported) {
+      await progress(to - reported);
+      reported = to;
+    }
+  };
+  const intact = (start: number, end: number) => {
+    report.records++;
+    report.bytes += end - start;
+  };
+
   /** Frames found, intact or not: the header's written count should match. */
   let frames = 0;
-  let framesAtCommit: number | undefined = h.commitCursor === HEADER_SIZE ? 0 : undefined;
-  let reported = pos;
-  const lostFrom = (at: number) => ({ bytes: limit - at, records: Math.max(0, h.writtenCount - frames) });
-
-  while (pos < limit) {
-    const want = Math.min(block.length, limit - pos);
-    const n = p.fh.pread(block.subarray(0, want), pos);
-    let buf = block;
-    let f = frameRecord(buf, 0, n, limit - pos);
-    if (f === 'need' && n === want) {
-      // A record longer than the block: read it whole into a buffer of its own size.
-      const v = readUvarint(block, 0, n)!;
-      buf = new Uint8Array(v.size + v.value + CHECKSUM_SIZE);
-      f = frameRecord(buf, 0, p.fh.pread(buf, pos), limit - pos);
-    }
-    if (f === 'need') {
-      const lost = lostFrom(pos);
-      add('truncated', pos, lost.bytes, lost.records);
-      break;
-    }
-    // Frame every whole record in the buffer before reading again.
-    let at = 0;
-    let stopped = false;
-    for (;;) {
-      if (f === 'length' || (!checksumMatches(buf, f) && f.payloadEnd === f.payloadStart)) {
-        // No usable length (an empty frame failing its checksum reads as slack): the boundaries behind it are gone.
-        const lost = lostFrom(pos + at);
-        add('length', pos + at, lost.bytes, lost.records);
-        stopped = true;
+  let from = cc;
+  if (cc === HEADER_SIZE) {
+    if (h.committedCount !== 0) add('commit-cursor', cc, 0, 0);
+  } else {
+    /** Every frame so far was intact, so `frames` counts records and not guesses. */
+    let counted = true;
+    let outcome: 'boundary' | 'straddle' | 'broken' | 'cut' = 'broken';
+    let cutAt = cc;
+    for (const s of frameSteps(p.fh, HEADER_SIZE, limit)) {
+      if (s.kind === 'read') {
+        await advance(s.pos);
+        continue;
+      }
+      if (s.kind !== 'record') {
+        if (s.kind === 'need' && p.size < cc) {
+          outcome = 'cut';
+          cutAt = s.at;
+        }
         break;
       }
-      const start = pos + at;
-      const end = pos + f.end;
-      if (checksumMatches(buf, f)) {
-        report.records++;
-        report.bytes += end - start;
-      } else if (end === limit || intactRecordAt(p.fh, end, limit)) {
-        // One record, unless a damaged length landed on a later boundary: the
-        // written count, less the intact records after it, says how many.
-        const rest = end === limit ? { end, count: 0 } : walkRecords(p.fh, end, limit);
-        const lost = rest.end === limit ? Math.max(1, h.writtenCount - frames - rest.count) : 1;
-        add('checksum', start, end - start, lost);
-        frames += lost - 1;
-      } else {
-        // A damaged length that still frames inside the segment lands
-        // mid-record; a drain loses the rest of the segment there, and so
-        // does this report.
-        const lost = lostFrom(start);
-        add('length', start, lost.bytes, lost.records);
-        stopped = true;
+      if (s.start < cc && s.end > cc) {
+        // An intact record across the commit cursor proves the cursor wrong;
+        // a damaged one only says that the prefix's framing is lost.
+        if (s.intact) {
+          outcome = 'straddle';
+          from = s.start;
+        }
         break;
       }
+      if (s.intact) intact(s.start, s.end);
+      else if (s.empty || (s.end < cc && !intactRecordAt(p.fh, s.end, limit))) break;
+      else counted = false; // a damaged length may have landed on a later boundary
       frames++;
-      if (start < h.commitCursor && end > h.commitCursor) add('commit-cursor', h.commitCursor, 0, 0);
-      if (end === h.commitCursor) framesAtCommit = frames;
-      at = f.end;
-      if (pos + at >= limit) break;
-      const next = frameRecord(buf, at, buf === block ? n : buf.length, limit - pos);
-      if (next === 'need') break;
-      f = next;
+      if (s.end === cc) {
+        outcome = 'boundary';
+        break;
+      }
     }
-    pos += at;
-    await progress(Math.min(pos, p.size) - reported);
-    reported = Math.min(pos, p.size);
-    if (stopped) return;
+    if (outcome === 'cut') {
+      // The file ends inside the consumed prefix: everything published after
+      // the commit cursor is gone, nothing before it was owed.
+      add('truncated', cutAt, limit - cc, Math.max(0, h.writtenCount - h.committedCount));
+      await advance(reportTo);
+      return;
+    }
+    if (outcome === 'boundary' && counted && frames !== h.committedCount) add('commit-cursor', cc, 0, 0);
+    if (outcome === 'boundary' || outcome === 'broken') frames = counted && outcome === 'boundary' ? frames : h.committedCount;
   }
+  await advance(from);
+
+  const lostFrom = (at: number) => ({ bytes: limit - Math.max(at, cc), records: Math.max(0, h.writtenCount - Math.max(frames, h.committedCount)) });
+  let pos = from;
+  for (const s of frameSteps(p.fh, from, limit)) {
+    if (s.kind === 'read') {
+      pos = s.pos;
+      await advance(pos);
+      continue;
+    }
+    if (s.kind === 'need') {
+      const lost = lostFrom(s.at);
+      add('truncated', s.at, lost.bytes, lost.records);
+      await advance(reportTo);
+      return;
+    }
+    if (s.kind === 'length' || (!s.intact && s.empty)) {
+      // No usable length (an empty frame failing its checksum reads as slack): the boundaries behind it are gone.
+      const at = s.kind === 'length' ? s.at : s.start;
+      const lost = lostFrom(at);
+      add('length', at, lost.bytes, lost.records);
+      await advance(reportTo);
+      return;
+    }
+    const { start, end } = s;
+    if (s.intact) {
+      intact(start, end);
+    } else if (end === limit || intactRecordAt(p.fh, end, limit)) {
+      // One record, unless a damaged length landed on a later boundary: the
+      // written count, less the intact records after it, says how many.
+      const rest = end === limit ? { end, count: 0 } : walkRecords(p.fh, end, limit);
+      const lost = rest.end === limit ? Math.max(1, h.writtenCount - frames - rest.count) : 1;
+      add('checksum', start, end - start, lost);
+      frames += lost - 1;
+    } else {
+      // A damaged length that still frames inside the segment lands
+      // mid-record; a drain loses the rest of the segment there, and so
+      // does this report.
+      const lost = lostFrom(start);
+      add('length', start, lost.bytes, lost.records);
+      await advance(reportTo);
+      return;
+    }
+    frames++;
+    if (start < cc && end > cc) add('commit-cursor', cc, 0, 0);
+    pos = end;
+  }
+  await advance(reportTo);
   if (pos >= limit && frames !== h.writtenCount) {
     add('count-mismatch', limit, 0, Math.max(0, h.writtenCount - frames));
-  }
-  if (framesAtCommit !== undefined && framesAtCommit !== h.committedCount) {
-    add('commit-cursor', h.commitCursor, 0, 0);
   }
 }
