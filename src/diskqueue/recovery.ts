@@ -14,6 +14,7 @@ import { listSegments, segmentFileName } from '../storage/segment-names.js';
 import { CorruptError, IOError, SegmentSizeMismatchError } from '../errors.js';
 import { decodeHeader, HEADER_SIZE, FLAG_OVERSIZED, type SegmentHeader, type HeaderFault } from './format.js';
 import { Segment, walkRecords, dataEnd, type WalkResult } from './segment.js';
+import { estimateLostSegment, type LossEstimate } from './loss-estimate.js';
 
 /** Loss counters found at open. */
 export interface RecoveryCounts {
@@ -144,11 +145,6 @@ function inspect(s: Survey & { fh: FileHandle }, last: boolean): void {
   }
 }
 
-/** What a segment that is gone, or that nothing in it vouches for, is estimated to have held. */
-interface Estimate {
-  records: number;
-  bytes: number;
-}
 
 /**
  * Loads every segment in `dir`. Throws {@link SegmentSizeMismatchError} or
@@ -209,13 +205,9 @@ export function recover(fs: FileSystem, dir: string, segmentSize: number): Recov
   // sealed segment is full, and records tend to be alike), or from the one
   // after it; failing both, one record in a segment's worth of bytes. It held
   // at least one record: segments are only created for one.
-  const estimate = (next?: Survey): Estimate => {
-    const near = [...segments].reverse().find((x) => !x.oversized && x.writtenCount > 0);
-    if (near) return { records: near.writtenCount, bytes: near.writeCursor - HEADER_SIZE };
-    if (next?.kind === 'ok' && !(next.header.flags & FLAG_OVERSIZED) && next.header.writtenCount > 0) {
-      return { records: next.header.writtenCount, bytes: next.header.writeCursor - HEADER_SIZE };
-    }
-    return { records: 1, bytes: segmentSize };
+  const estimate = (next?: Survey): LossEstimate => {
+    const after = next?.kind === 'ok' ? { oversized: (next.header.flags & FLAG_OVERSIZED) !== 0, ...next.header } : undefined;
+    return estimateLostSegment([...segments].reverse(), after, segmentSize);
   };
   /**
    * Gives `seg` its file's full capacity back when the file was found short:
