@@ -7,7 +7,7 @@
 /**
  * Delay in milliseconds before retrying a delivery whose `attempt`-th try
  * (1-based) failed: `d = min(baseMs · 2^(attempt−1), maxMs)`, and the result
- * lies in [d/2, d]. `random` returns a value in [0, 1). Seed 003
+ * lies in [d/2, d]. `random` returns a value in [0, 1). Bifrost's queue package
  * `SubscribeOptions.Backoff`.
  */
 export function retryBackoffMs(attempt: number, baseMs: number, maxMs: number, random: () => number = Math.random): number {

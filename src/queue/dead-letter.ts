@@ -6,17 +6,17 @@
  */
 import type { Claimed, StoredMessage } from './types.js';
 
-/** Header: the topic the dead delivery was consumed from. Seed 003 `HeaderDeadLetterSourceTopic`. */
+/** Header: the topic the dead delivery was consumed from. Bifrost's `HeaderDeadLetterSourceTopic`. */
 export const HEADER_DLQ_SOURCE_TOPIC = 'x-queue-dlq-source-topic';
-/** Header: the consumer group it died in. Seed 003 `HeaderDeadLetterGroup`. */
+/** Header: the consumer group it died in. Bifrost's `HeaderDeadLetterGroup`. */
 export const HEADER_DLQ_GROUP = 'x-queue-dlq-group';
-/** Header: the dead delivery's ID. Seed 003 `HeaderDeadLetterDeliveryID`. */
+/** Header: the dead delivery's ID. Bifrost's `HeaderDeadLetterDeliveryID`. */
 export const HEADER_DLQ_DELIVERY_ID = 'x-queue-dlq-delivery-id';
-/** Header: the original message's ID. Seed 003 `HeaderDeadLetterMessageID`. */
+/** Header: the original message's ID. Bifrost's `HeaderDeadLetterMessageID`. */
 export const HEADER_DLQ_MESSAGE_ID = 'x-queue-dlq-message-id';
-/** Header: attempts spent, in decimal. Seed 003 `HeaderDeadLetterAttempts`. */
+/** Header: attempts spent, in decimal. Bifrost's `HeaderDeadLetterAttempts`. */
 export const HEADER_DLQ_ATTEMPTS = 'x-queue-dlq-attempts';
-/** Header: the last error's text, at most `MAX_ERROR_BYTES` of UTF-8. Seed 003 `HeaderDeadLetterError`. */
+/** Header: the last error's text, at most `MAX_ERROR_BYTES` of UTF-8. Bifrost's `HeaderDeadLetterError`. */
 export const HEADER_DLQ_ERROR = 'x-queue-dlq-error';
 
 /** Longest error text kept (in the store and in the dead-letter header), in UTF-8 bytes. */

@@ -38,7 +38,7 @@ function v5(namespace: Buffer, name: string): string {
  * The ID of `messageId`'s delivery to `group`: a UUIDv5 in
  * `DELIVERY_ID_NAMESPACE` of `group + ":" + messageId`. Group names cannot
  * contain ":", so no two pairs share a name. Stable across redeliveries; use it
- * to deduplicate. Seed 003 `DeliveryID`.
+ * to deduplicate. Bifrost's `DeliveryID`.
  */
 export function deliveryId(messageId: string, group: string): string {
   return v5(NAMESPACE_BYTES, `${group}:${messageId}`);

@@ -1,5 +1,5 @@
 /**
- * The generic engine: a `Queue` built on any `Store` (seed 003
+ * The generic engine: a `Queue` built on any `Store` (Bifrost's queue package
  * `NewStoreQueue`). A store keeps rows; everything that happens in time lives
  * here and in subscription.ts.
  *
@@ -253,7 +253,7 @@ export class StoreQueue implements Queue {
 /**
  * Builds a `Queue` on top of `store`, which it then owns and closes from
  * `close()`. Stores outside ferry use this to get the full engine. Throws
- * `RangeError` for a bad config. Seed 003 `NewStoreQueue`.
+ * `RangeError` for a bad config. Bifrost's `NewStoreQueue`.
  */
 export function createStoreQueue(store: Store, engineConfig?: EngineConfig): StoreQueue {
   return new StoreQueue(store, engineConfig);

@@ -1,5 +1,5 @@
 /**
- * `ferry/queue`: a durable pub/sub queue (seed 003). Every consumer group on a
+ * `ferry/queue`: a durable pub/sub queue (after the queue package of Bifrost, github.com/maximhq/bifrost, framework/queue). Every consumer group on a
  * topic gets every message; consumers within a group compete. Delivery is at
  * least once, with retries, dead-lettering, per-key ordering and scheduling.
  * See docs/QUEUE.md.

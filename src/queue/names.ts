@@ -5,10 +5,10 @@
  */
 import { InvalidNameError, InvalidArgumentError } from '../errors.js';
 
-/** Longest topic or group name, in characters. Seed 003 `MaxNameLength`. */
+/** Longest topic or group name, in characters. Bifrost's `MaxNameLength`. */
 export const MAX_NAME_LENGTH = 200;
 
-/** Longest caller-supplied message ID or key, in UTF-16 code units. Seed 003 `MaxIDLength`. */
+/** Longest caller-supplied message ID or key, in UTF-16 code units. Bifrost's `MaxIDLength`. */
 export const MAX_ID_LENGTH = 255;
 
 const NAME_RE = /^[A-Za-z0-9._-]+$/;
@@ -16,7 +16,7 @@ const NAME_RE = /^[A-Za-z0-9._-]+$/;
 /**
  * Checks a topic or group name: 1 to `MAX_NAME_LENGTH` characters from
  * `[A-Za-z0-9._-]`. `kind` ("topic", "group", …) goes into the message.
- * Throws `InvalidNameError`. Seed 003 `ValidateName`.
+ * Throws `InvalidNameError`. Bifrost's `ValidateName`.
  */
 export function validateName(kind: string, name: string): void {
   if (typeof name !== 'string' || name.length === 0) {

@@ -6,22 +6,22 @@
 import { InvalidArgumentError } from '../errors.js';
 import type { StartFrom } from './types.js';
 
-/** Default handlers running at once per subscription. Seed 003 `DefaultConcurrency`. */
+/** Default handlers running at once per subscription. Bifrost's `DefaultConcurrency`. */
 export const DEFAULT_CONCURRENCY = 4;
-/** Default deliveries claimed per poll. Seed 003 `DefaultBatchSize`. */
+/** Default deliveries claimed per poll. Bifrost's `DefaultBatchSize`. */
 export const DEFAULT_BATCH_SIZE = 32;
-/** Default wait between polls that found nothing, ms. Seed 003 `DefaultPollInterval`. */
+/** Default wait between polls that found nothing, ms. Bifrost's `DefaultPollInterval`. */
 export const DEFAULT_POLL_INTERVAL_MS = 1000;
-/** Default lease, ms. Seed 003 `DefaultLeaseDuration`. */
+/** Default lease, ms. Bifrost's `DefaultLeaseDuration`. */
 export const DEFAULT_LEASE_DURATION_MS = 30_000;
-/** Default attempts before dead-lettering. Seed 003 `DefaultMaxAttempts`. */
+/** Default attempts before dead-lettering. Bifrost's `DefaultMaxAttempts`. */
 export const DEFAULT_MAX_ATTEMPTS = 5;
-/** Default first retry delay, ms. Seed 003 `DefaultBackoffBase`. */
+/** Default first retry delay, ms. Bifrost's `DefaultBackoffBase`. */
 export const DEFAULT_BACKOFF_BASE_MS = 1000;
-/** Default retry delay cap, ms. Seed 003 `DefaultBackoffMax`. */
+/** Default retry delay cap, ms. Bifrost's `DefaultBackoffMax`. */
 export const DEFAULT_BACKOFF_MAX_MS = 300_000;
 
-/** Options of one subscription (seed 003 `SubscribeOptions`); every field is optional. */
+/** Options of one subscription (Bifrost's `SubscribeOptions`); every field is optional. */
 export interface SubscribeOptions {
   /** Handlers this instance runs at once; also its cap on deliveries in flight. Default 4. */
   concurrency?: number;
@@ -87,20 +87,20 @@ export function resolveSubscribeOptions(opts: SubscribeOptions = {}): ResolvedSu
   return r;
 }
 
-/** Default retention of dead-lettered deliveries, hours. Seed 003 `DefaultRetentionHours`. */
+/** Default retention of dead-lettered deliveries, hours. Bifrost's `DefaultRetentionHours`. */
 export const DEFAULT_RETENTION_HOURS = 168;
-/** Default retention of finished messages, hours. Seed 003 `DefaultAckedRetentionHours`. */
+/** Default retention of finished messages, hours. Bifrost's `DefaultAckedRetentionHours`. */
 export const DEFAULT_ACKED_RETENTION_HOURS = 24;
-/** Default time between janitor passes, ms (10 minutes). Seed 003 `DefaultJanitorInterval`. */
+/** Default time between janitor passes, ms (10 minutes). Bifrost's `DefaultJanitorInterval`. */
 export const DEFAULT_JANITOR_INTERVAL_MS = 600_000;
-/** Default payload limit, bytes (1 MiB). Seed 003 `DefaultMaxPayloadBytes`. */
+/** Default payload limit, bytes (1 MiB). Bifrost's `DefaultMaxPayloadBytes`. */
 export const DEFAULT_MAX_PAYLOAD_BYTES = 1 << 20;
 
 /** Reports an error the engine handled but the caller may want to see (a failed claim, heartbeat, ack…). `op` names the operation. */
 export type ErrorReporter = (err: unknown, op: string) => void;
 
 /**
- * Tunes the generic engine (seed 003 `EngineConfig`). The four numeric fields
+ * Tunes the generic engine (Bifrost's `EngineConfig`). The four numeric fields
  * are also accepted in a queue's JSON config.
  */
 export interface EngineConfig {

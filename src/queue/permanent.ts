@@ -17,7 +17,7 @@ export class PermanentError extends Error {
 /**
  * Wraps `err` so the delivery is dead-lettered without further retries.
  * `permanent(undefined)` and `permanent(null)` return `undefined`, and an
- * error already marked is returned as is. Seed 003 `Permanent`.
+ * error already marked is returned as is. Bifrost's `Permanent`.
  */
 export function permanent<E>(err: E): E extends null | undefined ? undefined : PermanentError;
 export function permanent(err: unknown): PermanentError | undefined {
@@ -28,7 +28,7 @@ export function permanent(err: unknown): PermanentError | undefined {
 
 /**
  * Whether `err`, or any error in its `cause` chain, was marked with
- * `permanent`. Seed 003 `IsPermanent`.
+ * `permanent`. Bifrost's `IsPermanent`.
  */
 export function isPermanent(err: unknown): boolean {
   const seen = new Set<unknown>();

@@ -1,5 +1,5 @@
 /**
- * Building a queue from configuration (seed 003 `NewQueue`, `Register`,
+ * Building a queue from configuration (Bifrost's `NewQueue`, `Register`,
  * `Registered`). A config is JSON-shaped, `{ enabled, type, config }`; the
  * registered factory for `type` turns its `config` block into a `Queue`.
  * `memory`, `sqlite` and `postgres` are registered here; other packages add theirs with
@@ -11,7 +11,7 @@ import type { EngineConfig, ErrorReporter } from './options.js';
 import { MemoryStore } from './stores/memory.js';
 import type { Queue } from './types.js';
 
-/** Selects and configures a queue implementation. Seed 003 `Config`. */
+/** Selects and configures a queue implementation. Bifrost's `Config`. */
 export interface QueueConfig {
   /** A disabled (or absent) config builds no queue. */
   enabled?: boolean;
@@ -21,7 +21,7 @@ export interface QueueConfig {
   config?: unknown;
 }
 
-/** Shared resources a factory may build on; a queue never closes them. Seed 003 `Dependencies`. */
+/** Shared resources a factory may build on; a queue never closes them. Bifrost's `Dependencies`. */
 export interface QueueDependencies {
   /** Where the engine reports errors it handled. Default `console.warn`. */
   onError?: ErrorReporter;
@@ -31,7 +31,7 @@ export interface QueueDependencies {
   [name: string]: unknown;
 }
 
-/** Builds a queue from its type's `config` block. Seed 003 `Factory`. */
+/** Builds a queue from its type's `config` block. Bifrost's `Factory`. */
 export type QueueFactory = (config: unknown, deps: QueueDependencies) => Promise<Queue> | Queue;
 
 const factories = new Map<string, QueueFactory>();
@@ -39,7 +39,7 @@ const factories = new Map<string, QueueFactory>();
 /**
  * Makes a queue implementation available to `createQueue` under `type`.
  * Throws `TypeError` on an empty type or a missing factory and `Error` on a
- * type registered twice. Seed 003 `Register`.
+ * type registered twice. Bifrost's `Register`.
  */
 export function registerQueueType(type: string, factory: QueueFactory): void {
   if (typeof type !== 'string' || type === '') throw new InvalidArgumentError('queue type is empty');
@@ -48,7 +48,7 @@ export function registerQueueType(type: string, factory: QueueFactory): void {
   factories.set(type, factory);
 }
 
-/** The registered queue types, sorted. Seed 003 `Registered`. */
+/** The registered queue types, sorted. Bifrost's `Registered`. */
 export function registeredQueueTypes(): string[] {
   return [...factories.keys()].sort();
 }
@@ -57,7 +57,7 @@ export function registeredQueueTypes(): string[] {
  * Builds the queue `config` selects; resolves `undefined` when `config` is
  * absent or not enabled. Rejects with `UnsupportedError` for an unregistered
  * type, `TypeError`/`RangeError` for a malformed config block, or the
- * factory's error. Seed 003 `NewQueue`.
+ * factory's error. Bifrost's `NewQueue`.
  */
 export async function createQueue(config: QueueConfig | null | undefined, deps: QueueDependencies = {}): Promise<Queue | undefined> {
   if (!config || config.enabled !== true) return undefined;

@@ -1,11 +1,11 @@
 /**
- * The shapes of `ferry/queue` (seed 003): messages, deliveries, the public
+ * The shapes of `ferry/queue` (after the queue package of Bifrost, github.com/maximhq/bifrost, framework/queue): messages, deliveries, the public
  * `Queue` contract, and the `Store` SPI the generic engine is written against.
  */
 import type { SubscribeOptions } from './options.js';
 
 /**
- * A unit of data published to a topic. Seed 003 `Message`.
+ * A unit of data published to a topic. Bifrost's `Message`.
  *
  * `id` and `publishedAt` are filled in by `publish` when absent; `publish`
  * returns the IDs it used and leaves the caller's object untouched.
@@ -33,7 +33,7 @@ export interface StoredMessage extends Message {
   publishedAt: Date;
 }
 
-/** A message handed to one consumer group's handler. Seed 003 `Delivery`. */
+/** A message handed to one consumer group's handler. Bifrost's `Delivery`. */
 export interface Delivery extends StoredMessage {
   /** Deterministic per (message, group) and stable across redeliveries: the deduplication key. See `deliveryId`. */
   deliveryId: string;
@@ -48,11 +48,11 @@ export interface Delivery extends StoredMessage {
  * schedules a retry with backoff; throwing `permanent(err)` dead-letters it at
  * once. `signal` aborts when the subscription closes past its deadline or when
  * the delivery's lease is lost to another consumer; after that the handler's
- * outcome is discarded. Seed 003 `Handler`.
+ * outcome is discarded. Bifrost's `Handler`.
  */
 export type Handler = (delivery: Delivery, signal: AbortSignal) => Promise<void>;
 
-/** Point-in-time counts of one consumer group's deliveries on a topic. Seed 003 `Stats`. */
+/** Point-in-time counts of one consumer group's deliveries on a topic. Bifrost's `Stats`. */
 export interface QueueStats {
   /** Waiting to be claimed: due, scheduled, in retry backoff, behind their key, or with an expired lease. */
   pending: number;
@@ -66,7 +66,7 @@ export interface QueueStats {
  * Which messages a consumer group receives when it is registered for the first
  * time; no effect on an existing group. `latest` (default): only messages
  * published afterwards. `earliest`: also every message still retained on the
- * topic, in publish order. Seed 003 `StartFrom`.
+ * topic, in publish order. Bifrost's `StartFrom`.
  */
 export type StartFrom = 'latest' | 'earliest';
 
@@ -78,7 +78,7 @@ export interface CloseOptions {
   timeoutMs?: number;
 }
 
-/** A running consumer. Seed 003 `Subscription`. */
+/** A running consumer. Bifrost's `Subscription`. */
 export interface Subscription extends AsyncDisposable {
   /**
    * Stops claiming, waits for running handlers until the deadline
@@ -90,7 +90,7 @@ export interface Subscription extends AsyncDisposable {
   close(opts?: CloseOptions): Promise<void>;
 }
 
-/** The contract every queue implementation satisfies. Seed 003 `Queue`. */
+/** The contract every queue implementation satisfies. Bifrost's `Queue`. */
 export interface Queue extends AsyncDisposable {
   /**
    * Durably stores `msgs` and fans each one out to every group registered on
@@ -119,7 +119,7 @@ export interface Queue extends AsyncDisposable {
 // The Store SPI
 // ---------------------------------------------------------------------------
 
-/** One claim. Seed 003 `ClaimRequest`. */
+/** One claim. Bifrost's `ClaimRequest`. */
 export interface ClaimRequest {
   topic: string;
   group: string;
@@ -133,7 +133,7 @@ export interface ClaimRequest {
   maxInFlight: number;
 }
 
-/** A delivery leased to one consumer. Seed 003 `Claimed`. */
+/** A delivery leased to one consumer. Bifrost's `Claimed`. */
 export interface Claimed {
   /** Deterministic, see `deliveryId`. */
   deliveryId: string;
@@ -145,7 +145,7 @@ export interface Claimed {
   message: StoredMessage;
 }
 
-/** How long finished rows are kept, in milliseconds. Seed 003 `PurgePolicy`. */
+/** How long finished rows are kept, in milliseconds. Bifrost's `PurgePolicy`. */
 export interface PurgePolicy {
   /** Dead-lettered deliveries, counted from their death. */
   deadRetentionMs: number;
@@ -154,7 +154,7 @@ export interface PurgePolicy {
 }
 
 /**
- * The storage SPI behind the generic engine (seed 003 `Store`, plus its
+ * The storage SPI behind the generic engine (Bifrost's `Store`, plus its
  * optional `WakeSource` and `ConsumeChecker`). A store does storage only;
  * `createStoreQueue` adds polling, concurrency, heartbeats, retries,
  * dead-lettering and purging.
