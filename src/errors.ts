@@ -1,7 +1,7 @@
 /**
  * ferry's error hierarchy. Every error ferry throws is a {@link FerryError}
  * with a stable string `code`; the code is the contract, the message is for
- * people. Where a seed wraps one sentinel in another, the subclass extends the
+ * people. Where an upstream Go design wraps one sentinel in another, the subclass extends the
  * class it wraps, so `instanceof` answers what Go's `errors.Is` answered.
  *
  * Payload bytes never go into enumerable error fields.

@@ -1,7 +1,7 @@
 /**
  * Subscription options and engine configuration, each with its default where
  * it is declared. Durations are milliseconds; retentions are hours, as in the
- * seed's configuration.
+ * configuration of Bifrost's queue package.
  */
 import { InvalidArgumentError } from '../errors.js';
 import type { StartFrom } from './types.js';
