@@ -21,6 +21,12 @@ export class SpoolSegment {
   sealed = false;
   /** Bumped each time its unsynced end is cut away, so a stale commit can tell. */
   epoch = 0;
+  /**
+   * Removed from the spool (consumed, or cut away by a rollback). A flush
+   * that listed it skips it: every record in a consumed segment is committed,
+   * so nothing in it needs to be durable, and its file may be gone.
+   */
+  retired = false;
   private handle: FileHandle | undefined;
   private syncing = 0;
   private cache: Uint8Array = EMPTY;

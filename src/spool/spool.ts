@@ -531,6 +531,7 @@ export class Spool implements AsyncDisposable {
   /** Deletes the head segment (fully consumed, not the tail) and moves the head to the next one. */
   private retireHead(): void {
     const h = this.segs.shift()!;
+    h.retired = true;
     h.close();
     try {
       this.fs.unlink(h.path);
@@ -572,7 +573,17 @@ export class Spool implements AsyncDisposable {
     const dir = this.dirDirty;
     this.dirDirty = false;
     try {
-      for (const { s } of snap) await s.datasync();
+      // A commit may retire a listed segment while an earlier one syncs (or
+      // during its own fdatasync): its records are all committed, so it
+      // needs no sync, and its failure costs nothing still queued.
+      for (const { s } of snap) {
+        if (s.retired) continue;
+        try {
+          await s.datasync();
+        } catch (err) {
+          if (!s.retired) throw err;
+        }
+      }
       if (dir) await this.fs.syncDir(this.dir);
     } catch (err) {
       if (dir) this.dirDirty = true;
@@ -598,6 +609,7 @@ export class Spool implements AsyncDisposable {
       s.epoch++;
       if (s.durable === 0) {
         // Created since the last flush: its name was never durable either.
+        s.retired = true;
         s.close();
         try {
           this.fs.unlink(s.path);
