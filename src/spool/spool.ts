@@ -36,7 +36,7 @@ import { checkFrame, decodeFrameHeader, writeFrame, FRAME_OVERHEAD, MAX_RECORD_B
 import { resolveSpoolOptions, type ResolvedSpoolOptions, type SpoolOptions } from './options.js';
 import { CursorFile } from './cursor.js';
 import { recover, repairTail, wholeFramesEnd, type RecoveryCounts } from './recovery.js';
-import { SpoolSegment } from './segment.js';
+import { ShortReadError, SpoolSegment } from './segment.js';
 import { Popped } from './popped.js';
 import type { SpoolStats } from './stats.js';
 import { Wakeup } from './wakeup.js';
@@ -210,6 +210,7 @@ export class Spool implements AsyncDisposable {
         frame = h.read(at, FRAME_OVERHEAD + length);
       } catch (err) {
         if (err instanceof FerryError) throw err;
+        if (err instanceof ShortReadError) throw this.dropSegment(h, 'short');
         if ((err as { code?: string }).code === 'ENOENT') {
           this.dropSegment(h, 'missing');
           throw new IOError(`spool segment ${h.path} is gone; skipped`, { cause: err });
@@ -226,6 +227,7 @@ export class Spool implements AsyncDisposable {
         try {
           end = wholeFramesEnd(h, next);
         } catch (err) {
+          if (err instanceof ShortReadError) throw this.dropSegment(h, 'short');
           throw asIOError(`cannot read spool segment ${h.path}`, err);
         }
         if (end !== h.size) throw this.dropSegment(h, 'checksum');
