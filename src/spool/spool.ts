@@ -410,7 +410,7 @@ export class Spool implements AsyncDisposable {
     this.writeStaged();
     this.behind.stop();
     for (const s of this.segs) s.close();
-    this.cursor.close();
+    await this.cursor.close();
     this.lock.release();
     this.wake.close(() => new ClosedError('spool is closed'));
     if (failure) throw failure;

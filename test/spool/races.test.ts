@@ -6,7 +6,8 @@
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { FaultyFileSystem, dec, drain, enc, openS, segNumbers } from './helpers.js';
+import { DIR, FaultyFileSystem, counting, dec, drain, enc, openS, segNumbers } from './helpers.js';
+import { Spool } from '../../src/spool/index.js';
 
 /** Holds every fdatasync (and directory fsync) whose label matches until `release()`. */
 function gate(fs: FaultyFileSystem, match: (label: string) => boolean) {
@@ -79,5 +80,47 @@ describe('races with a pending flush', () => {
     g.release();
     await synced;
     await s.close();
+  });
+});
+
+describe('close during a commit', () => {
+  it('close waits for a commitSync cursor fdatasync instead of closing its descriptor under it', async () => {
+    const inner = new FaultyFileSystem();
+    const { fs, c } = counting(inner);
+    const s = await Spool.open(DIR, { fs, commitSync: true });
+    for (const r of ['a', 'b', 'c']) await s.append(enc(r));
+    const g = gate(inner, (l) => l.startsWith('fdatasync') && l.endsWith('/cursor'));
+    const p = (await s.pop())!;
+    const committed = p.commit();
+    await tick();
+    assert.equal(g.held, 1, 'the cursor fdatasync is running');
+    const closed = s.close();
+    await tick();
+    g.release();
+    await Promise.all([committed, closed]);
+    assert.equal(c.closedUnderSync, 0, 'no descriptor was closed under its fdatasync');
+    assert.equal(s.stats().cursorErrors, 0);
+    assert.equal(c.open, 0, 'close released every descriptor, none reopened after it');
+    // The commit was made durable: a power cut keeps it.
+    inner.powerCut();
+    const s2 = await Spool.open(DIR, { fs: inner });
+    assert.deepEqual((await drain(s2)).values, ['b', 'c']);
+    await s2.close();
+  });
+
+  it('a commit made just before close (same turn) neither fails nor reopens the cursor after close', async () => {
+    const inner = new FaultyFileSystem();
+    const { fs, c } = counting(inner);
+    const s = await Spool.open(DIR, { fs, commitSync: true });
+    for (const r of ['a', 'b']) await s.append(enc(r));
+    const p = (await s.pop())!;
+    await Promise.all([p.commit(), s.close()]);
+    assert.equal(c.closedUnderSync, 0);
+    assert.equal(s.stats().cursorErrors, 0);
+    assert.equal(c.open, 0);
+    inner.powerCut();
+    const s2 = await Spool.open(DIR, { fs: inner });
+    assert.deepEqual((await drain(s2)).values, ['b']);
+    await s2.close();
   });
 });
