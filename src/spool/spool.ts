@@ -292,8 +292,11 @@ export class Spool implements AsyncDisposable {
    * Moves a popped record to the back: appends it again (fdatasynced,
    * ignoring the cap, since the commit right after frees as much) and then
    * commits it at the head, so one undeliverable record cannot block the rest.
-   * Resolves false without writing when it is the only record queued. Not
-   * atomic: a crash between the two steps delivers it twice.
+   * Resolves false without writing when it is the only record queued, or when
+   * it is not the head now: already committed (or skipped, or rolled back),
+   * or a later record of a {@link popBatch} (commit the ones before it
+   * first); a copy then would be a duplicate. Not atomic: a crash between the
+   * two steps delivers it twice.
    *
    * @throws IOError the append failed; the record stays at the head.
    * @throws ClosedError the spool was closed.
@@ -302,8 +305,9 @@ export class Spool implements AsyncDisposable {
     if (!(popped instanceof Popped)) throw new InvalidArgumentError('requeue takes what pop returned');
     this.checkOpen();
     const h = this.segs[0];
-    const only = this.segs.length === 1 && h!.seq === popped.seq && h!.epoch === popped.epoch;
-    if (only && this.headOffset === popped.offset && popped.next === h!.size) return false;
+    const atHead = !!h && h.seq === popped.seq && h.epoch === popped.epoch && this.headOffset === popped.offset && popped.next <= h.size;
+    if (!atHead) return false;
+    if (this.segs.length === 1 && popped.next === h.size) return false;
     this.place(popped.data, false, true);
     await this.durable(false);
     await popped.commit();
