@@ -184,7 +184,7 @@ export class Spool implements AsyncDisposable {
    * Damage at the head is stepped past before the error is thrown, so the
    * next pop makes progress (and `signal()` fires).
    *
-   * @throws CorruptError the head frame (or its whole segment, when the framing is lost) was damaged and dropped; counted in `lostBytes`.
+   * @throws CorruptError the head frame (or the rest of its segment, when the framing is lost) was damaged and dropped; counted in `lostBytes`. Its `reason`: `checksum` (one frame, or the rest of the segment when the lengths after it do not add up), `length` (a length runs past the end of the file), `short` (the file is shorter than what was written to it: cut underneath the spool).
    * @throws IOError the head segment's file vanished (cause `ENOENT`; it was skipped and counted), or a read failed.
    * @throws ClosedError the spool was closed.
    */
@@ -244,8 +244,9 @@ export class Spool implements AsyncDisposable {
    * the Go spool, for senders that deliver in batches). The first is what
    * {@link pop} returns, with its errors; the rest stop early at the first
    * thing that is not a whole, intact frame, which the head reports when it
-   * gets there. Commit them in order: each commit retires its record only once
-   * the ones before it are committed.
+   * gets there. Commit them in order: a commit retires its record only when
+   * it is at the head, so a commit made before the ones ahead of it does
+   * nothing and is not remembered (that record is delivered again).
    *
    * @throws as {@link pop}, for the first record only.
    */
