@@ -33,6 +33,21 @@ test('push appends lines to an existing spool; drain delivers and commits them; 
   }
 });
 
+test('push honours --max-bytes on a spool directory', async () => {
+  const { dir, cleanup } = await scratch();
+  try {
+    const sp = join(dir, 'sp');
+    await spoolWith(sp, ['a']);
+    // Frames: 13 bytes for 'a', 21 for each nine-letter line; a 40-byte cap admits one more.
+    const res = await ferry(['push', sp, '--max-bytes', '40', '--batch', '1'], { input: 'bbbbbbbbb\nccccccccc\n' });
+    assert.equal(res.code, 1, res.stderr);
+    assert.match(res.stderr, /maxBytes 40/);
+    assert.equal((await ferry(['drain', sp, '-q'])).stdout.toString(), 'a\nbbbbbbbbb\n');
+  } finally {
+    await cleanup();
+  }
+});
+
 test('drain --exec on a spool: a failing command commits nothing of its record', async () => {
   const { dir, cleanup } = await scratch();
   try {
