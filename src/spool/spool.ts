@@ -54,6 +54,8 @@ class FlushFailure extends IOError {
     super(`spool fdatasync failed; unsynced records were rolled back: ${(err as Error)?.message ?? err}`, {
       cause: err instanceof FerryError ? err.cause : err,
     });
+    // Callers see an IOError; this subclass only carries `groupLost` inside.
+    this.name = 'IOError';
   }
 }
 

@@ -7,7 +7,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { DIR, FaultyFileSystem, counting, dec, drain, enc, openS, segNumbers } from './helpers.js';
-import { Spool } from '../../src/spool/index.js';
+import { IOError, Spool } from '../../src/spool/index.js';
 
 /** Holds every fdatasync (and directory fsync) whose label matches until `release()`. */
 function gate(fs: FaultyFileSystem, match: (label: string) => boolean) {
@@ -122,5 +122,21 @@ describe('close during a commit', () => {
     const s2 = await Spool.open(DIR, { fs: inner });
     assert.deepEqual((await drain(s2)).values, ['b']);
     await s2.close();
+  });
+});
+
+describe('a failed fdatasync', () => {
+  it('rejects the append with an error named IOError (no private class name leaks)', async () => {
+    const fs = new FaultyFileSystem();
+    const s = await openS(fs);
+    fs.inject({ step: 'sync:data', error: 'EIO' });
+    const err = await s.append(enc('x')).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    assert.ok(err instanceof IOError, String(err));
+    assert.equal(err.name, 'IOError');
+    assert.match(String(err), /^IOError: /);
+    await s.close();
   });
 });
