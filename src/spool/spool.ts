@@ -433,14 +433,16 @@ export class Spool implements AsyncDisposable {
    */
   private async settleInherited(): Promise<void> {
     try {
-      for (const s of this.segs) await s.datasync();
+      for (const s of this.segs) {
+        await s.datasync();
+        // Only the tail keeps its descriptor, as in recovery.ts.
+        if (s !== this.segs[this.segs.length - 1]) s.close();
+      }
       await this.fs.syncDir(this.dir);
     } catch (err) {
       throw asIOError(`cannot sync the spool in ${this.dir}`, err);
     }
     for (const s of this.segs) s.durable = s.size;
-    // Only the tail keeps its descriptor; see recovery.ts.
-    for (const s of this.segs.slice(0, -1)) s.close();
   }
 
   private checkOpen(): void {

@@ -42,6 +42,18 @@ describe('open descriptors', () => {
     await s2.close();
   });
 
+  it('stay bounded while open recovers a backlog of 300 segments', async () => {
+    const inner = new FaultyFileSystem();
+    const s = await Spool.open(DIR, { fs: inner, ...OPTS });
+    for (let i = 0; i < 300; i++) await s.appendNoSync(enc(rec(i)));
+    await s.close();
+    const { fs, c } = counting(inner);
+    const s2 = await Spool.open(DIR, { fs, ...OPTS });
+    assert.ok(c.peak <= 4, `at most ${c.peak} descriptors open at once during open`);
+    assert.deepEqual((await drain(s2)).values, range(0, 300));
+    await s2.close();
+  });
+
   it('stay bounded for popBatch reading ahead across segments', async () => {
     const inner = new FaultyFileSystem();
     const { fs, c } = counting(inner);
