@@ -53,6 +53,40 @@ interface Counts {
   lastError: string;
 }
 
+/** Failure reasons printed at most this often when no status line shows them. */
+const ERROR_NOTE_MS = 10_000;
+
+/**
+ * Without the status line (no terminal, or `--quiet`) a delivery that keeps
+ * failing would retry in silence: print its reason, at most once per
+ * {@link ERROR_NOTE_MS} (and whenever it changes) so a log is not flooded.
+ */
+function errorNotes(enabled: boolean): (reason: string) => void {
+  if (!enabled) return () => {};
+  let last = '';
+  let at = -Infinity;
+  return (reason) => {
+    const now = performance.now();
+    if (reason === last && now - at < ERROR_NOTE_MS) return;
+    last = reason;
+    at = now;
+    note(`ferry: delivery failed, retrying: ${reason}`);
+  };
+}
+
+/** Why `--http URL` cannot be used, or undefined when it can. */
+export function badHttpUrl(url: string): string | undefined {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    return 'not a valid URL';
+  }
+  if (u.protocol !== 'http:' && u.protocol !== 'https:') return 'needs an http:// or https:// URL';
+  if (u.hostname === '') return 'has no host';
+  return undefined;
+}
+
 async function openInput(file: string | undefined): Promise<{ stream: Readable; name: string; close(): Promise<void> }> {
   if (file === undefined || file === '-') return { stream: process.stdin, name: 'stdin', close: async () => void process.stdin.destroy() };
   let fh: FileHandle;
@@ -60,6 +94,10 @@ async function openInput(file: string | undefined): Promise<{ stream: Readable; 
     fh = await open(file, 'r');
   } catch (err) {
     throw new CliError(`cannot read ${file}: ${describe(err)}`, EXIT_USAGE);
+  }
+  if ((await fh.stat()).isDirectory()) {
+    await fh.close();
+    throw new CliError(`cannot read ${file}: it is a directory`, EXIT_USAGE);
   }
   const stream = fh.createReadStream({ highWaterMark: 256 * 1024, autoClose: false });
   return {
@@ -108,7 +146,7 @@ async function intake(spool: Spool, input: Readable, syncBatch: number, counts: 
 }
 
 /** Pops, delivers and commits until told there is no more input and the spool is empty. */
-async function sender(spool: Spool, deliver: Deliver, o: Required<Pick<ForwardOptions, 'batch' | 'retryBaseMs' | 'retryMaxMs'>>, counts: Counts, stop: AbortSignal, inputDone: () => boolean): Promise<void> {
+async function sender(spool: Spool, deliver: Deliver, o: Required<Pick<ForwardOptions, 'batch' | 'retryBaseMs' | 'retryMaxMs'>>, counts: Counts, stop: AbortSignal, inputDone: () => boolean, noteError: (reason: string) => void): Promise<void> {
   while (!stop.aborted) {
     let batch: Popped[];
     try {
@@ -137,6 +175,7 @@ async function sender(spool: Spool, deliver: Deliver, o: Required<Pick<ForwardOp
       } catch (err) {
         counts.retries++;
         counts.lastError = (err as Error).message;
+        noteError(counts.lastError);
         await sleep(backoffMs(attempt, o.retryBaseMs, o.retryMaxMs), stop);
         if (stop.aborted) return;
       }
@@ -164,7 +203,10 @@ function statusLine(spool: Spool, counts: Counts, enabled: boolean): () => void 
 /** Runs `ferry forward`; resolves to the exit status. */
 export async function forward(file: string | undefined, o: ForwardOptions): Promise<number> {
   if ((o.exec === undefined) === (o.http === undefined)) throw new CliError('give exactly one of --exec CMD and --http URL', EXIT_USAGE);
-  if (o.http !== undefined && !/^https?:\/\//.test(o.http)) throw new CliError(`--http needs an http:// or https:// URL, got ${o.http}`, EXIT_USAGE);
+  const bad = o.http !== undefined ? badHttpUrl(o.http) : undefined;
+  if (bad) throw new CliError(`--http ${bad}: got ${JSON.stringify(o.http)}`, EXIT_USAGE);
+  // An empty command would "deliver" every record to nowhere.
+  if (o.exec !== undefined && o.exec.trim() === '') throw new CliError('--exec needs a command', EXIT_USAGE);
   const started = performance.now();
   const input = await openInput(file);
   let spool: Spool;
@@ -192,7 +234,7 @@ export async function forward(file: string | undefined, o: ForwardOptions): Prom
         failure = new CliError(`reading ${input.name} stopped: ${describe(err)}; ${counts.in} lines were accepted before it`, EXIT_FAILED);
       },
     );
-    await sender(spool, deliver, { batch: o.batch ?? DEFAULT_FORWARD_BATCH, retryBaseMs: o.retryBaseMs ?? DEFAULT_RETRY_BASE_MS, retryMaxMs: o.retryMaxMs ?? DEFAULT_RETRY_MAX_MS }, counts, stop.signal, () => done);
+    await sender(spool, deliver, { batch: o.batch ?? DEFAULT_FORWARD_BATCH, retryBaseMs: o.retryBaseMs ?? DEFAULT_RETRY_BASE_MS, retryMaxMs: o.retryMaxMs ?? DEFAULT_RETRY_MAX_MS }, counts, stop.signal, () => done, errorNotes(o.quiet === true || !process.stderr.isTTY));
     if (stop.signal.aborted) input.stream.destroy();
     await producing;
   } catch (err) {

@@ -86,7 +86,7 @@ export async function push(dir: string, file: string | undefined, o: PushOptions
   try {
     // A spool directory gets its records as a spool; anything else (a new
     // directory included) is a diskqueue.
-    if (await isSpoolDir(dir)) q = spoolSink(await openSpool(dir, o.lockTimeout));
+    if (await isSpoolDir(dir)) q = spoolSink(await openSpool(dir, o.lockTimeout, undefined, { maxBytes: o.maxBytes, segmentBytes: o.segmentSize }));
     else {
       const dq = await openQueue(dir, {
         create: true,

@@ -3,7 +3,7 @@
  * directory by its files, and opening one the way a command line means it.
  */
 import { readdir } from 'node:fs/promises';
-import { Spool, LockedError, FullError, looksLikeSpool } from '../spool/index.js';
+import { Spool, LockedError, FullError, looksLikeSpool, UNBOUNDED } from '../spool/index.js';
 import { CliError, EXIT_USAGE, describe, sleep } from './common.js';
 
 /** Whether `dir` holds a spool (its segment files or cursor); false for a missing or empty directory. */
@@ -17,15 +17,18 @@ export async function isSpoolDir(dir: string): Promise<boolean> {
 
 /**
  * Opens the spool in `dir`, waiting up to `lockTimeoutMs` for another
- * process to let go of it.
+ * process to let go of it. `limits` are the command line's `--max-bytes`
+ * (0 meaning no cap, as for a diskqueue; absent, the spool's default) and
+ * segment size (it applies to segments created from now on).
  *
  * @throws CliError (exit 2) locked or unreadable.
  */
-export async function openSpool(dir: string, lockTimeoutMs = 0, signal?: AbortSignal): Promise<Spool> {
+export async function openSpool(dir: string, lockTimeoutMs = 0, signal?: AbortSignal, limits: { maxBytes?: number; segmentBytes?: number } = {}): Promise<Spool> {
   const deadline = Date.now() + lockTimeoutMs;
+  const maxBytes = limits.maxBytes === undefined ? 0 : limits.maxBytes === 0 ? UNBOUNDED : limits.maxBytes;
   for (;;) {
     try {
-      return await Spool.open(dir, { maxBytes: 0 });
+      return await Spool.open(dir, { maxBytes, segmentBytes: limits.segmentBytes });
     } catch (err) {
       if (err instanceof LockedError && Date.now() < deadline && !signal?.aborted) {
         await sleep(50, signal);

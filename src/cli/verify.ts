@@ -67,8 +67,12 @@ function verifySpoolDir(dir: string, o: VerifyCommandOptions): number {
   if (o.json) {
     process.stdout.write(`${JSON.stringify({ format: 'spool', ...r })}\n`);
   } else {
-    const cursor = r.cursor ? `cursor at segment ${r.cursor.seq} byte ${r.cursor.offset}` : 'no valid cursor (delivery restarts at the oldest segment)';
-    const lines = [`${r.ok ? 'ok' : 'DAMAGED'}: spool, ${r.segments} segments, ${r.records} intact records (${formatBytes(r.bytes)}), ${cursor}`];
+    const cursor = r.cursor
+      ? `cursor at segment ${r.cursor.seq} byte ${r.cursor.offset}`
+      : r.cursorFile === 'empty'
+        ? 'nothing committed yet'
+        : `no valid cursor (${r.cursorFile}; delivery restarts at the oldest segment)`;
+    const lines = [`${r.ok ? 'ok' : 'DAMAGED'}: spool, ${r.segments} segments, ${r.records} intact records (${formatBytes(r.bytes)}), ${r.consumed} of them consumed, ${cursor}`];
     for (const d of r.damage) lines.push(`  segment ${d.segment} at byte ${d.position}: ${d.reason} (loses ${d.lostBytes} bytes)`);
     process.stdout.write(`${lines.join('\n')}\n`);
   }

@@ -24,6 +24,9 @@ export class CursorFile {
   private readonly bytes = new Uint8Array(CURSOR_SIZE);
   private readonly syncs = new GroupCommit(() => this.open().datasync('file'));
   private readonly path: string;
+  /** Writes still waiting on their fdatasync; close lets them finish first. */
+  private readonly inflight = new Set<Promise<void>>();
+  private closed = false;
 
   constructor(
     private readonly fs: FileSystem,
@@ -53,7 +56,15 @@ export class CursorFile {
    * Writes `pos`; under `commitSync` also waits for an fdatasync, which
    * concurrent commits share. Never throws: a failure lands in {@link error}.
    */
-  async write(pos: CursorPosition): Promise<void> {
+  write(pos: CursorPosition): Promise<void> {
+    if (this.closed) return Promise.resolve();
+    const p = this.persist(pos);
+    this.inflight.add(p);
+    void p.finally(() => this.inflight.delete(p));
+    return p;
+  }
+
+  private async persist(pos: CursorPosition): Promise<void> {
     try {
       writeCursor(pos, this.bytes);
       this.open().pwrite(this.bytes, 0, 'cursor');
@@ -93,7 +104,14 @@ export class CursorFile {
     }
   }
 
-  close(): void {
+  /**
+   * Waits for the fdatasyncs of writes already made (closing the descriptor
+   * under one fails it with EBADF at best, and at worst syncs whatever file
+   * reused the number), then drops the descriptor. Later writes do nothing.
+   */
+  async close(): Promise<void> {
+    this.closed = true;
+    while (this.inflight.size > 0) await Promise.all(this.inflight);
     this.drop();
   }
 

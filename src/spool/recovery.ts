@@ -118,6 +118,9 @@ export function recover(fs: FileSystem, dir: string, cursor: CursorPosition | un
       }
       // What a previous process wrote is the baseline a rollback returns to;
       // open fdatasyncs it before saying anything is durable.
+      // Only the newest keeps its descriptor (its tail is checked below): a
+      // backlog of thousands of segments must not open them all at once.
+      segments[segments.length - 1]?.close();
       segments.push(new SpoolSegment(fs, seq, path, size, size, h));
     }
     // Segments older than the cursor's were consumed; a crash before their

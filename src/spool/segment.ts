@@ -12,6 +12,15 @@ import { spoolSegmentNames } from '../storage/segment-names.js';
 import { asIOError } from '../diskqueue/flusher.js';
 import { encodeSegmentHeader, SEGMENT_HEADER_SIZE } from './format.js';
 
+/**
+ * A read found fewer bytes than the spool knows it wrote there: the file was
+ * cut underneath it. That is damage, not a passing I/O error; retrying the
+ * read would fail the same way forever.
+ */
+export class ShortReadError extends Error {
+  readonly code = 'ESHORT';
+}
+
 /** Bytes read at once when the head reads a frame; later frames come from memory. */
 const READ_AHEAD = 64 * 1024;
 const EMPTY = new Uint8Array(0);
@@ -21,6 +30,12 @@ export class SpoolSegment {
   sealed = false;
   /** Bumped each time its unsynced end is cut away, so a stale commit can tell. */
   epoch = 0;
+  /**
+   * Removed from the spool (consumed, or cut away by a rollback). A flush
+   * that listed it skips it: every record in a consumed segment is committed,
+   * so nothing in it needs to be durable, and its file may be gone.
+   */
+  retired = false;
   private handle: FileHandle | undefined;
   private syncing = 0;
   private cache: Uint8Array = EMPTY;
@@ -80,7 +95,7 @@ export class SpoolSegment {
     const want = Math.min(Math.max(len, READ_AHEAD), Math.max(len, this.size - pos));
     const buf = new Uint8Array(want);
     const n = this.file().pread(buf, pos);
-    if (n < len) throw Object.assign(new Error(`short read of ${this.path} at ${pos}`), { code: 'EIO' });
+    if (n < len) throw new ShortReadError(`short read of ${this.path} at ${pos}: ${n} of ${len} bytes`);
     if (want <= READ_AHEAD) {
       this.cache = buf.subarray(0, n);
       this.cacheFrom = pos;

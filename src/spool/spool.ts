@@ -36,7 +36,7 @@ import { checkFrame, decodeFrameHeader, writeFrame, FRAME_OVERHEAD, MAX_RECORD_B
 import { resolveSpoolOptions, type ResolvedSpoolOptions, type SpoolOptions } from './options.js';
 import { CursorFile } from './cursor.js';
 import { recover, repairTail, wholeFramesEnd, type RecoveryCounts } from './recovery.js';
-import { SpoolSegment } from './segment.js';
+import { ShortReadError, SpoolSegment } from './segment.js';
 import { Popped } from './popped.js';
 import type { SpoolStats } from './stats.js';
 import { Wakeup } from './wakeup.js';
@@ -54,6 +54,8 @@ class FlushFailure extends IOError {
     super(`spool fdatasync failed; unsynced records were rolled back: ${(err as Error)?.message ?? err}`, {
       cause: err instanceof FerryError ? err.cause : err,
     });
+    // Callers see an IOError; this subclass only carries `groupLost` inside.
+    this.name = 'IOError';
   }
 }
 
@@ -184,7 +186,7 @@ export class Spool implements AsyncDisposable {
    * Damage at the head is stepped past before the error is thrown, so the
    * next pop makes progress (and `signal()` fires).
    *
-   * @throws CorruptError the head frame (or its whole segment, when the framing is lost) was damaged and dropped; counted in `lostBytes`.
+   * @throws CorruptError the head frame (or the rest of its segment, when the framing is lost) was damaged and dropped; counted in `lostBytes`. Its `reason`: `checksum` (one frame, or the rest of the segment when the lengths after it do not add up), `length` (a length runs past the end of the file), `short` (the file is shorter than what was written to it: cut underneath the spool).
    * @throws IOError the head segment's file vanished (cause `ENOENT`; it was skipped and counted), or a read failed.
    * @throws ClosedError the spool was closed.
    */
@@ -210,6 +212,7 @@ export class Spool implements AsyncDisposable {
         frame = h.read(at, FRAME_OVERHEAD + length);
       } catch (err) {
         if (err instanceof FerryError) throw err;
+        if (err instanceof ShortReadError) throw this.dropSegment(h, 'short');
         if ((err as { code?: string }).code === 'ENOENT') {
           this.dropSegment(h, 'missing');
           throw new IOError(`spool segment ${h.path} is gone; skipped`, { cause: err });
@@ -226,6 +229,7 @@ export class Spool implements AsyncDisposable {
         try {
           end = wholeFramesEnd(h, next);
         } catch (err) {
+          if (err instanceof ShortReadError) throw this.dropSegment(h, 'short');
           throw asIOError(`cannot read spool segment ${h.path}`, err);
         }
         if (end !== h.size) throw this.dropSegment(h, 'checksum');
@@ -242,8 +246,9 @@ export class Spool implements AsyncDisposable {
    * the Go spool, for senders that deliver in batches). The first is what
    * {@link pop} returns, with its errors; the rest stop early at the first
    * thing that is not a whole, intact frame, which the head reports when it
-   * gets there. Commit them in order: each commit retires its record only once
-   * the ones before it are committed.
+   * gets there. Commit them in order: a commit retires its record only when
+   * it is at the head, so a commit made before the ones ahead of it does
+   * nothing and is not remembered (that record is delivered again).
    *
    * @throws as {@link pop}, for the first record only.
    */
@@ -259,6 +264,7 @@ export class Spool implements AsyncDisposable {
       let seg = this.segs[i]!;
       if (at >= seg.size) {
         if (i + 1 >= this.segs.length) break;
+        this.release(seg);
         seg = this.segs[++i]!;
         at = SEGMENT_HEADER_SIZE;
         if (at >= seg.size) continue;
@@ -289,8 +295,11 @@ export class Spool implements AsyncDisposable {
    * Moves a popped record to the back: appends it again (fdatasynced,
    * ignoring the cap, since the commit right after frees as much) and then
    * commits it at the head, so one undeliverable record cannot block the rest.
-   * Resolves false without writing when it is the only record queued. Not
-   * atomic: a crash between the two steps delivers it twice.
+   * Resolves false without writing when it is the only record queued, or when
+   * it is not the head now: already committed (or skipped, or rolled back),
+   * or a later record of a {@link popBatch} (commit the ones before it
+   * first); a copy then would be a duplicate. Not atomic: a crash between the
+   * two steps delivers it twice.
    *
    * @throws IOError the append failed; the record stays at the head.
    * @throws ClosedError the spool was closed.
@@ -299,8 +308,9 @@ export class Spool implements AsyncDisposable {
     if (!(popped instanceof Popped)) throw new InvalidArgumentError('requeue takes what pop returned');
     this.checkOpen();
     const h = this.segs[0];
-    const only = this.segs.length === 1 && h!.seq === popped.seq && h!.epoch === popped.epoch;
-    if (only && this.headOffset === popped.offset && popped.next === h!.size) return false;
+    const atHead = !!h && h.seq === popped.seq && h.epoch === popped.epoch && this.headOffset === popped.offset && popped.next <= h.size;
+    if (!atHead) return false;
+    if (this.segs.length === 1 && popped.next === h.size) return false;
     this.place(popped.data, false, true);
     await this.durable(false);
     await popped.commit();
@@ -407,7 +417,7 @@ export class Spool implements AsyncDisposable {
     this.writeStaged();
     this.behind.stop();
     for (const s of this.segs) s.close();
-    this.cursor.close();
+    await this.cursor.close();
     this.lock.release();
     this.wake.close(() => new ClosedError('spool is closed'));
     if (failure) throw failure;
@@ -423,14 +433,16 @@ export class Spool implements AsyncDisposable {
    */
   private async settleInherited(): Promise<void> {
     try {
-      for (const s of this.segs) await s.datasync();
+      for (const s of this.segs) {
+        await s.datasync();
+        // Only the tail keeps its descriptor, as in recovery.ts.
+        if (s !== this.segs[this.segs.length - 1]) s.close();
+      }
       await this.fs.syncDir(this.dir);
     } catch (err) {
       throw asIOError(`cannot sync the spool in ${this.dir}`, err);
     }
     for (const s of this.segs) s.durable = s.size;
-    // Only the tail keeps its descriptor; see recovery.ts.
-    for (const s of this.segs.slice(0, -1)) s.close();
   }
 
   private checkOpen(): void {
@@ -460,8 +472,10 @@ export class Spool implements AsyncDisposable {
     }
     if (rotate) {
       this.writeStaged();
+      const sealed = tail;
       tail = this.addSegment();
       if (headAtTailEnd) this.retireHead();
+      else this.release(sealed);
     }
     let room = noSync ? this.behind.reserve(tail, tail.size, size) : undefined;
     if (!room) {
@@ -531,6 +545,7 @@ export class Spool implements AsyncDisposable {
   /** Deletes the head segment (fully consumed, not the tail) and moves the head to the next one. */
   private retireHead(): void {
     const h = this.segs.shift()!;
+    h.retired = true;
     h.close();
     try {
       this.fs.unlink(h.path);
@@ -572,7 +587,18 @@ export class Spool implements AsyncDisposable {
     const dir = this.dirDirty;
     this.dirDirty = false;
     try {
-      for (const { s } of snap) await s.datasync();
+      // A commit may retire a listed segment while an earlier one syncs (or
+      // during its own fdatasync): its records are all committed, so it
+      // needs no sync, and its failure costs nothing still queued.
+      for (const { s } of snap) {
+        if (s.retired) continue;
+        try {
+          await s.datasync();
+        } catch (err) {
+          if (!s.retired) throw err;
+        }
+        this.release(s);
+      }
       if (dir) await this.fs.syncDir(this.dir);
     } catch (err) {
       if (dir) this.dirDirty = true;
@@ -582,6 +608,21 @@ export class Spool implements AsyncDisposable {
     }
     for (const { s, size } of snap) s.durable = Math.max(s.durable, size);
     this.durableWritten = Math.max(this.durableWritten, covered);
+  }
+
+  /**
+   * Closes the descriptor of a segment that is neither the head nor the tail
+   * (after its fdatasync, when one is running): only those two are used
+   * often, and a descriptor per queued segment runs a large backlog into
+   * EMFILE. The next read or flush opens it again. Closing one whose bytes
+   * are not synced yet loses nothing: the page cache belongs to the file,
+   * and Linux (4.16 on) reports a write-back error nobody has seen to the
+   * next fdatasync on any descriptor. What must never be synced again is a
+   * descriptor whose fdatasync failed, and a rollback drops those.
+   */
+  private release(s: SpoolSegment): void {
+    if (s.retired || s === this.segs[0] || s === this.segs[this.segs.length - 1]) return;
+    s.close();
   }
 
   /**
@@ -598,6 +639,7 @@ export class Spool implements AsyncDisposable {
       s.epoch++;
       if (s.durable === 0) {
         // Created since the last flush: its name was never durable either.
+        s.retired = true;
         s.close();
         try {
           this.fs.unlink(s.path);

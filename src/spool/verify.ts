@@ -16,7 +16,13 @@ export interface SpoolDamage {
   segment: number;
   /** File position of the damage. */
   position: number;
-  /** `header`, `foreign` (an unknown version), `checksum`, `length` (overruns the file), `torn` (a partial frame at the end). */
+  /**
+   * `header`, `foreign` (an unknown version), `checksum`, `length` (overruns
+   * the file), `torn` (a partial frame at the end of a segment, or, in the
+   * newest segment, everything from the first of its trailing frames that
+   * fail their checksum: what an open takes for an unsynced write a crash
+   * tore, and cuts).
+   */
   reason: string;
   /** Bytes an open or a pop would drop for it. */
   lostBytes: number;
@@ -29,8 +35,12 @@ export interface SpoolVerifyReport {
   records: number;
   /** Their payload bytes. */
   bytes: number;
-  /** The stored cursor, or null when it is missing or torn (delivery would restart at the oldest segment). */
+  /** How many of `records` lie before the cursor: delivered and committed, not yet removed. */
+  consumed: number;
+  /** The stored cursor, or null when it is missing, empty or torn (delivery would restart at the oldest segment). */
   cursor: CursorPosition | null;
+  /** `empty`: the file a new spool creates, before its first commit; nothing is wrong. */
+  cursorFile: 'ok' | 'empty' | 'missing' | 'torn';
   damage: SpoolDamage[];
 }
 
@@ -47,6 +57,8 @@ function readAll(fs: FileSystem, path: string): Uint8Array {
 
 /** Checks one segment's bytes. */
 function walk(seq: number, bytes: Uint8Array, report: SpoolVerifyReport): void {
+  const cur = report.cursor;
+  const consumed = (pos: number) => !!cur && (seq < cur.seq || (seq === cur.seq && pos < cur.offset));
   const header = parseSegmentHeader(bytes.subarray(0, SEGMENT_HEADER_SIZE));
   if (bytes.length === 0) return; // an aborted create: removed at open, costs nothing
   if (header.kind !== 'ok') {
@@ -70,9 +82,27 @@ function walk(seq: number, bytes: Uint8Array, report: SpoolVerifyReport): void {
     } else {
       report.records++;
       report.bytes += length;
+      if (consumed(pos)) report.consumed++;
     }
     pos = end;
   }
+}
+
+/**
+ * Names the newest segment's damage the way an open treats it: the trailing
+ * run of bad frames (and a partial frame after them) is one torn write.
+ */
+function asOpenCutsTail(seq: number, size: number, damage: SpoolDamage[]): void {
+  let end = size;
+  let k = damage.length;
+  while (k > 0) {
+    const d = damage[k - 1]!;
+    if (d.segment !== seq || d.reason === 'header' || d.reason === 'foreign' || d.position + d.lostBytes !== end) break;
+    end = d.position;
+    k--;
+  }
+  if (k === damage.length) return;
+  damage.splice(k, damage.length - k, { segment: seq, position: end, reason: 'torn', lostBytes: size - end });
 }
 
 /**
@@ -84,13 +114,20 @@ function walk(seq: number, bytes: Uint8Array, report: SpoolVerifyReport): void {
 export function verifySpool(dir: string, fs: FileSystem = nodeFileSystem): SpoolVerifyReport {
   const lock = fs.lock(dir);
   try {
-    const report: SpoolVerifyReport = { ok: true, segments: 0, records: 0, bytes: 0, cursor: null, damage: [] };
+    const report: SpoolVerifyReport = { ok: true, segments: 0, records: 0, bytes: 0, consumed: 0, cursor: null, cursorFile: 'missing', damage: [] };
     const names = fs.readdir(dir);
-    for (const seq of spoolSegmentNames.list(names)) {
-      report.segments++;
-      walk(seq, readAll(fs, join(dir, spoolSegmentNames.fileName(seq))), report);
+    if (names.includes(CURSOR_FILE)) {
+      const raw = readAll(fs, join(dir, CURSOR_FILE));
+      report.cursor = decodeCursor(raw.subarray(0, CURSOR_SIZE)) ?? null;
+      report.cursorFile = report.cursor ? 'ok' : raw.length === 0 ? 'empty' : 'torn';
     }
-    if (names.includes(CURSOR_FILE)) report.cursor = decodeCursor(readAll(fs, join(dir, CURSOR_FILE)).subarray(0, CURSOR_SIZE)) ?? null;
+    const seqs = spoolSegmentNames.list(names);
+    for (const seq of seqs) {
+      report.segments++;
+      const bytes = readAll(fs, join(dir, spoolSegmentNames.fileName(seq)));
+      walk(seq, bytes, report);
+      if (seq === seqs[seqs.length - 1]) asOpenCutsTail(seq, bytes.length, report.damage);
+    }
     report.ok = report.damage.length === 0;
     return report;
   } catch (err) {

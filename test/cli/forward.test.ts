@@ -149,3 +149,55 @@ describe('ferry forward', () => {
     assert.equal(backoffMs(4, 100, 30_000, () => 0), 0);
   });
 });
+
+describe('ferry forward: arguments and failures', () => {
+  it('rejects a URL that new URL() refuses, or with no host, before opening anything (exit 2)', async () => {
+    const { dir, cleanup } = await scratch();
+    try {
+      for (const url of ['http://', 'http://exa mple/', 'ftp://example/']) {
+        const res = await ferry(['forward', '--dir', join(dir, 's'), '--http', url], { input: 'a\n', timeoutMs: 20_000 });
+        assert.equal(res.code, 2, `${url}: ${res.stderr}`);
+        assert.match(res.stderr, /--http /);
+      }
+    } finally {
+      await cleanup();
+    }
+  });
+
+  it('rejects an empty --exec command (exit 2)', async () => {
+    const { dir, cleanup } = await scratch();
+    try {
+      const res = await ferry(['forward', '--dir', join(dir, 's'), '--exec', ' '], { input: 'a\n', timeoutMs: 20_000 });
+      assert.equal(res.code, 2, res.stderr);
+      assert.match(res.stderr, /--exec needs a command/);
+    } finally {
+      await cleanup();
+    }
+  });
+
+  it('a directory as FILE is an unreadable input: exit 2', async () => {
+    const { dir, cleanup } = await scratch();
+    try {
+      const res = await ferry(['forward', '--dir', join(dir, 's'), '--exec', 'cat', dir], { timeoutMs: 20_000 });
+      assert.equal(res.code, 2, res.stderr);
+      assert.match(res.stderr, /is a directory/);
+    } finally {
+      await cleanup();
+    }
+  });
+
+  it('prints why delivery fails when stderr is not a terminal', { timeout: 60_000 }, async () => {
+    const { dir, cleanup } = await scratch();
+    try {
+      const flag = join(dir, 'failed-once');
+      const out = join(dir, 'out.txt');
+      const cmd = `if [ ! -e ${flag} ]; then touch ${flag}; echo refused >&2; exit 3; fi; cat >> ${out}`;
+      const res = await ferry(['forward', '--dir', join(dir, 's'), '--exec', cmd, '--retry-base-ms', '1'], { input: 'a\n' });
+      assert.equal(res.code, 0, res.stderr);
+      assert.match(res.stderr, /delivery failed, retrying: .*(3|refused)/);
+      assert.equal(readFileSync(out, 'utf8'), 'a\n');
+    } finally {
+      await cleanup();
+    }
+  });
+});

@@ -17,8 +17,8 @@ export interface Run {
   stderr: string;
 }
 
-/** Runs `ferry ...args` with `input` on stdin (closed at once when absent). */
-export function ferry(args: string[], opts: { input?: Uint8Array | string; env?: Record<string, string>; closeStdout?: boolean } = {}): Promise<Run> {
+/** Runs `ferry ...args` with `input` on stdin (closed at once when absent); `timeoutMs` kills it (code null) if it runs longer. */
+export function ferry(args: string[], opts: { input?: Uint8Array | string; env?: Record<string, string>; closeStdout?: boolean; timeoutMs?: number } = {}): Promise<Run> {
   return new Promise((resolvePromise, reject) => {
     const child = spawn(process.execPath, ['--import', 'tsx', MAIN, ...args], {
       cwd: ROOT,
@@ -32,7 +32,11 @@ export function ferry(args: string[], opts: { input?: Uint8Array | string; env?:
     else child.stdout.on('data', (b: Buffer) => out.push(b));
     child.stderr.on('data', (b: Buffer) => err.push(b));
     child.on('error', reject);
-    child.on('close', (code) => resolvePromise({ code, stdout: Buffer.concat(out), stderr: Buffer.concat(err).toString() }));
+    const timer = opts.timeoutMs === undefined ? undefined : setTimeout(() => child.kill('SIGKILL'), opts.timeoutMs);
+    child.on('close', (code) => {
+      clearTimeout(timer);
+      resolvePromise({ code, stdout: Buffer.concat(out), stderr: Buffer.concat(err).toString() });
+    });
     child.stdin.on('error', () => {});
     child.stdin.end(opts.input ?? '');
   });

@@ -33,6 +33,21 @@ test('push appends lines to an existing spool; drain delivers and commits them; 
   }
 });
 
+test('push honours --max-bytes on a spool directory', async () => {
+  const { dir, cleanup } = await scratch();
+  try {
+    const sp = join(dir, 'sp');
+    await spoolWith(sp, ['a']);
+    // Frames: 13 bytes for 'a', 21 for each nine-letter line; a 40-byte cap admits one more.
+    const res = await ferry(['push', sp, '--max-bytes', '40', '--batch', '1'], { input: 'bbbbbbbbb\nccccccccc\n' });
+    assert.equal(res.code, 1, res.stderr);
+    assert.match(res.stderr, /maxBytes 40/);
+    assert.equal((await ferry(['drain', sp, '-q'])).stdout.toString(), 'a\nbbbbbbbbb\n');
+  } finally {
+    await cleanup();
+  }
+});
+
 test('drain --exec on a spool: a failing command commits nothing of its record', async () => {
   const { dir, cleanup } = await scratch();
   try {
@@ -55,7 +70,9 @@ test('verify reads a spool without changing it, and finds a flipped payload byte
     await spoolWith(sp, ['hello', 'world']);
     const clean = await ferry(['verify', sp, '--json']);
     assert.equal(clean.code, 0);
-    assert.deepEqual(JSON.parse(clean.stdout.toString()), { format: 'spool', ok: true, segments: 1, records: 2, bytes: 10, cursor: null, damage: [] });
+    assert.deepEqual(JSON.parse(clean.stdout.toString()), { format: 'spool', ok: true, segments: 1, records: 2, bytes: 10, consumed: 0, cursor: null, cursorFile: 'empty', damage: [] });
+    const text = await ferry(['verify', sp]);
+    assert.match(text.stdout.toString(), /^ok: spool, 1 segments, 2 intact records \(10 B\), 0 of them consumed, nothing committed yet$/m);
     const seg = join(sp, '00000000000000000001.seg');
     const bytes = readFileSync(seg);
     bytes[8 + 12 + 1]! ^= 0x20;
@@ -65,6 +82,40 @@ test('verify reads a spool without changing it, and finds a flipped payload byte
     assert.match(bad.stdout.toString(), /DAMAGED: spool, 1 segments, 1 intact records/);
     assert.match(bad.stdout.toString(), /segment 1 at byte 8: checksum \(loses 17 bytes\)/);
     assert.ok(readFileSync(seg).equals(bytes), 'verify changed nothing');
+  } finally {
+    await cleanup();
+  }
+});
+
+test('verify and open agree on a flipped byte in the newest segment\'s last record: a torn tail, cut at open', async () => {
+  const { dir, cleanup } = await scratch();
+  try {
+    const sp = join(dir, 'sp');
+    await spoolWith(sp, ['hello', 'world']);
+    const seg = join(sp, '00000000000000000001.seg');
+    const bytes = readFileSync(seg);
+    bytes[8 + 17 + 12 + 1]! ^= 0x20;
+    writeFileSync(seg, bytes);
+    const res = await ferry(['verify', sp]);
+    assert.equal(res.code, 1);
+    assert.match(res.stdout.toString(), /segment 1 at byte 25: torn \(loses 17 bytes\)/);
+    const s = await Spool.open(sp);
+    assert.equal(s.stats().discardedBytes, 17, 'open cut the same 17 bytes');
+    await s.close();
+  } finally {
+    await cleanup();
+  }
+});
+
+test('verify after a full drain counts the records as consumed, at the cursor', async () => {
+  const { dir, cleanup } = await scratch();
+  try {
+    const sp = join(dir, 'sp');
+    await spoolWith(sp, ['a', 'b', 'c']);
+    assert.equal((await ferry(['drain', sp, '-q'])).code, 0);
+    const res = await ferry(['verify', sp]);
+    assert.equal(res.code, 0, res.stdout.toString());
+    assert.match(res.stdout.toString(), /3 intact records \(3 B\), 3 of them consumed, cursor at segment 1 byte 47/);
   } finally {
     await cleanup();
   }

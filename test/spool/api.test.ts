@@ -185,6 +185,19 @@ describe('requeue', () => {
     await s.close();
   });
 
+  it('returns false and writes nothing for a record already committed, or one behind the head', async () => {
+    const s = await openS(new FaultyFileSystem());
+    await appendAll(s, 0, 4);
+    const [p0, p1] = await s.popBatch(2);
+    assert.equal(await s.requeue(p1!), false, 'behind the head: not requeued');
+    await p0!.commit();
+    assert.equal(await s.requeue(p0!), false, 'committed: not requeued');
+    assert.equal(await s.requeue(p0!), false);
+    assert.equal(s.stats().appended, 4, 'no copy was written');
+    assert.deepEqual((await drain(s)).values, range(1, 4));
+    await s.close();
+  });
+
   it('rejects what pop did not return', async () => {
     const s = await openS(new FaultyFileSystem());
     await assert.rejects(s.requeue({ data: enc('x'), commit: async () => {} } as never), InvalidArgumentError);

@@ -1,6 +1,7 @@
 /** Shared helpers of the spool tests: a spool on the fault-injecting file system, text records, a full drain. */
 import { join } from 'node:path';
 import { FaultyFileSystem } from '../../src/storage/faulty.js';
+import type { FileHandle, FileSystem } from '../../src/storage/fs.js';
 import { spoolSegmentNames } from '../../src/storage/segment-names.js';
 import { Spool, ClosedError, CorruptError, FerryError, type SpoolOptions } from '../../src/spool/index.js';
 
@@ -54,6 +55,52 @@ export function flip(fs: FaultyFileSystem, path: string, pos: number, mask = 0xf
   const b = fs.readFile(path)!;
   b[pos]! ^= mask;
   fs.writeFile(path, b);
+}
+
+/**
+ * The seam with a count of descriptors open now and the most ever open at
+ * once. Like a real descriptor, one closed while its fdatasync runs makes
+ * that fdatasync fail with EBADF (counted in `closedUnderSync`).
+ */
+export function counting(inner: FileSystem) {
+  const c = { open: 0, peak: 0, closedUnderSync: 0 };
+  const fs: FileSystem = {
+    open: (p, m, perm) => {
+      const h = inner.open(p, m, perm);
+      c.open++;
+      c.peak = Math.max(c.peak, c.open);
+      let closed = false;
+      const wrapped: FileHandle = {
+        path: h.path,
+        pwrite: (b, at, step) => h.pwrite(b, at, step),
+        pread: (b, at) => h.pread(b, at),
+        size: () => h.size(),
+        datasync: async (step) => {
+          await h.datasync(step);
+          if (closed) {
+            c.closedUnderSync++;
+            throw Object.assign(new Error(`EBADF: fdatasync ${p}`), { code: 'EBADF' });
+          }
+        },
+        truncate: (n) => h.truncate(n),
+        allocate: (n) => h.allocate(n),
+        close: () => {
+          if (closed) throw Object.assign(new Error(`EBADF: close ${p} twice`), { code: 'EBADF' });
+          closed = true;
+          c.open--;
+          h.close();
+        },
+      };
+      return wrapped;
+    },
+    readdir: (d) => inner.readdir(d),
+    mkdirp: (d, perm) => inner.mkdirp(d, perm),
+    unlink: (p) => inner.unlink(p),
+    rename: (a, b) => inner.rename(a, b),
+    syncDir: (d) => inner.syncDir(d),
+    lock: (d) => inner.lock(d),
+  };
+  return { fs, c };
 }
 
 export { FaultyFileSystem, CorruptError };
