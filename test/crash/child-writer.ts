@@ -9,7 +9,7 @@
  *
  *   node --import tsx test/crash/child-writer.ts <dir> <perop|every10> <start> <commitEvery>
  */
-import { writeSync } from 'node:fs';
+import { say } from '../helpers/say.js';
 import { DiskQueue, codecs } from '../../src/diskqueue/index.js';
 
 const [dir, policy, startArg, commitEveryArg] = process.argv.slice(2);
@@ -23,21 +23,6 @@ const q = await DiskQueue.open<string>(dir!, {
   ...(policy === 'every10' ? { syncEvery: 10 } : {}),
 });
 const r = q.reader();
-// fs.writeSync, not process.stdout.write: a write to a pipe may be queued in
-// the process and lost with it at the kill, and the parent must never miss a
-// line for a call that resolved (under load, hundreds of lines were lost).
-// stdout is a non-blocking pipe, so a full pipe answers EAGAIN: retry until
-// the whole line is in it.
-function say(line: string): void {
-  const bytes = Buffer.from(`${line}\n`);
-  for (let done = 0; done < bytes.length; ) {
-    try {
-      done += writeSync(1, bytes, done);
-    } catch (err) {
-      if ((err as NodeJS.ErrnoException).code !== 'EAGAIN') throw err;
-    }
-  }
-}
 say('ready');
 
 for (let i = start; ; i++) {

@@ -7,15 +7,11 @@
  *
  *   node --import tsx test/spool/child-writer.ts <dir> <single|group> <start>
  */
-import { writeSync } from 'node:fs';
+import { say } from '../helpers/say.js';
 import { Spool } from '../../src/spool/index.js';
 
 const [dir, mode, startArg] = process.argv.slice(2);
 const s = await Spool.open(dir!, { segmentBytes: 4096, commitSync: true });
-// writeSync: a line printed is in the pipe before the next call starts, so a
-// SIGKILL cannot drop a report of something that happened (stdout to a pipe
-// is asynchronous in Node).
-const say = (line: string) => writeSync(1, `${line}\n`);
 const enc = (i: number) => new TextEncoder().encode(`x${i}`);
 say('ready');
 

@@ -38,7 +38,7 @@ function killedRound(dir: string, mode: string, start: number, killAfterMs: numb
       }
     });
     child.on('error', reject);
-    child.on('exit', (code, signal) => {
+    child.on('close', (code, signal) => { // 'close': the last lines may still be in the pipe at exit
       clearTimeout(timer);
       if (signal !== 'SIGKILL') reject(new Error(`writer exited with ${code ?? signal}`));
       else resolve(out);
