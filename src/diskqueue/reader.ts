@@ -7,9 +7,12 @@
  *   `ack(offset)` retires that record alone (safe with competing workers),
  *   `commit(offset)` retires it and everything before it (one consumer).
  *
- * One Reader is not meant to be shared by concurrent consumers: make one each.
- * The bytes a codec decodes are this reader's private copy, valid until its
- * next read.
+ * Every method may run while any other is in flight, on this reader or
+ * another: each does its work on the shared cursor before it first awaits.
+ * Still, give each consumer its own reader: the bytes a codec decodes are
+ * this reader's private copy, valid until its next read, so a codec whose
+ * values alias its input (none of the shipped ones) needs one reader per
+ * concurrent call; and `lastAgeMs` is the last read's.
  */
 import { CodecError, CorruptError, InvalidArgumentError, OffsetError } from '../errors.js';
 import { STAMP_SIZE } from './format.js';
