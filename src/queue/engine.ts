@@ -253,7 +253,7 @@ export class StoreQueue implements Queue {
 /**
  * Builds a `Queue` on top of `store`, which it then owns and closes from
  * `close()`. Stores outside ferry use this to get the full engine. Throws
- * `RangeError` for a bad config. Bifrost's `NewStoreQueue`.
+ * `InvalidArgumentError` for a bad config. Bifrost's `NewStoreQueue`.
  */
 export function createStoreQueue(store: Store, engineConfig?: EngineConfig): StoreQueue {
   return new StoreQueue(store, engineConfig);

@@ -30,10 +30,24 @@ export function validateName(kind: string, name: string): void {
   }
 }
 
-/** Checks a message ID or key: non-empty and at most `MAX_ID_LENGTH` long. Throws `RangeError`. */
+/**
+ * Checks a message ID or key: a non-empty, well-formed string (no lone UTF-16
+ * surrogate, which every store would turn into U+FFFD and so merge two
+ * distinct IDs or key lanes into one; no NUL, which Postgres text refuses) of
+ * at most `MAX_ID_LENGTH` code units.
+ *
+ * @throws InvalidArgumentError the value breaks one of those rules.
+ */
 export function validateId(kind: string, value: string): void {
   if (typeof value !== 'string' || value.length === 0) throw new InvalidArgumentError(`message ${kind} is empty`);
   if (value.length > MAX_ID_LENGTH) {
     throw new InvalidArgumentError(`message ${kind} is ${value.length} characters, more than ${MAX_ID_LENGTH}`);
   }
+  if (!isWellFormed(value)) throw new InvalidArgumentError(`message ${kind} ${JSON.stringify(value)} has a lone UTF-16 surrogate`);
+  if (value.includes('\u0000')) throw new InvalidArgumentError(`message ${kind} ${JSON.stringify(value)} contains NUL`);
+}
+
+/** `String.prototype.isWellFormed`, which Node 20 has but TypeScript's ES2023 lib does not declare. */
+function isWellFormed(s: string): boolean {
+  return (s as unknown as { isWellFormed(): boolean }).isWellFormed();
 }

@@ -65,7 +65,7 @@ function check(name: string, v: number, min: number, integer = true): number {
   return v;
 }
 
-/** Applies the defaults to `opts` and validates the result. Throws `RangeError`. */
+/** Applies the defaults to `opts` and validates the result. Throws `InvalidArgumentError`. */
 export function resolveSubscribeOptions(opts: SubscribeOptions = {}): ResolvedSubscribeOptions {
   const r: ResolvedSubscribeOptions = {
     concurrency: check('concurrency', opts.concurrency ?? DEFAULT_CONCURRENCY, 1),
@@ -121,7 +121,7 @@ export type ResolvedEngineConfig = Required<EngineConfig>;
 
 const HOUR_MS = 3_600_000;
 
-/** Applies the defaults to `cfg` and validates the result. Throws `RangeError`. */
+/** Applies the defaults to `cfg` and validates the result. Throws `InvalidArgumentError`. */
 export function resolveEngineConfig(cfg: EngineConfig = {}): ResolvedEngineConfig {
   const positive = (name: string, v: number, integer: boolean): number => {
     check(name, v, 0, integer);

@@ -38,7 +38,7 @@ const factories = new Map<string, QueueFactory>();
 
 /**
  * Makes a queue implementation available to `createQueue` under `type`.
- * Throws `TypeError` on an empty type or a missing factory and `Error` on a
+ * Throws `InvalidArgumentError` on an empty type, a missing factory or a
  * type registered twice. Bifrost's `Register`.
  */
 export function registerQueueType(type: string, factory: QueueFactory): void {
@@ -56,7 +56,7 @@ export function registeredQueueTypes(): string[] {
 /**
  * Builds the queue `config` selects; resolves `undefined` when `config` is
  * absent or not enabled. Rejects with `UnsupportedError` for an unregistered
- * type, `TypeError`/`RangeError` for a malformed config block, or the
+ * type, `InvalidArgumentError` for a malformed config block, or the
  * factory's error. Bifrost's `NewQueue`.
  */
 export async function createQueue(config: QueueConfig | null | undefined, deps: QueueDependencies = {}): Promise<Queue | undefined> {
@@ -73,7 +73,7 @@ const ENGINE_FIELDS = ['retentionHours', 'ackedRetentionHours', 'janitorInterval
 /**
  * Reads a type's config block: the engine fields plus `extra` names, each a
  * number except those listed in `strings`. Unknown keys are refused, so a
- * misspelt setting is not silently ignored. Throws `TypeError`.
+ * misspelt setting is not silently ignored. Throws `InvalidArgumentError`.
  */
 export function parseConfigBlock(type: string, block: unknown, strings: readonly string[] = []): { engine: EngineConfig; fields: Record<string, string> } {
   if (block === undefined || block === null) block = {};

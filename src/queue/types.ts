@@ -96,14 +96,14 @@ export interface Queue extends AsyncDisposable {
    * Durably stores `msgs` and fans each one out to every group registered on
    * its topic; resolves with the message IDs, in order. Idempotent by ID.
    * Throws `InvalidNameError`, `PayloadTooLargeError`, `ScheduleTooFarError`
-   * or `RangeError` (ID/key too long) before storing anything, `ClosedError`
+   * or `InvalidArgumentError` (ID or key empty, too long, or not well-formed) before storing anything, `ClosedError`
    * after close, and the store's error after retrying a transient one 3 times.
    */
   publish(...msgs: Message[]): Promise<string[]>;
   /**
    * Registers `group` on `topic` (if new) and delivers its messages to
    * `handler` until the subscription is closed. Throws `InvalidNameError`,
-   * `DeadLetterLoopError`, `RangeError` for a bad option, `NoLockerError` or
+   * `DeadLetterLoopError`, `InvalidArgumentError` for a bad option, `NoLockerError` or
    * `UnsupportedError` when the store cannot consume, `ClosedError`.
    */
   subscribe(topic: string, group: string, handler: Handler, opts?: SubscribeOptions): Promise<Subscription>;

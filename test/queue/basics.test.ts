@@ -7,7 +7,7 @@ import { retryBackoffMs } from '../../src/queue/backoff.js';
 import { errorText, MAX_ERROR_BYTES, truncateUtf8 } from '../../src/queue/dead-letter.js';
 import { DELIVERY_ID_NAMESPACE, deliveryId, uuidV5 } from '../../src/queue/delivery-id.js';
 import * as api from '../../src/queue/index.js';
-import { MAX_ID_LENGTH, MAX_NAME_LENGTH, validateName } from '../../src/queue/names.js';
+import { MAX_ID_LENGTH, MAX_NAME_LENGTH, validateId, validateName } from '../../src/queue/names.js';
 import { resolveEngineConfig, resolveSubscribeOptions } from '../../src/queue/options.js';
 import { isPermanent, permanent, PermanentError } from '../../src/queue/permanent.js';
 
@@ -20,6 +20,17 @@ describe('validateName', () => {
   it('refuses empty, too long and foreign characters with InvalidNameError', () => {
     for (const bad of ['', 'x'.repeat(201), 'a b', 'a/b', 'a:b', 'ü', 'a\n']) {
       assert.throws(() => validateName('group', bad), (e: unknown) => e instanceof InvalidNameError && e.code === 'ERR_INVALID_NAME' && /group/.test(e.message));
+    }
+  });
+});
+
+describe('validateId', () => {
+  it('accepts any well-formed string of 1 to 255 code units, emoji and other scripts included', () => {
+    for (const ok of ['a', 'ü', '😀', 'k'.repeat(MAX_ID_LENGTH), 'a b\tc']) validateId('id', ok);
+  });
+  it('refuses empty, too long, a lone surrogate (two such IDs would be stored as one) and NUL with InvalidArgumentError', () => {
+    for (const bad of ['', 'k'.repeat(256), 'x\uD800', 'x\uDBFF', '\uDC00y', 'a\u0000b']) {
+      assert.throws(() => validateId('key', bad), (e: unknown) => e instanceof InvalidArgumentError && e.code === 'ERR_INVALID_ARGUMENT' && /key/.test(e.message));
     }
   });
 });
