@@ -143,6 +143,11 @@ export class AckLedger {
     return { first, dropped };
   }
 
+  /** Whether a rewind left done entries ahead of the read cursor (rare: only then does a read need to look for them). */
+  get passing(): boolean {
+    return this.passed.length > 0;
+  }
+
   /**
    * The done entry a rewind left at `seg`/`pos`, if the read cursor has
    * reached it again; it goes back into the ledger in log order, and the

@@ -95,6 +95,7 @@ export class ReadCursor {
    * cross them now, not only when the next read comes.
    */
   private passDone(): void {
+    if (!this.q.ledger.passing) return;
     while (this.settle()) {
       const passed = this.q.ledger.passAt(this.seg!, this.pos);
       if (!passed) return;
