@@ -79,7 +79,7 @@ export async function planProblems(
     ['extend', [ids, tokens, 30_000]],
     ['release', [ids, tokens, 'plan-check']],
     ['retry', [ids[0], tokens[0], 1000, 'plan-check']],
-    ['kill', [ids[0], tokens[0], 'plan-check', 'plan-check']],
+    ['kill', [ids[0], tokens[0], 'plan-check', 'plan-check', 0]],
     ['purge-dead', [3_600_000, 500]],
     ['purge-messages', [3_600_000, 500]],
     ['janitor', ['plan-check', 1000]],

@@ -8,6 +8,16 @@
  * - `queue.<store>.e2e`: publish → handler → ack at concurrency 16, 1 KiB
  *   payloads, with at most 512 messages outstanding; messages/s, and the
  *   publish-to-handler-finished latency percentiles (ms) in `extra`.
+ * - `queue.<store>.e2e.keyed1`: the same with every message on one key
+ *   (1,000 messages), so they run one at a time in publish order.
+ * - `queue.<store>.e2e.keyed1000.keymajor` / `.interleaved`: 1,000 keys × 20
+ *   messages (`--quick`: 100 keys), published key by key (all 20 of a key,
+ *   then the next key) or round-robin across keys.
+ *
+ * Every keyed row reports its ratio to the unkeyed `e2e` row of the same
+ * store in the same run. All rows use the default `pollIntervalMs` (1 s):
+ * a keyed message must become claimable as soon as the one before it on its
+ * key is acked, so the poll interval should not show in the figures.
  *
  * The SQLite store runs with its default `synchronous = FULL`: every claim,
  * publish and ack batch is an fsync'd commit.
@@ -64,13 +74,26 @@ async function rawSqliteRate(ctx: BenchContext, path: string): Promise<number> {
   }
 }
 
-async function endToEnd(ctx: BenchContext, q: Queue): Promise<{ rate: number; extra: Record<string, number> }> {
-  const total = Math.max(2000, Math.round(30_000 * ctx.scale));
+/** Which key, if any, the i-th of `total` messages gets. */
+type KeyOf = (i: number, total: number) => string | undefined;
+
+/** The keyed rows: name suffix, message count and key of each message. */
+function keyedShapes(ctx: BenchContext): Array<{ name: string; total: number; keyOf: KeyOf }> {
+  const keys = Math.max(100, Math.round(1000 * ctx.scale));
+  const perKey = 20;
+  return [
+    { name: 'keyed1', total: 1000, keyOf: () => 'k' },
+    { name: 'keyed1000.keymajor', total: keys * perKey, keyOf: (i) => `k${Math.floor(i / perKey)}` },
+    { name: 'keyed1000.interleaved', total: keys * perKey, keyOf: (i) => `k${i % keys}` },
+  ];
+}
+
+async function endToEnd(ctx: BenchContext, q: Queue, topic = 'e2e', total = Math.max(2000, Math.round(30_000 * ctx.scale)), keyOf?: KeyOf): Promise<{ rate: number; extra: Record<string, number> }> {
   const hist = hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: 3 });
   let handled = 0;
   let allDone!: () => void;
   const finished = new Promise<void>((resolve) => (allDone = resolve));
-  const sub = await q.subscribe('e2e', 'g', async (d) => {
+  const sub = await q.subscribe(topic, 'g', async (d) => {
     const sent = Number(d.headers!.sent);
     hist.recordValue(Math.max(1, Math.round((performance.now() - sent) * 1000))); // µs
     if (++handled === total) allDone();
@@ -83,12 +106,14 @@ async function endToEnd(ctx: BenchContext, q: Queue): Promise<{ rate: number; ex
       continue;
     }
     const n = Math.min(BATCH, total - published);
-    await q.publish(...batchOf('e2e', n, { sent: String(performance.now()) }));
+    const batch = batchOf(topic, n, { sent: String(performance.now()) });
+    if (keyOf) batch.forEach((m, j) => (m.key = keyOf(published + j, total)));
+    await q.publish(...batch);
     published += n;
   }
   await finished;
   // Acks of the last handlers are written after they return: wait for them before stopping the clock.
-  while ((await q.stats('e2e', 'g')).leased > 0) await new Promise((r) => setTimeout(r, 1));
+  while ((await q.stats(topic, 'g')).leased > 0) await new Promise((r) => setTimeout(r, 1));
   const seconds = (performance.now() - start) / 1000;
   await sub.close();
   const extra = {
@@ -100,6 +125,21 @@ async function endToEnd(ctx: BenchContext, q: Queue): Promise<{ rate: number; ex
   return { rate: total / seconds, extra };
 }
 
+/** The unkeyed `e2e` row of a store, then its keyed rows with their ratio to it; each on a topic of its own. */
+async function endToEndRows(ctx: BenchContext, store: string, open: () => Promise<Queue>): Promise<void> {
+  const q = await open();
+  try {
+    const e = await endToEnd(ctx, q);
+    ctx.report({ name: `queue.${store}.e2e`, unit: 'msgs/s', value: e.rate, extra: e.extra });
+    for (const shape of keyedShapes(ctx)) {
+      const k = await endToEnd(ctx, q, `e2e-${shape.name}`, shape.total, shape.keyOf);
+      ctx.report(withBaseline(`queue.${store}.e2e.${shape.name}`, 'msgs/s', k.rate, e.rate, k.extra));
+    }
+  } finally {
+    await q.close();
+  }
+}
+
 export const suite: BenchSuite = {
   name: 'queue',
   async run(ctx) {
@@ -107,21 +147,9 @@ export const suite: BenchSuite = {
     const sqlitePublish = await publishRate(ctx, await SqliteStore.open({ path: join(ctx.tmpDir, 'publish.db') }));
     ctx.report(withBaseline('queue.sqlite.publish', 'msgs/s', sqlitePublish, baseline));
 
-    const sq = createStoreQueue(await SqliteStore.open({ path: join(ctx.tmpDir, 'e2e.db') }));
-    try {
-      const e = await endToEnd(ctx, sq);
-      ctx.report({ name: 'queue.sqlite.e2e', unit: 'msgs/s', value: e.rate, extra: e.extra });
-    } finally {
-      await sq.close();
-    }
+    await endToEndRows(ctx, 'sqlite', async () => createStoreQueue(await SqliteStore.open({ path: join(ctx.tmpDir, 'e2e.db') })));
 
     ctx.report({ name: 'queue.memory.publish', unit: 'msgs/s', value: await publishRate(ctx, new MemoryStore()) });
-    const mq = createStoreQueue(new MemoryStore());
-    try {
-      const e = await endToEnd(ctx, mq);
-      ctx.report({ name: 'queue.memory.e2e', unit: 'msgs/s', value: e.rate, extra: e.extra });
-    } finally {
-      await mq.close();
-    }
+    await endToEndRows(ctx, 'memory', async () => createStoreQueue(new MemoryStore()));
   },
 };

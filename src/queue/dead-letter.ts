@@ -14,7 +14,7 @@ export const HEADER_DLQ_GROUP = 'x-queue-dlq-group';
 export const HEADER_DLQ_DELIVERY_ID = 'x-queue-dlq-delivery-id';
 /** Header: the original message's ID. Bifrost's `HeaderDeadLetterMessageID`. */
 export const HEADER_DLQ_MESSAGE_ID = 'x-queue-dlq-message-id';
-/** Header: attempts spent, in decimal. Bifrost's `HeaderDeadLetterAttempts`. */
+/** Header: attempts that ran (handler invocations, counting ones whose lease was lost), in decimal. Bifrost's `HeaderDeadLetterAttempts`. */
 export const HEADER_DLQ_ATTEMPTS = 'x-queue-dlq-attempts';
 /** Header: the last error's text, at most `MAX_ERROR_BYTES` of UTF-8. Bifrost's `HeaderDeadLetterError`. */
 export const HEADER_DLQ_ERROR = 'x-queue-dlq-error';
@@ -49,8 +49,12 @@ export function errorText(err: unknown): string {
   return truncateUtf8(s, MAX_ERROR_BYTES);
 }
 
-/** Builds the dead-letter copy of `c` for `topic`. */
-export function deadLetterCopy(c: Claimed, topic: string, lastError: string): StoredMessage {
+/**
+ * Builds the dead-letter copy of `c` for `topic`. `attempts` is the number of
+ * attempts that ran: `c.attempt`, or one less when `c` was claimed only to be
+ * dead-lettered because its earlier leases were lost.
+ */
+export function deadLetterCopy(c: Claimed, topic: string, lastError: string, attempts = c.attempt): StoredMessage {
   const m = c.message;
   const copy: StoredMessage = {
     id: c.deliveryId,
@@ -63,7 +67,7 @@ export function deadLetterCopy(c: Claimed, topic: string, lastError: string): St
       [HEADER_DLQ_GROUP]: c.group,
       [HEADER_DLQ_DELIVERY_ID]: c.deliveryId,
       [HEADER_DLQ_MESSAGE_ID]: m.id,
-      [HEADER_DLQ_ATTEMPTS]: String(c.attempt),
+      [HEADER_DLQ_ATTEMPTS]: String(attempts),
       [HEADER_DLQ_ERROR]: truncateUtf8(lastError, MAX_ERROR_BYTES),
     },
   };

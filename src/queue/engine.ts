@@ -14,13 +14,23 @@
  *   dropped unrun if a lease lapses, released unrun at close), and the loop
  *   claims again once that list has drained to half. A full answer means there may be more, so it asks
  *   again at once; a short one means nothing else is due, so it sleeps for
- *   `pollIntervalMs`, cut short by a publish through this queue, by the
- *   store's wake source, or (when a slot was the limit) by a slot freeing up.
+ *   `pollIntervalMs`, cut short by anything that may have made a delivery
+ *   claimable: a publish through this queue; an ack or dead letter written by
+ *   this queue that frees the head of a key lane (or a lease under
+ *   `maxInFlight`); a timer for the earliest moment this queue knows work
+ *   comes due (a retry's backoff ends, a message it published with
+ *   `deliverAt` comes due, a lease it lost or abandoned runs out); the
+ *   store's wake source (other instances' publishes, lane-freeing acks and
+ *   dead letters, releases); or, when a slot was the limit, a slot freeing up.
+ *   A wake-up costs one claim: when nothing is claimable (a key lane's head
+ *   in backoff) the loop sleeps again until the next event.
  *   A failed claim is reported and retried after the poll interval: it never
  *   ends the subscription.
  * - **Claim.** Each delivery comes back with a claim token and its 1-based
  *   attempt. An attempt past `maxAttempts` means its earlier leases were lost
- *   (crashes, stalls); it is dead-lettered without running.
+ *   (crashes, stalls); it is dead-lettered without running, and that last
+ *   claim is not counted: the dead delivery and its dead-letter copy record
+ *   the attempts that ran (`maxAttempts`).
  * - **Run.** The handler gets the delivery and an AbortSignal. It holds one
  *   of the `concurrency` worker slots until it returns; a retry or dead
  *   letter keeps the slot until written, while a success hands it on at once
@@ -56,6 +66,7 @@ import { validateId, validateName } from './names.js';
 import { hoursToMs, resolveEngineConfig, resolveSubscribeOptions } from './options.js';
 import type { EngineConfig, ResolvedEngineConfig, SubscribeOptions } from './options.js';
 import { StoreSubscription } from './subscription.js';
+import { WakeTimer } from './wake-timer.js';
 import type { SubscriptionHost } from './subscription.js';
 import type { CloseOptions, Handler, Message, Queue, QueueStats, Store, StoredMessage, Subscription } from './types.js';
 
@@ -85,6 +96,7 @@ export class StoreQueue implements Queue {
   readonly #subs = new Set<StoreSubscription>();
   readonly #janitor: Janitor;
   readonly #listenCtl = new AbortController();
+  readonly #timer = new WakeTimer((topic) => this.#wake(topic));
   #listening: Promise<void> = Promise.resolve();
   #closed = false;
   #lastYield = performance.now();
@@ -108,6 +120,8 @@ export class StoreQueue implements Queue {
       store,
       onError: this.#cfg.onError,
       appendInternal: (msgs) => this.#append(msgs),
+      wake: (topic) => this.#wake(topic),
+      wakeAt: (topic, at) => this.#timer.schedule(topic, at),
       forget: (sub) => this.#subs.delete(sub),
     };
   }
@@ -159,6 +173,11 @@ export class StoreQueue implements Queue {
       }
     }
     for (const topic of new Set(msgs.map((m) => m.topic))) this.#wake(topic);
+    const now = Date.now();
+    for (const m of msgs) {
+      const at = m.deliverAt?.getTime();
+      if (at !== undefined && at > now) this.#timer.schedule(m.topic, at);
+    }
   }
 
   /** See `Queue.publish`. */
@@ -237,6 +256,7 @@ export class StoreQueue implements Queue {
   async #close(opts: CloseOptions): Promise<void> {
     this.#closed = true;
     const results = await Promise.allSettled([...this.#subs].map((s) => s.close(opts)));
+    this.#timer.stop();
     await this.#janitor.stop();
     this.#listenCtl.abort();
     await this.#listening;

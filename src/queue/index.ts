@@ -10,6 +10,7 @@ export type {
   CloseOptions,
   Delivery,
   Handler,
+  KillOptions,
   Message,
   PurgePolicy,
   Queue,

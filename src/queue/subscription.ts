@@ -21,6 +21,11 @@ const ACK_TURN_MS = 2;
 const UNWRITTEN_ACKS_PER_SLOT = 16;
 /** The floor of that backlog, so a small `concurrency` still batches well. */
 const UNWRITTEN_ACKS_MIN = 256;
+/**
+ * How long after a lease's local deadline the store's copy has surely run out,
+ * ms: the store starts (and renews) a lease a round trip after our clock does.
+ */
+const LEASE_SLACK_MS = 50;
 
 /** How many acks a subscription with `concurrency` slots may have queued or being written before it stops claiming. */
 export function maxUnwrittenAcks(concurrency: number): number {
@@ -33,6 +38,10 @@ export interface SubscriptionHost {
   readonly onError: ErrorReporter;
   /** Stores messages, retrying transient store errors, and wakes their topics' subscribers. */
   appendInternal(msgs: StoredMessage[]): Promise<void>;
+  /** Cuts short the poll wait of every subscription of this queue on `topic`. */
+  wake(topic: string): void;
+  /** Does the same at local time `at` (ms since the epoch). */
+  wakeAt(topic: string, at: number): void;
   /** Called once the subscription has closed. */
   forget(sub: StoreSubscription): void;
 }
@@ -98,7 +107,7 @@ export class StoreSubscription implements Subscription {
     this.#loopDone = this.#loop().catch((err) => this.#host.onError(err, 'subscription loop'));
   }
 
-  /** Cuts the current poll wait short (a publish to the topic, or a freed slot). */
+  /** Cuts the current poll wait short (something may have become claimable, or a slot freed up). */
   wake(): void {
     this.#woken = true;
     const w = this.#wakeWait;
@@ -167,6 +176,7 @@ export class StoreSubscription implements Subscription {
     if (claimed.length === 0) return;
     try {
       await this.#host.store.release(claimed);
+      this.#host.wake(this.topic); // claimable again at once, by another subscription of this queue too
     } catch (err) {
       this.#releaseError ??= err;
       this.#host.onError(err, 'release');
@@ -220,8 +230,10 @@ export class StoreSubscription implements Subscription {
   async #run(job: Job): Promise<void> {
     const { c } = job;
     if (c.attempt > this.#o.maxAttempts) {
-      // Its earlier leases were all lost (crashes, stalls): do not run it again.
-      await this.#deadLetter(job, `attempts exhausted: ${c.attempt - 1} attempts, the last ones lost their leases`);
+      // Its earlier leases were all lost (crashes, stalls): do not run it
+      // again. This claim ran nothing, so it does not count as an attempt.
+      const ran = c.attempt - 1;
+      await this.#deadLetter(job, `attempts exhausted: ${ran} attempts, the last ones lost their leases`, ran);
       return;
     }
     const delivery: Delivery = { ...c.message, deliveryId: c.deliveryId, group: c.group, attempt: c.attempt };
@@ -273,29 +285,38 @@ export class StoreSubscription implements Subscription {
       const wasFull = this.#unwritten >= this.#maxUnwritten;
       this.#unwritten -= batch.length;
       for (const a of batch) a.resolve();
-      // A written ack may have made more claimable: a freed lease under
-      // maxInFlight, the next message of a key lane (for stores without a wake
-      // source), or room in a backlog that held the poll loop back.
-      if (!this.#closing && (wasFull || this.#o.maxInFlight > 0 || batch.some((a) => a.job.c.message.key !== undefined))) this.wake();
+      // A written ack may have made more claimable: the next message of a key
+      // lane or a freed lease under maxInFlight (for every subscription of
+      // this queue on the topic; the store's wake source tells other
+      // instances), or room in a backlog that held this poll loop back.
+      if (this.#o.maxInFlight > 0 || batch.some((a) => a.job.c.message.key !== undefined)) this.#host.wake(this.topic);
+      else if (wasFull && !this.#closing) this.wake();
     } while (this.#acks.length > 0 && performance.now() - turnStart < ACK_TURN_MS);
     if (this.#acks.length > 0) setImmediate(() => void this.#flushAcks());
     else this.#ackFlushScheduled = false;
   }
 
+  /** Writes a retry, and wakes the topic's subscriptions when its backoff ends. */
   async #retry(job: Job, text: string): Promise<void> {
     const o = this.#o;
+    const backoffMs = retryBackoffMs(job.c.attempt, o.backoffBaseMs, o.backoffMaxMs);
     try {
-      await this.#host.store.retry(job.c, retryBackoffMs(job.c.attempt, o.backoffBaseMs, o.backoffMaxMs), text);
+      if (await this.#host.store.retry(job.c, backoffMs, text)) this.#host.wakeAt(this.topic, Date.now() + backoffMs);
     } catch (err) {
       this.#host.onError(err, 'retry');
     }
   }
 
-  async #deadLetter(job: Job, text: string): Promise<void> {
+  /**
+   * Publishes the dead-letter copy (when configured), then kills the
+   * delivery. `ran` is the number of attempts that ran: `c.attempt`, or one
+   * less when this claim was taken only to dead-letter it.
+   */
+  async #deadLetter(job: Job, text: string, ran = job.c.attempt): Promise<void> {
     const dlq = this.#o.deadLetterTopic;
     if (dlq !== undefined) {
       try {
-        await this.#host.appendInternal([deadLetterCopy(job.c, dlq, text)]);
+        await this.#host.appendInternal([deadLetterCopy(job.c, dlq, text, ran)]);
       } catch (err) {
         // Without its copy the delivery must not die: retry it. The copy's ID is
         // the delivery's, so a later successful attempt stores exactly one copy.
@@ -305,16 +326,24 @@ export class StoreSubscription implements Subscription {
       }
     }
     try {
-      await this.#host.store.kill(job.c, text);
+      const killed = await this.#host.store.kill(job.c, text, ran < job.c.attempt ? { unrun: true } : undefined);
+      // A dead head lets its key lane move on; a dead lease frees room under maxInFlight.
+      if (killed && (job.c.message.key !== undefined || this.#o.maxInFlight > 0)) this.#host.wake(this.topic);
     } catch (err) {
       this.#host.onError(err, 'kill');
     }
   }
 
-  #lose(job: Job): void {
+  /**
+   * Gives up a job whose lease is gone. `lapsed`: gone because renewals kept
+   * failing, so the store still holds it until about its deadline; the
+   * topic's subscriptions are woken once it has surely run out.
+   */
+  #lose(job: Job, lapsed = false): void {
     if (job.lost) return;
     job.lost = true;
     job.ctrl.abort(new Error(`lease on delivery ${job.c.deliveryId} was lost`));
+    if (lapsed) this.#host.wakeAt(this.topic, job.deadline + LEASE_SLACK_MS);
   }
 
   /** Renews every held lease; aborts handlers whose lease is gone or has lapsed. */
@@ -324,7 +353,7 @@ export class StoreSubscription implements Subscription {
     try {
       const lease = this.#o.leaseDurationMs;
       const live = [...this.#jobs.values()].filter((j) => !j.lost && !j.abandoned);
-      for (const j of live) if (j.deadline <= Date.now()) this.#lose(j);
+      for (const j of live) if (j.deadline <= Date.now()) this.#lose(j, true);
       const renew = live.filter((j) => !j.lost);
       if (renew.length === 0) return;
       const sent = Date.now();
@@ -369,6 +398,8 @@ export class StoreSubscription implements Subscription {
         for (const j of this.#jobs.values()) {
           j.abandoned = true;
           j.ctrl.abort(new ClosedError('subscription closed before the handler finished'));
+          // Its lease is kept: other subscriptions of this queue may take it once it runs out.
+          this.#host.wakeAt(this.topic, j.deadline + LEASE_SLACK_MS);
         }
       }
     }

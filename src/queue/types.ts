@@ -145,6 +145,12 @@ export interface Claimed {
   message: StoredMessage;
 }
 
+/** Options of `Store.kill`. */
+export interface KillOptions {
+  /** The claim being killed never ran a handler: do not count it as an attempt. */
+  unrun?: boolean;
+}
+
 /** How long finished rows are kept, in milliseconds. Bifrost's `PurgePolicy`. */
 export interface PurgePolicy {
   /** Dead-lettered deliveries, counted from their death. */
@@ -180,8 +186,13 @@ export interface Store {
   ack(cs: Claimed[]): Promise<string[]>;
   /** Records a failed attempt and makes the delivery due again after `backoffMs`. False when not held. */
   retry(c: Claimed, backoffMs: number, lastError: string): Promise<boolean>;
-  /** Records a failed attempt and dead-letters the delivery. False when not held. */
-  kill(c: Claimed, lastError: string): Promise<boolean>;
+  /**
+   * Records a failed attempt and dead-letters the delivery. False when not
+   * held. With `opts.unrun` the claim ran nothing (it was taken past
+   * `maxAttempts` only to be dead-lettered), so the recorded attempt count
+   * goes back by one, as `release` does.
+   */
+  kill(c: Claimed, lastError: string, opts?: KillOptions): Promise<boolean>;
   /** Renews leases for `leaseMs` from now; resolves with the IDs still held. */
   extend(cs: Claimed[], leaseMs: number): Promise<string[]>;
   /** Gives deliveries back, claimable at once, without spending an attempt. Stale tokens are ignored. */
@@ -195,9 +206,11 @@ export interface Store {
   /** Releases the store's own resources (never a handle it borrowed). */
   close(): Promise<void>;
   /**
-   * Optional wake source: calls `wake(topic)` whenever any instance publishes
-   * to `topic`, until `signal` aborts. A latency optimisation only; polling
-   * finds every message anyway. Resolves when stopped.
+   * Optional wake source: calls `wake(topic)` whenever another instance may
+   * have made a delivery on `topic` claimable (a publish; an ack or kill of a
+   * keyed delivery, which frees its lane; a release), until `signal` aborts.
+   * A latency optimisation only; polling finds every message anyway.
+   * Resolves when stopped.
    */
   listen?(signal: AbortSignal, wake: (topic: string) => void): Promise<void>;
   /** Optional: throws (e.g. `NoLockerError`) when this store cannot consume safely. Called by `subscribe` before registering anything. */

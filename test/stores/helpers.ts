@@ -1,6 +1,6 @@
 /** Shared helpers of the conformance suite. */
 import { randomUUID } from 'node:crypto';
-import type { Claimed, ClaimRequest, PurgePolicy, QueueStats, StartFrom, Store, StoredMessage } from '../../src/queue/types.js';
+import type { Claimed, ClaimRequest, KillOptions, PurgePolicy, QueueStats, StartFrom, Store, StoredMessage } from '../../src/queue/types.js';
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
@@ -80,8 +80,8 @@ export class InstrumentedStore implements Store {
   retry(c: Claimed, backoffMs: number, e: string) {
     return this.#call('retry', [c, backoffMs, e], () => this.inner.retry(c, backoffMs, e));
   }
-  kill(c: Claimed, e: string) {
-    return this.#call('kill', [c, e], () => this.inner.kill(c, e));
+  kill(c: Claimed, e: string, opts?: KillOptions) {
+    return this.#call('kill', [c, e, opts], () => this.inner.kill(c, e, opts));
   }
   extend(cs: Claimed[], leaseMs: number) {
     return this.#call('extend', [cs, leaseMs], () => this.inner.extend(cs, leaseMs));

@@ -14,7 +14,7 @@ import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { ClosedError } from '../../errors.js';
 import { deliveryId } from '../delivery-id.js';
-import type { Claimed, ClaimRequest, PurgePolicy, QueueStats, StartFrom, Store, StoredMessage } from '../types.js';
+import type { Claimed, ClaimRequest, KillOptions, PurgePolicy, QueueStats, StartFrom, Store, StoredMessage } from '../types.js';
 
 type State = 'pending' | 'leased' | 'acked' | 'dead';
 
@@ -97,8 +97,8 @@ function copyMessage(m: StoredMessage): StoredMessage {
 
 /**
  * A `Store` kept in process memory (queue type `memory`). Single process;
- * nothing survives a restart. Implements the optional `listen` (publishes
- * through any handle on the same backing) and `acquireJanitor`.
+ * nothing survives a restart. Implements the optional `listen` (wake-ups from
+ * the other handles on the same backing) and `acquireJanitor`.
  */
 export class MemoryStore implements Store {
   /** The data this handle works on. */
@@ -153,7 +153,12 @@ export class MemoryStore implements Store {
       for (const g of b.groups.get(msg.topic) ?? []) this.#newDelivery(b, row, g);
       topics.add(msg.topic);
     }
-    for (const t of topics) b.events.emit('publish', t);
+    for (const t of topics) this.#notify(b, t);
+  }
+
+  /** Tells the other handles on this backing that `topic` may have claimable work. */
+  #notify(b: MemoryState, topic: string): void {
+    b.events.emit('wake', topic, this);
   }
 
   async claim(req: ClaimRequest): Promise<Claimed[]> {
@@ -211,12 +216,15 @@ export class MemoryStore implements Store {
   async ack(cs: Claimed[]): Promise<string[]> {
     const b = this.#open();
     const held: string[] = [];
+    const freed = new Set<string>(); // topics where a key lane moved on
     for (const c of cs) {
       const d = this.#held(b, c);
       if (!d) continue;
       this.#finish(b, d, 'acked');
       held.push(d.id);
+      if (d.row.msg.key !== undefined) freed.add(d.row.msg.topic);
     }
+    for (const t of freed) this.#notify(b, t);
     return held;
   }
 
@@ -230,12 +238,14 @@ export class MemoryStore implements Store {
     return true;
   }
 
-  async kill(c: Claimed, lastError: string): Promise<boolean> {
+  async kill(c: Claimed, lastError: string, opts?: KillOptions): Promise<boolean> {
     const b = this.#open();
     const d = this.#held(b, c);
     if (!d) return false;
     d.lastError = lastError;
+    if (opts?.unrun) d.attempt--;
     this.#finish(b, d, 'dead');
+    if (d.row.msg.key !== undefined) this.#notify(b, d.row.msg.topic);
     return true;
   }
 
@@ -254,12 +264,15 @@ export class MemoryStore implements Store {
 
   async release(cs: Claimed[]): Promise<void> {
     const b = this.#open();
+    const topics = new Set<string>();
     for (const c of cs) {
       const d = this.#held(b, c);
       if (!d) continue;
       this.#finish(b, d, 'pending');
       d.attempt--; // the claim's attempt was never spent
+      topics.add(d.row.msg.topic);
     }
+    for (const t of topics) this.#notify(b, t);
   }
 
   async purge(policy: PurgePolicy, batch: number): Promise<number> {
@@ -320,13 +333,23 @@ export class MemoryStore implements Store {
     this.#closed = true;
   }
 
+  /**
+   * Calls `wake(topic)` whenever another handle on this backing publishes to
+   * `topic`, acks or kills a keyed delivery on it (freeing the next of its
+   * lane), or releases deliveries of it; until `signal` aborts. This handle's
+   * own writes are left out: the queue that made them wakes its own
+   * subscriptions.
+   */
   async listen(signal: AbortSignal, wake: (topic: string) => void): Promise<void> {
     const b = this.#open();
     if (signal.aborted) return;
+    const onWake = (topic: string, from: MemoryStore) => {
+      if (from !== this) wake(topic);
+    };
     await new Promise<void>((resolve) => {
-      b.events.on('publish', wake);
+      b.events.on('wake', onWake);
       signal.addEventListener('abort', () => {
-        b.events.off('publish', wake);
+        b.events.off('wake', onWake);
         resolve();
       }, { once: true });
     });

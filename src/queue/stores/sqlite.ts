@@ -16,10 +16,12 @@
  * process crash.
  */
 import { randomUUID } from 'node:crypto';
+import { EventEmitter } from 'node:events';
+import { realpathSync } from 'node:fs';
 import type BetterSqlite3 from 'better-sqlite3';
 import { ClosedError, InvalidArgumentError, IOError } from '../../errors.js';
 import { deliveryId } from '../delivery-id.js';
-import type { Claimed, ClaimRequest, PurgePolicy, QueueStats, StartFrom, Store, StoredMessage } from '../types.js';
+import type { Claimed, ClaimRequest, KillOptions, PurgePolicy, QueueStats, StartFrom, Store, StoredMessage } from '../types.js';
 
 type Database = BetterSqlite3.Database;
 
@@ -158,8 +160,10 @@ function statements(db: Database) {
       `UPDATE ferry_deliveries SET state = ${PENDING}, available_at = ?, last_error = ?, claim_token = NULL, holder = NULL, lease_until = NULL
        WHERE delivery_id = ? AND claim_token = ? AND state = ${LEASED}`,
     ),
+    // The last parameter is 1 when the claim ran nothing and is not counted as an attempt.
     kill: db.prepare(
-      `UPDATE ferry_deliveries SET state = ${DEAD}, finished_at = ?, last_error = ?, claim_token = NULL, holder = NULL, lease_until = NULL
+      `UPDATE ferry_deliveries SET state = ${DEAD}, finished_at = ?, last_error = ?, claim_token = NULL, holder = NULL, lease_until = NULL,
+         attempt = attempt - ?
        WHERE delivery_id = ? AND claim_token = ? AND state = ${LEASED}`,
     ),
     extend: db.prepare(
@@ -200,6 +204,13 @@ type Statements = ReturnType<typeof statements>;
 
 let driver: Promise<typeof BetterSqlite3> | undefined;
 
+/**
+ * Wake-ups between handles on one database file in this process: the event
+ * name is the file's real path, the arguments the topic and the handle that
+ * wrote. Other processes on the file are not told (they poll).
+ */
+const fileEvents = new EventEmitter().setMaxListeners(0);
+
 /** Imports better-sqlite3 on first use, so importing `ferry/queue` never loads the native module. */
 function loadDriver(): Promise<typeof BetterSqlite3> {
   driver ??= import('better-sqlite3').then((m) => (m as { default: typeof BetterSqlite3 }).default);
@@ -209,17 +220,21 @@ function loadDriver(): Promise<typeof BetterSqlite3> {
 /**
  * A `Store` in one SQLite file (queue type `sqlite`). Single process: other
  * processes may open the same file in turn (a restarted consumer finishes
- * what a killed one left), but it offers no wake source across processes.
+ * what a killed one left), but its wake source (`listen`) reaches only the
+ * handles on the same file in this process.
  * Use `SqliteStore.open`.
  */
 export class SqliteStore implements Store {
   readonly #db: Database;
   readonly #q: Statements;
+  /** The file's real path, the channel of `fileEvents`; undefined for a private (`:memory:` or temporary) database. */
+  readonly #file: string | undefined;
   #closed = false;
 
-  private constructor(db: Database) {
+  private constructor(db: Database, file: string | undefined) {
     this.#db = db;
     this.#q = statements(db);
+    this.#file = file;
   }
 
   /**
@@ -241,7 +256,8 @@ export class SqliteStore implements Store {
       db.pragma('journal_mode = WAL');
       db.pragma(`synchronous = ${opts.synchronous === 'normal' ? 'NORMAL' : 'FULL'}`);
       db.exec(SCHEMA);
-      return new SqliteStore(db);
+      const file = db.memory || opts.path === '' ? undefined : realpathSync(opts.path);
+      return new SqliteStore(db, file);
     } catch (err) {
       db.close();
       throw new IOError(`cannot set up SQLite database ${opts.path}: ${(err as Error).message}`, { cause: err });
@@ -287,6 +303,14 @@ export class SqliteStore implements Store {
         this.#newDeliveries(Number(res.lastInsertRowid), m.id, m.topic, m.key ?? null, deliverAt, gs);
       }
     });
+    this.#notify(msgs);
+  }
+
+  /** Tells other handles on this file in this process that the topics of `items` may have claimable work. */
+  #notify(items: Array<{ topic: string } | { message: { topic: string } }>): void {
+    if (this.#file === undefined || items.length === 0 || fileEvents.listenerCount(this.#file) === 0) return;
+    const topics = new Set(items.map((i) => ('message' in i ? i.message.topic : i.topic)));
+    for (const t of topics) fileEvents.emit(this.#file, t, this);
   }
 
   async claim(req: ClaimRequest): Promise<Claimed[]> {
@@ -304,15 +328,19 @@ export class SqliteStore implements Store {
   }
 
   async ack(cs: Claimed[]): Promise<string[]> {
-    return this.#write((now) => cs.filter((c) => this.#q.ack.run(now, c.deliveryId, c.claimToken).changes === 1).map((c) => c.deliveryId));
+    const done = this.#write((now) => cs.filter((c) => this.#q.ack.run(now, c.deliveryId, c.claimToken).changes === 1));
+    this.#notify(done.filter((c) => c.message.key !== undefined)); // their lanes moved on
+    return done.map((c) => c.deliveryId);
   }
 
   async retry(c: Claimed, backoffMs: number, lastError: string): Promise<boolean> {
     return this.#write((now) => this.#q.retry.run(now + Math.ceil(backoffMs), lastError, c.deliveryId, c.claimToken).changes === 1);
   }
 
-  async kill(c: Claimed, lastError: string): Promise<boolean> {
-    return this.#write((now) => this.#q.kill.run(now, lastError, c.deliveryId, c.claimToken).changes === 1);
+  async kill(c: Claimed, lastError: string, opts?: KillOptions): Promise<boolean> {
+    const killed = this.#write((now) => this.#q.kill.run(now, lastError, opts?.unrun ? 1 : 0, c.deliveryId, c.claimToken).changes === 1);
+    if (killed && c.message.key !== undefined) this.#notify([c]);
+    return killed;
   }
 
   async extend(cs: Claimed[], leaseMs: number): Promise<string[]> {
@@ -322,9 +350,8 @@ export class SqliteStore implements Store {
   }
 
   async release(cs: Claimed[]): Promise<void> {
-    this.#write(() => {
-      for (const c of cs) this.#q.release.run(c.deliveryId, c.claimToken);
-    });
+    const back = this.#write(() => cs.filter((c) => this.#q.release.run(c.deliveryId, c.claimToken).changes === 1));
+    this.#notify(back);
   }
 
   async purge(policy: PurgePolicy, batch: number): Promise<number> {
@@ -367,5 +394,28 @@ export class SqliteStore implements Store {
 
   async acquireJanitor(holder: string, ttlMs: number): Promise<boolean> {
     return this.#write((now) => this.#q.janitor.run({ a: holder, b: now, c: ttlMs }).changes === 1);
+  }
+
+  /**
+   * Calls `wake(topic)` whenever another handle on the same database file in
+   * this process publishes to `topic`, acks or kills a keyed delivery on it
+   * (freeing the next of its lane), or releases deliveries of it; until
+   * `signal` aborts or this store closes. Other processes are not heard: they
+   * are found by polling. A private database (`:memory:`) has no other
+   * handles, so this only waits for `signal`.
+   */
+  async listen(signal: AbortSignal, wake: (topic: string) => void): Promise<void> {
+    if (this.#closed) throw new ClosedError('sqlite store is closed');
+    if (signal.aborted) return;
+    const file = this.#file;
+    const onWake = (topic: string, from: SqliteStore) => {
+      if (from !== this) wake(topic);
+    };
+    if (file !== undefined) fileEvents.on(file, onWake);
+    try {
+      await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
+    } finally {
+      if (file !== undefined) fileEvents.off(file, onWake);
+    }
   }
 }

@@ -14,7 +14,7 @@ import { createHash } from 'node:crypto';
 import type pg from 'pg';
 import { ClosedError, FerryError, InvalidArgumentError, IOError } from '../../../errors.js';
 import { deliveryId } from '../../delivery-id.js';
-import type { Claimed, ClaimRequest, PurgePolicy, QueueStats, StartFrom, Store, StoredMessage } from '../../types.js';
+import type { Claimed, ClaimRequest, KillOptions, PurgePolicy, QueueStats, StartFrom, Store, StoredMessage } from '../../types.js';
 import { migrate } from './migrate.js';
 import { quoteSchema, statements, wakeChannel } from './sql.js';
 import type { StatementName } from './sql.js';
@@ -305,8 +305,8 @@ export class PostgresStore implements Store {
     return (await this.#q('retry', [c.deliveryId, c.claimToken, Math.ceil(backoffMs), lastError])).rowCount === 1;
   }
 
-  async kill(c: Claimed, lastError: string): Promise<boolean> {
-    return (await this.#q('kill', [c.deliveryId, c.claimToken, lastError, this.#channel])).rowCount === 1;
+  async kill(c: Claimed, lastError: string, opts?: KillOptions): Promise<boolean> {
+    return (await this.#q('kill', [c.deliveryId, c.claimToken, lastError, this.#channel, opts?.unrun ? 1 : 0])).rowCount === 1;
   }
 
   async extend(cs: Claimed[], leaseMs: number): Promise<string[]> {
