@@ -9,6 +9,11 @@
  * - `queue.postgres.e2e.1` / `.e2e.4`: publish → handler → ack, 1 KiB, with 1
  *   and 4 instances (each its own store and pool, concurrency 16 each) in
  *   this process; messages/s and publish-to-handled p50/p99 (ms).
+ * - `queue.postgres.e2e.keyed1` / `.e2e.keyed1000.interleaved`: `e2e.1` with
+ *   every message on one key (1,000 messages, run one at a time), then with
+ *   1,000 keys × 20 messages published round-robin (`--quick`: 100 keys);
+ *   ratio to `e2e.1` of the same run. Default `pollIntervalMs` (1 s): the
+ *   next message of a key must be claimable as soon as its head is acked.
  * - `queue.postgres.e2e.prefetch.1` / `.4`: the same with `batchSize: 128,
  *   prefetch: 256` (claims fetch beyond the free slots).
  * - `queue.postgres.drain` / `.drain.prefetch`: 20,000 × 1 KiB published
@@ -83,11 +88,17 @@ async function rawRate(ctx: BenchContext, admin: pg.Pool): Promise<number> {
 /** Options of the tuned rows: claims fetch well beyond the 16 slots. */
 const TUNED: SubscribeOptions = { concurrency: 16, batchSize: 128, prefetch: 256 };
 
-async function endToEnd(ctx: BenchContext, admin: pg.Pool, instances: number, opts: SubscribeOptions = { concurrency: 16, batchSize: 32 }): Promise<{ rate: number; extra: Record<string, number> }> {
+/** Keyed rows: how many messages, and the key of the i-th. */
+interface KeyedShape {
+  total: number;
+  keyOf: (i: number) => string;
+}
+
+async function endToEnd(ctx: BenchContext, admin: pg.Pool, instances: number, opts: SubscribeOptions = { concurrency: 16, batchSize: 32 }, keyed?: KeyedShape): Promise<{ rate: number; extra: Record<string, number> }> {
   const schema = schemaName('e2e');
   const queues: Queue[] = [];
   for (let i = 0; i < instances; i++) queues.push(createStoreQueue(await PostgresStore.open({ connectionString: URL, schema })));
-  const total = Math.max(2000, Math.round(20_000 * ctx.scale));
+  const total = keyed?.total ?? Math.max(2000, Math.round(20_000 * ctx.scale));
   const hist = hdr.build({ lowestDiscernibleValue: 1, highestTrackableValue: 60_000_000, numberOfSignificantValueDigits: 3 });
   let handled = 0;
   let allDone!: () => void;
@@ -108,7 +119,9 @@ async function endToEnd(ctx: BenchContext, admin: pg.Pool, instances: number, op
         continue;
       }
       const n = Math.min(BATCH, total - published);
-      await producer.publish(...batchOf('e2e', n, { sent: String(performance.now()) }));
+      const batch = batchOf('e2e', n, { sent: String(performance.now()) });
+      if (keyed) batch.forEach((m, j) => (m.key = keyed.keyOf(published + j)));
+      await producer.publish(...batch);
       published += n;
     }
     await finished;
@@ -181,6 +194,12 @@ export const suite: BenchSuite = {
       for (const n of [1, 4]) {
         const e = await endToEnd(ctx, admin, n);
         ctx.report({ name: `queue.postgres.e2e.${n}`, unit: 'msgs/s', value: e.rate, extra: e.extra });
+        if (n !== 1) continue;
+        const keys = Math.max(100, Math.round(1000 * ctx.scale));
+        const one = await endToEnd(ctx, admin, 1, undefined, { total: 1000, keyOf: () => 'k' });
+        ctx.report(withBaseline('queue.postgres.e2e.keyed1', 'msgs/s', one.rate, e.rate, one.extra));
+        const many = await endToEnd(ctx, admin, 1, undefined, { total: keys * 20, keyOf: (i) => `k${i % keys}` });
+        ctx.report(withBaseline('queue.postgres.e2e.keyed1000.interleaved', 'msgs/s', many.rate, e.rate, many.extra));
       }
       for (const n of [1, 4]) {
         const e = await endToEnd(ctx, admin, n, TUNED);
