@@ -6,6 +6,9 @@
  * - `queue.postgres.publish`: messages/s published in batches of 100 (1 KiB)
  *   to a topic with one group, beside a raw baseline: the same message and
  *   delivery rows inserted with plain `pg`, one transaction per batch.
+ * - `queue.postgres.publish.single` / `.concurrent64` / `.batch100`: one
+ *   producer, 64 producers (one message per call; ratio to `.single`), and
+ *   batches of 100 (bench/publish-modes.ts).
  * - `queue.postgres.e2e.1` / `.e2e.4`: publish → handler → ack, 1 KiB, with 1
  *   and 4 instances (each its own store and pool, concurrency 16 each) in
  *   this process; messages/s and publish-to-handled p50/p99 (ms).
@@ -32,6 +35,7 @@ import pg from 'pg';
 import { rateFor, withBaseline } from './harness.js';
 import type { BenchContext, BenchSuite } from './harness.js';
 import { fillSchema } from './postgres-fill.js';
+import { reportPublishModes } from './publish-modes.js';
 import { createStoreQueue } from '../src/queue/engine.js';
 import { PostgresStore } from '../src/queue/stores/postgres/store.js';
 import type { SubscribeOptions } from '../src/queue/options.js';
@@ -191,6 +195,18 @@ export const suite: BenchSuite = {
     try {
       const baseline = await rawRate(ctx, admin);
       ctx.report(withBaseline('queue.postgres.publish', 'msgs/s', await publishRate(ctx, admin), baseline));
+      const modeSchemas: string[] = [];
+      try {
+        await reportPublishModes(ctx, 'queue.postgres.publish', async (tag) => {
+          const schema = schemaName(`pub_${tag}`);
+          modeSchemas.push(schema);
+          const store = await PostgresStore.open({ connectionString: URL, schema });
+          await store.ensureGroup('bench', 'g', 'latest');
+          return createStoreQueue(store);
+        });
+      } finally {
+        for (const schema of modeSchemas) await admin.query(`DROP SCHEMA "${schema}" CASCADE`);
+      }
       for (const n of [1, 4]) {
         const e = await endToEnd(ctx, admin, n);
         ctx.report({ name: `queue.postgres.e2e.${n}`, unit: 'msgs/s', value: e.rate, extra: e.extra });

@@ -5,6 +5,9 @@
  *   payloads) to a topic with one group. The SQLite figure sits beside a raw
  *   baseline: the same rows inserted with plain better-sqlite3 statements, one
  *   transaction per batch, in the same file system and `synchronous` mode.
+ * - `queue.sqlite.publish.single` / `.concurrent64` / `.batch100`: one
+ *   producer, 64 producers (one message per call; ratio to `.single`), and
+ *   batches of 100 (bench/publish-modes.ts).
  * - `queue.<store>.e2e`: publish → handler → ack at concurrency 16, 1 KiB
  *   payloads, with at most 512 messages outstanding; messages/s, and the
  *   publish-to-handler-finished latency percentiles (ms) in `extra`.
@@ -25,6 +28,7 @@
 import { join } from 'node:path';
 import hdr from 'hdr-histogram-js';
 import { rateFor, withBaseline } from './harness.js';
+import { reportPublishModes } from './publish-modes.js';
 import type { BenchContext, BenchSuite } from './harness.js';
 import { createStoreQueue } from '../src/queue/engine.js';
 import { MemoryStore } from '../src/queue/stores/memory.js';
@@ -146,6 +150,11 @@ export const suite: BenchSuite = {
     const baseline = await rawSqliteRate(ctx, join(ctx.tmpDir, 'raw.db'));
     const sqlitePublish = await publishRate(ctx, await SqliteStore.open({ path: join(ctx.tmpDir, 'publish.db') }));
     ctx.report(withBaseline('queue.sqlite.publish', 'msgs/s', sqlitePublish, baseline));
+    await reportPublishModes(ctx, 'queue.sqlite.publish', async (tag) => {
+      const store = await SqliteStore.open({ path: join(ctx.tmpDir, `publish-${tag}.db`) });
+      await store.ensureGroup('bench', 'g', 'latest');
+      return createStoreQueue(store);
+    });
 
     await endToEndRows(ctx, 'sqlite', async () => createStoreQueue(await SqliteStore.open({ path: join(ctx.tmpDir, 'e2e.db') })));
 

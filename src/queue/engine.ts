@@ -62,7 +62,9 @@
 import { randomUUID } from 'node:crypto';
 import { ClosedError, DeadLetterLoopError, FerryError, IOError, PayloadTooLargeError, ScheduleTooFarError, UnsupportedError, InvalidArgumentError } from '../errors.js';
 import { Janitor } from './janitor.js';
+import { uuidV7 } from './message-id.js';
 import { validateId, validateName } from './names.js';
+import { PublishBatcher } from './publish-batcher.js';
 import { hoursToMs, resolveEngineConfig, resolveSubscribeOptions } from './options.js';
 import type { EngineConfig, ResolvedEngineConfig, SubscribeOptions } from './options.js';
 import { StoreSubscription } from './subscription.js';
@@ -102,6 +104,8 @@ export class StoreQueue implements Queue {
   #lastYield = performance.now();
   #closePromise: Promise<void> | undefined;
   readonly #host: SubscriptionHost;
+  /** Concurrent publishes share one append (group commit, publish-batcher.ts). */
+  readonly #batcher: PublishBatcher<StoredMessage>;
 
   constructor(store: Store, config: EngineConfig = {}) {
     this.#store = store;
@@ -116,6 +120,7 @@ export class StoreQueue implements Queue {
           if (!(err instanceof UnsupportedError)) this.#cfg.onError(err, 'listen');
         });
     }
+    this.#batcher = new PublishBatcher((msgs) => store.append(msgs), (msgs) => this.#appendRetrying(msgs));
     this.#host = {
       store,
       onError: this.#cfg.onError,
@@ -155,28 +160,32 @@ export class StoreQueue implements Queue {
         throw new ScheduleTooFarError(`deliverAt ${m.deliverAt.toISOString()} is more than retentionHours (${this.#cfg.retentionHours}) ahead`);
       }
     }
-    const out: StoredMessage = { ...m, id: m.id ?? randomUUID(), publishedAt: m.publishedAt ?? new Date(now) };
+    const out: StoredMessage = { ...m, id: m.id ?? uuidV7(now), publishedAt: m.publishedAt ?? new Date(now) };
     if (out.key === undefined) delete out.key;
     return out;
   }
 
-  /** Appends, retrying transient store errors `PUBLISH_RETRIES` times with backoff, then wakes local subscribers. */
+  /** Appends with concurrent publishes (group commit), then wakes local subscribers. */
   async #append(msgs: StoredMessage[]): Promise<void> {
-    for (let attempt = 0; ; attempt++) {
-      try {
-        await this.#store.append(msgs);
-        break;
-      } catch (err) {
-        if (attempt >= PUBLISH_RETRIES || !isTransient(err) || this.#closed) throw err;
-        this.#cfg.onError(err, 'publish (will retry)');
-        await sleep(PUBLISH_RETRY_BASE_MS * 2 ** attempt);
-      }
-    }
+    await this.#batcher.append(msgs);
     for (const topic of new Set(msgs.map((m) => m.topic))) this.#wake(topic);
     const now = Date.now();
     for (const m of msgs) {
       const at = m.deliverAt?.getTime();
       if (at !== undefined && at > now) this.#timer.schedule(m.topic, at);
+    }
+  }
+
+  /** Appends one publish's messages, retrying transient store errors `PUBLISH_RETRIES` times with backoff. */
+  async #appendRetrying(msgs: StoredMessage[]): Promise<void> {
+    for (let attempt = 0; ; attempt++) {
+      try {
+        return await this.#store.append(msgs);
+      } catch (err) {
+        if (attempt >= PUBLISH_RETRIES || !isTransient(err) || this.#closed) throw err;
+        this.#cfg.onError(err, 'publish (will retry)');
+        await sleep(PUBLISH_RETRY_BASE_MS * 2 ** attempt);
+      }
     }
   }
 
@@ -260,6 +269,7 @@ export class StoreQueue implements Queue {
     await this.#janitor.stop();
     this.#listenCtl.abort();
     await this.#listening;
+    await this.#batcher.drain(); // publishes accepted before close are stored
     await this.#store.close();
     const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failed) throw failed.reason;

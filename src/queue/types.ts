@@ -11,7 +11,7 @@ import type { SubscribeOptions } from './options.js';
  * returns the IDs it used and leaves the caller's object untouched.
  */
 export interface Message {
-  /** Caller-chosen ID (at most `MAX_ID_LENGTH` characters), or a random UUID when absent. Publishing an ID that exists is a no-op. */
+  /** Caller-chosen ID (at most `MAX_ID_LENGTH` characters); when absent, a new time-ordered UUID (version 7). Publishing an ID that exists is a no-op. */
   id?: string;
   /** Topic name: 1–200 characters from `[A-Za-z0-9._-]`. */
   topic: string;

@@ -2,9 +2,10 @@
  * The SQLite store (queue type `sqlite`), the embedded default: one file, one
  * process, better-sqlite3 loaded only when this store is opened.
  *
- * Rows: `ferry_groups` (topic, group), `ferry_messages` (one per message; its
- * `seq` is publish order) and `ferry_deliveries` (one per message and group,
- * keyed by `deliveryId`). A delivery's `state` is 0 pending, 1 leased,
+ * Rows (sqlite-schema.ts): `ferry_groups` (topic, group), `ferry_messages`
+ * (one per message; its `seq` is publish order) and `ferry_deliveries` (one
+ * per message and group, keyed by (message_seq, grp) and carrying its
+ * `deliveryId`). A delivery's `state` is 0 pending, 1 leased,
  * 2 acked, 3 dead; partial indexes over `state < 2` keep claims proportional
  * to live work however many finished rows wait for the janitor.
  *
@@ -21,6 +22,7 @@ import { realpathSync } from 'node:fs';
 import type BetterSqlite3 from 'better-sqlite3';
 import { ClosedError, InvalidArgumentError, IOError } from '../../errors.js';
 import { deliveryId } from '../delivery-id.js';
+import { setUpSchema } from './sqlite-schema.js';
 import type { Claimed, ClaimRequest, KillOptions, PurgePolicy, QueueStats, StartFrom, Store, StoredMessage } from '../types.js';
 
 type Database = BetterSqlite3.Database;
@@ -42,52 +44,6 @@ const LEASED = 1;
 const ACKED = 2;
 const DEAD = 3;
 
-const SCHEMA = `
-CREATE TABLE IF NOT EXISTS ferry_groups (
-  topic TEXT NOT NULL,
-  grp TEXT NOT NULL,
-  created_at INTEGER NOT NULL,
-  PRIMARY KEY (topic, grp)
-) WITHOUT ROWID;
-CREATE TABLE IF NOT EXISTS ferry_messages (
-  seq INTEGER PRIMARY KEY AUTOINCREMENT,
-  id TEXT NOT NULL UNIQUE,
-  topic TEXT NOT NULL,
-  msg_key TEXT,
-  payload BLOB NOT NULL,
-  headers TEXT,
-  published_at INTEGER NOT NULL,
-  deliver_at INTEGER,
-  due_at INTEGER NOT NULL
-);
-CREATE INDEX IF NOT EXISTS ferry_messages_topic ON ferry_messages (topic, seq);
-CREATE INDEX IF NOT EXISTS ferry_messages_due ON ferry_messages (due_at);
-CREATE TABLE IF NOT EXISTS ferry_deliveries (
-  delivery_id TEXT PRIMARY KEY,
-  message_seq INTEGER NOT NULL,
-  topic TEXT NOT NULL,
-  grp TEXT NOT NULL,
-  msg_key TEXT,
-  state INTEGER NOT NULL,
-  attempt INTEGER NOT NULL DEFAULT 0,
-  available_at INTEGER NOT NULL,
-  lease_until INTEGER,
-  claim_token TEXT,
-  holder TEXT,
-  last_error TEXT,
-  finished_at INTEGER
-);
-CREATE INDEX IF NOT EXISTS ferry_deliveries_live ON ferry_deliveries (topic, grp, message_seq) WHERE state < 2;
-CREATE INDEX IF NOT EXISTS ferry_deliveries_lane ON ferry_deliveries (topic, grp, msg_key, message_seq) WHERE state < 2 AND msg_key IS NOT NULL;
-CREATE INDEX IF NOT EXISTS ferry_deliveries_message ON ferry_deliveries (message_seq);
-CREATE INDEX IF NOT EXISTS ferry_deliveries_dead ON ferry_deliveries (topic, grp, finished_at) WHERE state = 3;
-CREATE INDEX IF NOT EXISTS ferry_deliveries_dead_age ON ferry_deliveries (finished_at) WHERE state = 3;
-CREATE TABLE IF NOT EXISTS ferry_janitor (
-  name TEXT PRIMARY KEY,
-  holder TEXT NOT NULL,
-  until INTEGER NOT NULL
-) WITHOUT ROWID;
-`;
 
 interface MessageRowDb {
   seq: number;
@@ -117,6 +73,13 @@ function toMessage(r: MessageRowDb): StoredMessage {
   if (r.deliver_at !== null) m.deliverAt = new Date(r.deliver_at);
   return m;
 }
+
+/**
+ * A write fenced on a claim: the delivery of message ID `?` to group `?`,
+ * still leased under claim token `?`. Found through the message's ID, as
+ * deliveries are keyed by (message_seq, grp).
+ */
+const FENCED = `message_seq = (SELECT seq FROM ferry_messages WHERE id = ?) AND grp = ? AND claim_token = ? AND state = ${LEASED}`;
 
 /** Prepares every statement once per connection. */
 function statements(db: Database) {
@@ -150,32 +113,32 @@ function statements(db: Database) {
     ),
     lease: db.prepare(
       `UPDATE ferry_deliveries SET state = ${LEASED}, attempt = attempt + 1, claim_token = ?, holder = ?, lease_until = ?
-       WHERE delivery_id = ?`,
+       WHERE message_seq = ? AND grp = ?`,
     ),
     ack: db.prepare(
       `UPDATE ferry_deliveries SET state = ${ACKED}, finished_at = ?, claim_token = NULL, holder = NULL, lease_until = NULL
-       WHERE delivery_id = ? AND claim_token = ? AND state = ${LEASED}`,
+       WHERE ${FENCED}`,
     ),
     retry: db.prepare(
       `UPDATE ferry_deliveries SET state = ${PENDING}, available_at = ?, last_error = ?, claim_token = NULL, holder = NULL, lease_until = NULL
-       WHERE delivery_id = ? AND claim_token = ? AND state = ${LEASED}`,
+       WHERE ${FENCED}`,
     ),
     // The last parameter is 1 when the claim ran nothing and is not counted as an attempt.
     kill: db.prepare(
       `UPDATE ferry_deliveries SET state = ${DEAD}, finished_at = ?, last_error = ?, claim_token = NULL, holder = NULL, lease_until = NULL,
          attempt = attempt - ?
-       WHERE delivery_id = ? AND claim_token = ? AND state = ${LEASED}`,
+       WHERE ${FENCED}`,
     ),
     extend: db.prepare(
-      `UPDATE ferry_deliveries SET lease_until = ? WHERE delivery_id = ? AND claim_token = ? AND state = ${LEASED}`,
+      `UPDATE ferry_deliveries SET lease_until = ? WHERE ${FENCED}`,
     ),
     release: db.prepare(
       `UPDATE ferry_deliveries SET state = ${PENDING}, attempt = attempt - 1, claim_token = NULL, holder = NULL, lease_until = NULL
-       WHERE delivery_id = ? AND claim_token = ? AND state = ${LEASED}`,
+       WHERE ${FENCED}`,
     ),
     purgeDead: db.prepare(
-      `DELETE FROM ferry_deliveries WHERE rowid IN (
-         SELECT rowid FROM ferry_deliveries WHERE state = ${DEAD} AND finished_at < ? LIMIT ?)`,
+      `DELETE FROM ferry_deliveries WHERE (message_seq, grp) IN (
+         SELECT message_seq, grp FROM ferry_deliveries WHERE state = ${DEAD} AND finished_at < ? LIMIT ?)`,
     ),
     // Messages due before the cutoff whose every delivery was acked before it.
     finishedMessages: db
@@ -201,6 +164,9 @@ function statements(db: Database) {
 }
 
 type Statements = ReturnType<typeof statements>;
+
+/** The parameters of `FENCED` for a claim. */
+const fence = (c: Claimed): [string, string, string] => [c.message.id, c.group, c.claimToken];
 
 let driver: Promise<typeof BetterSqlite3> | undefined;
 
@@ -255,7 +221,7 @@ export class SqliteStore implements Store {
     try {
       db.pragma('journal_mode = WAL');
       db.pragma(`synchronous = ${opts.synchronous === 'normal' ? 'NORMAL' : 'FULL'}`);
-      db.exec(SCHEMA);
+      setUpSchema(db);
       const file = db.memory || opts.path === '' ? undefined : realpathSync(opts.path);
       return new SqliteStore(db, file);
     } catch (err) {
@@ -321,36 +287,36 @@ export class SqliteStore implements Store {
       const rows = this.#q.due.all({ a: req.topic, b: req.group, c: now, d: limit }) as ClaimRowDb[];
       return rows.map((r) => {
         const token = randomUUID();
-        this.#q.lease.run(token, req.runnerId, now + Math.ceil(req.leaseMs), r.delivery_id);
+        this.#q.lease.run(token, req.runnerId, now + Math.ceil(req.leaseMs), r.seq, req.group);
         return { deliveryId: r.delivery_id, claimToken: token, group: req.group, attempt: r.attempt + 1, message: toMessage(r) };
       });
     });
   }
 
   async ack(cs: Claimed[]): Promise<string[]> {
-    const done = this.#write((now) => cs.filter((c) => this.#q.ack.run(now, c.deliveryId, c.claimToken).changes === 1));
+    const done = this.#write((now) => cs.filter((c) => this.#q.ack.run(now, ...fence(c)).changes === 1));
     this.#notify(done.filter((c) => c.message.key !== undefined)); // their lanes moved on
     return done.map((c) => c.deliveryId);
   }
 
   async retry(c: Claimed, backoffMs: number, lastError: string): Promise<boolean> {
-    return this.#write((now) => this.#q.retry.run(now + Math.ceil(backoffMs), lastError, c.deliveryId, c.claimToken).changes === 1);
+    return this.#write((now) => this.#q.retry.run(now + Math.ceil(backoffMs), lastError, ...fence(c)).changes === 1);
   }
 
   async kill(c: Claimed, lastError: string, opts?: KillOptions): Promise<boolean> {
-    const killed = this.#write((now) => this.#q.kill.run(now, lastError, opts?.unrun ? 1 : 0, c.deliveryId, c.claimToken).changes === 1);
+    const killed = this.#write((now) => this.#q.kill.run(now, lastError, opts?.unrun ? 1 : 0, ...fence(c)).changes === 1);
     if (killed && c.message.key !== undefined) this.#notify([c]);
     return killed;
   }
 
   async extend(cs: Claimed[], leaseMs: number): Promise<string[]> {
     return this.#write((now) =>
-      cs.filter((c) => this.#q.extend.run(now + Math.ceil(leaseMs), c.deliveryId, c.claimToken).changes === 1).map((c) => c.deliveryId),
+      cs.filter((c) => this.#q.extend.run(now + Math.ceil(leaseMs), ...fence(c)).changes === 1).map((c) => c.deliveryId),
     );
   }
 
   async release(cs: Claimed[]): Promise<void> {
-    const back = this.#write(() => cs.filter((c) => this.#q.release.run(c.deliveryId, c.claimToken).changes === 1));
+    const back = this.#write(() => cs.filter((c) => this.#q.release.run(...fence(c)).changes === 1));
     this.#notify(back);
   }
 

@@ -1,0 +1,108 @@
+/**
+ * The SQLite store's tables, and the migration of a database made by an
+ * earlier version. `PRAGMA user_version` holds the schema version; a
+ * database from before versions were recorded reads 0 and is version 1.
+ *
+ * Version 2 keys `ferry_deliveries` by (message_seq, grp), WITHOUT ROWID, in
+ * place of a rowid table with `delivery_id` as its primary key. Delivery IDs
+ * are hashes, so that key put every new delivery on a random page of a large
+ * index: at 200,000 rows, most of the pages a batch of publishes wrote. Now
+ * a publish appends at the end of every index it touches, and writes to a
+ * delivery find their row through the message's ID.
+ */
+import type BetterSqlite3 from 'better-sqlite3';
+import { IOError } from '../../errors.js';
+
+/** The version this code creates and reads. */
+export const SCHEMA_VERSION = 2;
+
+const GROUPS = `
+CREATE TABLE IF NOT EXISTS ferry_groups (
+  topic TEXT NOT NULL,
+  grp TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  PRIMARY KEY (topic, grp)
+) WITHOUT ROWID;`;
+
+const MESSAGES = `
+CREATE TABLE IF NOT EXISTS ferry_messages (
+  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+  id TEXT NOT NULL UNIQUE,
+  topic TEXT NOT NULL,
+  msg_key TEXT,
+  payload BLOB NOT NULL,
+  headers TEXT,
+  published_at INTEGER NOT NULL,
+  deliver_at INTEGER,
+  due_at INTEGER NOT NULL
+);
+-- Backfilling a new 'earliest' group.
+CREATE INDEX IF NOT EXISTS ferry_messages_topic ON ferry_messages (topic, seq);
+-- The janitor's oldest-first walk.
+CREATE INDEX IF NOT EXISTS ferry_messages_due ON ferry_messages (due_at);`;
+
+/** The deliveries table under `name` (the migration builds it beside the old one). */
+const deliveriesTable = (name: string) => `
+CREATE TABLE ${name} (
+  message_seq INTEGER NOT NULL,
+  grp TEXT NOT NULL,
+  delivery_id TEXT NOT NULL,
+  topic TEXT NOT NULL,
+  msg_key TEXT,
+  state INTEGER NOT NULL,
+  attempt INTEGER NOT NULL DEFAULT 0,
+  available_at INTEGER NOT NULL,
+  lease_until INTEGER,
+  claim_token TEXT,
+  holder TEXT,
+  last_error TEXT,
+  finished_at INTEGER,
+  PRIMARY KEY (message_seq, grp)
+) WITHOUT ROWID;`;
+
+const DELIVERY_INDEXES = `
+-- Claims: live work only, in publish order.
+CREATE INDEX IF NOT EXISTS ferry_deliveries_live ON ferry_deliveries (topic, grp, message_seq) WHERE state < 2;
+-- The head-of-lane test of keyed deliveries.
+CREATE INDEX IF NOT EXISTS ferry_deliveries_lane ON ferry_deliveries (topic, grp, msg_key, message_seq) WHERE state < 2 AND msg_key IS NOT NULL;
+-- Dead rows: counted per group, purged by age.
+CREATE INDEX IF NOT EXISTS ferry_deliveries_dead ON ferry_deliveries (topic, grp, finished_at) WHERE state = 3;
+CREATE INDEX IF NOT EXISTS ferry_deliveries_dead_age ON ferry_deliveries (finished_at) WHERE state = 3;`;
+
+const JANITOR = `
+CREATE TABLE IF NOT EXISTS ferry_janitor (
+  name TEXT PRIMARY KEY,
+  holder TEXT NOT NULL,
+  until INTEGER NOT NULL
+) WITHOUT ROWID;`;
+
+const DELIVERY_COLUMNS = 'message_seq, grp, delivery_id, topic, msg_key, state, attempt, available_at, lease_until, claim_token, holder, last_error, finished_at';
+
+/** Version 1 to 2: copies the deliveries into the new table and swaps it in. */
+const V1_TO_V2 = `
+${deliveriesTable('ferry_deliveries_v2')}
+INSERT INTO ferry_deliveries_v2 (${DELIVERY_COLUMNS}) SELECT ${DELIVERY_COLUMNS} FROM ferry_deliveries ORDER BY message_seq, grp;
+DROP TABLE ferry_deliveries;
+ALTER TABLE ferry_deliveries_v2 RENAME TO ferry_deliveries;
+${DELIVERY_INDEXES}`;
+
+/**
+ * Creates the tables in an empty database, or brings one made by an earlier
+ * version up to `SCHEMA_VERSION`, in one `BEGIN IMMEDIATE` transaction (two
+ * processes opening one file at once migrate it once).
+ *
+ * @throws IOError the database was made by a newer version of ferry.
+ */
+export function setUpSchema(db: BetterSqlite3.Database): void {
+  db.transaction(() => {
+    const version = db.pragma('user_version', { simple: true }) as number;
+    if (version > SCHEMA_VERSION) {
+      throw new IOError(`database schema version ${version} is newer than this ferry's (${SCHEMA_VERSION}); upgrade ferry to open it`);
+    }
+    if (version === SCHEMA_VERSION) return;
+    const hasDeliveries = db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'ferry_deliveries'`).get() !== undefined;
+    db.exec(GROUPS + MESSAGES + JANITOR);
+    db.exec(hasDeliveries ? V1_TO_V2 : deliveriesTable('ferry_deliveries') + DELIVERY_INDEXES);
+    db.pragma(`user_version = ${SCHEMA_VERSION}`);
+  }).immediate();
+}

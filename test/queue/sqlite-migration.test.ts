@@ -1,0 +1,104 @@
+/**
+ * A database made by the SQLite store before schema version 2
+ * (fixtures/sqlite-v1.db, written by that code: topic `jobs` with groups
+ * `workers` and `audit`; messages a–f, b and c on key k1, f scheduled for
+ * 2099; for `workers` a acked, b leased for an hour, d dead, e released)
+ * opens, is migrated once, and works: old claims stay fenced, delivery IDs
+ * are unchanged, publishing fans out and stays idempotent.
+ */
+import assert from 'node:assert/strict';
+import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import Database from 'better-sqlite3';
+import { IOError } from '../../src/errors.js';
+import { deliveryId } from '../../src/queue/delivery-id.js';
+import { SCHEMA_VERSION } from '../../src/queue/stores/sqlite-schema.js';
+import { SqliteStore } from '../../src/queue/stores/sqlite.js';
+import type { Claimed } from '../../src/queue/types.js';
+
+const fixture = join(dirname(fileURLToPath(import.meta.url)), 'fixtures', 'sqlite-v1.db');
+const enc = (s: string) => new TextEncoder().encode(s);
+const req = (group: string) => ({ topic: 'jobs', group, runnerId: 'new', max: 100, leaseMs: 60_000, maxInFlight: 0 });
+
+describe('sqlite store: a database from schema version 1', () => {
+  let dir: string;
+  let path: string;
+  before(() => {
+    dir = mkdtempSync(join(tmpdir(), 'ferry-sqlite-mig-'));
+  });
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('is migrated on open and keeps every row, delivery ID and claim', async () => {
+    path = join(dir, 'old.db');
+    copyFileSync(fixture, path);
+    const raw0 = new Database(path, { readonly: true });
+    assert.equal(raw0.pragma('user_version', { simple: true }), 0);
+    const oldToken = raw0.prepare(`SELECT claim_token FROM ferry_deliveries WHERE delivery_id = ?`).pluck().get(deliveryId('b', 'workers')) as string;
+    raw0.close();
+    assert.ok(oldToken);
+
+    const s = await SqliteStore.open({ path });
+    const raw = new Database(path, { readonly: true });
+    assert.equal(raw.pragma('user_version', { simple: true }), SCHEMA_VERSION);
+    assert.match(raw.prepare(`SELECT sql FROM sqlite_master WHERE name = 'ferry_deliveries'`).pluck().get() as string, /PRIMARY KEY \(message_seq, grp\)\s*\) WITHOUT ROWID/);
+    assert.equal(raw.prepare(`SELECT count(*) FROM ferry_deliveries`).pluck().get(), 12);
+    raw.close();
+
+    // workers: b leased (or pending once its hour has passed), c, e, f live; d dead.
+    const w = await s.stats('jobs', 'workers');
+    assert.deepEqual([w.pending + w.leased, w.dead], [4, 1]);
+    assert.deepEqual(await s.stats('jobs', 'audit'), { pending: 6, leased: 0, dead: 0 });
+
+    // The claim made by the old code is still fenced: a wrong token changes nothing, the right one acks.
+    const b: Claimed = { deliveryId: deliveryId('b', 'workers'), claimToken: oldToken, group: 'workers', attempt: 1, message: { id: 'b', topic: 'jobs', payload: enc(''), publishedAt: new Date() } };
+    assert.deepEqual(await s.ack([{ ...b, claimToken: 'stale' }]), []);
+    assert.deepEqual(await s.ack([b]), [b.deliveryId]);
+
+    // audit: due now are a, b, d, e (c waits behind b on k1, f is scheduled), with their old delivery IDs.
+    const got = await s.claim(req('audit'));
+    assert.deepEqual(got.map((c) => [c.message.id, c.deliveryId]), ['a', 'b', 'd', 'e'].map((id) => [id, deliveryId(id, 'audit')]));
+    assert.deepEqual(new TextDecoder().decode(got[1]!.message.payload), 'payload b');
+    assert.deepEqual(got[1]!.message.headers, { h: '1' });
+    assert.equal(got[1]!.message.key, 'k1');
+    assert.equal((await s.ack(got)).length, 4);
+    assert.deepEqual((await s.claim(req('audit'))).map((c) => c.message.id), ['c']);
+
+    // Publishing still fans out to both groups, and an existing ID is still a no-op.
+    await s.append([{ id: 'a', topic: 'jobs', payload: enc('again'), publishedAt: new Date() }, { id: 'g', topic: 'jobs', payload: enc('new'), publishedAt: new Date() }]);
+    assert.deepEqual((await s.claim(req('audit'))).map((c) => c.message.id), ['g']);
+    const workers = await s.claim(req('workers'));
+    assert.ok(workers.some((c) => c.message.id === 'g'));
+    assert.ok(!workers.some((c) => c.message.id === 'a'));
+    await s.close();
+
+    // Opening it again finds it current and changes nothing.
+    const again = await SqliteStore.open({ path });
+    assert.deepEqual(await again.stats('jobs', 'audit'), { pending: 1, leased: 2, dead: 0 }); // f scheduled; c and g claimed
+    await again.close();
+  });
+
+  it('two stores opening the same old file at once migrate it once', async () => {
+    const p = join(dir, 'race.db');
+    copyFileSync(fixture, p);
+    const [a, b] = await Promise.all([SqliteStore.open({ path: p }), SqliteStore.open({ path: p })]);
+    assert.deepEqual(await a.stats('jobs', 'audit'), { pending: 6, leased: 0, dead: 0 });
+    assert.deepEqual(await b.stats('jobs', 'audit'), { pending: 6, leased: 0, dead: 0 });
+    await a.close();
+    await b.close();
+  });
+
+  it('a database from a newer ferry is refused with IOError, untouched', async () => {
+    const p = join(dir, 'newer.db');
+    const raw = new Database(p);
+    raw.pragma(`user_version = ${SCHEMA_VERSION + 1}`);
+    raw.close();
+    await assert.rejects(SqliteStore.open({ path: p }), (err: unknown) => err instanceof IOError && /newer than this ferry/.test((err as Error).message));
+    const check = new Database(p, { readonly: true });
+    assert.equal(check.pragma('user_version', { simple: true }), SCHEMA_VERSION + 1);
+    assert.equal(check.prepare(`SELECT count(*) FROM sqlite_master`).pluck().get(), 0);
+    check.close();
+  });
+});
