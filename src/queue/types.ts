@@ -119,13 +119,14 @@ export interface Queue extends AsyncDisposable {
    * registers the group anew (`startFrom` applies). Throws `InvalidNameError`,
    * `InvalidArgumentError` while this queue has a subscription of that group
    * that has not finished closing, `UnsupportedError` when the store has no
-   * `removeGroup`, `ClosedError`.
+   * `removeGroup`, `ClosedError`, or the store's error (not retried).
    */
   removeGroup(topic: string, group: string): Promise<boolean>;
   /**
    * The registered consumer groups, of `topic` or of every topic when it is
    * omitted, sorted by topic then group. Throws `InvalidNameError`,
-   * `UnsupportedError` when the store has no `listGroups`, `ClosedError`.
+   * `UnsupportedError` when the store has no `listGroups`, `ClosedError`,
+   * or the store's error.
    */
   listGroups(topic?: string): Promise<ConsumerGroup[]>;
   /**
