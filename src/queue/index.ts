@@ -11,6 +11,7 @@ export type {
   Delivery,
   Handler,
   Message,
+  PublishOptions,
   PurgePolicy,
   Queue,
   QueueStats,
@@ -19,6 +20,20 @@ export type {
   StoredMessage,
   Subscription,
 } from './types.js';
+export { codecs, type Codec } from '../codecs.js';
+export { DIAGNOSTICS_CHANNEL_PREFIX } from './events.js';
+export type {
+  CompletedEvent,
+  DeadLetteredEvent,
+  DeadLetterReason,
+  DeliveryEvent,
+  LeaseLostEvent,
+  QueueEventEmitter,
+  QueueEvents,
+  QueueListener,
+  QueueLogger,
+  RetryingEvent,
+} from './events.js';
 export { MAX_ID_LENGTH, MAX_NAME_LENGTH, validateName } from './names.js';
 export { DELIVERY_ID_NAMESPACE, deliveryId } from './delivery-id.js';
 export { PermanentError, isPermanent, permanent } from './permanent.js';
@@ -49,7 +64,7 @@ export {
   MAX_ERROR_BYTES,
 } from './dead-letter.js';
 export { PUBLISH_RETRIES, StoreQueue, createStoreQueue } from './engine.js';
-export { createQueue, registerQueueType, registeredQueueTypes } from './registry.js';
+export { createQueue, engineFromDeps, registerQueueType, registeredQueueTypes } from './registry.js';
 export type { QueueConfig, QueueDependencies, QueueFactory } from './registry.js';
 export { MemoryBacking, MemoryStore } from './stores/memory.js';
 export type { MemoryStoreOptions } from './stores/memory.js';
