@@ -23,8 +23,12 @@ export const DEFAULT_BACKOFF_BASE_MS = 1000;
 /** Default retry delay cap, ms. Bifrost's `DefaultBackoffMax`. */
 export const DEFAULT_BACKOFF_MAX_MS = 300_000;
 
-/** Options of one subscription (Bifrost's `SubscribeOptions`); every field is optional. `T` is the payload type the handler sees. */
-export interface SubscribeOptions<T = Uint8Array> {
+/**
+ * Options of one subscription (Bifrost's `SubscribeOptions`); every field is
+ * optional. `T` is the payload type of `codec`; left out, the options carry
+ * no codec and fit a queue of any payload type.
+ */
+export interface SubscribeOptions<T = never> {
   /** Handlers this instance runs at once; also its cap on deliveries in flight. Default 4. */
   concurrency?: number;
   /** Most deliveries claimed per poll. Default 32. */
