@@ -21,6 +21,9 @@
  * - **Claim.** Each delivery comes back with a claim token and its 1-based
  *   attempt. An attempt past `maxAttempts` means its earlier leases were lost
  *   (crashes, stalls); it is dead-lettered without running.
+ * - **Decode.** With a codec (the subscription's, else the queue's) the
+ *   payload is decoded first; one that cannot be decoded is dead-lettered at
+ *   once without running (reason `decode`), since it would fail every time.
  * - **Run.** The handler gets the delivery and an AbortSignal. It holds one
  *   of the `concurrency` worker slots until it returns; a retry or dead
  *   letter keeps the slot until written, while a success hands it on at once
@@ -41,6 +44,10 @@
  *   `deadLetterTopic` (if set; if that publish fails the delivery is retried
  *   instead), then the kill. Every write carries the claim token, so a stale
  *   consumer changes nothing.
+ * - **Events.** Each written outcome is told once, after the store accepted
+ *   it: `completed`, `retrying`, `deadLettered`; a lease found gone is
+ *   `leaseLost`; handled errors go to `error` listeners, `onError` and the
+ *   logger (events.ts).
  * - **Close.** Claiming stops; a claim still in flight is released without
  *   spending an attempt. Running handlers get until the deadline to finish
  *   and have their outcomes (queued acks included) written; then the rest are aborted and keep their

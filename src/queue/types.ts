@@ -144,7 +144,7 @@ export interface Queue<T = Uint8Array> extends AsyncDisposable, QueueEventEmitte
    */
   subscribe(topic: string, group: string, handler: Handler<T>, opts?: SubscribeOptions<T>): Promise<Subscription>;
   subscribe<U>(topic: string, group: string, handler: Handler<U>, opts: SubscribeOptions<U> & { codec: Codec<U> }): Promise<Subscription>;
-  /** Counts `group`'s deliveries on `topic`. Throws `InvalidNameError`. */
+  /** Counts `group`'s deliveries on `topic` and the age of its longest-waiting due one (a plain object, see `QueueStats`). Throws `InvalidNameError`. */
   stats(topic: string, group: string): Promise<QueueStats>;
   /** Checks that the backing store is reachable; rejects with its error. */
   ping(): Promise<void>;
@@ -225,7 +225,7 @@ export interface Store {
   release(cs: Claimed[]): Promise<void>;
   /** Deletes up to `batch` rows of each kind that `policy` says have outlived their use; resolves with how many it removed. Never touches a pending or leased delivery. */
   purge(policy: PurgePolicy, batch: number): Promise<number>;
-  /** Counts `group`'s deliveries on `topic`. */
+  /** Counts `group`'s deliveries on `topic`, and measures `oldestPendingAgeMs` on the store's clock. */
   stats(topic: string, group: string): Promise<QueueStats>;
   /** Checks that the store is reachable. */
   ping(): Promise<void>;
