@@ -82,6 +82,26 @@ describe('codecs', () => {
     await q.close();
   });
 
+  it('publishes with different codecs under Promise.all each store their own encoding; two groups decode one topic two ways', async () => {
+    const { q, stored } = await setUp<{ n: number }>(codecs.json);
+    const asText: string[] = [];
+    const asBytes: number[] = [];
+    await Promise.all([
+      q.subscribe('t', 'text', async (d) => void asText.push(d.payload), { ...FAST, codec: codecs.utf8 }),
+      q.subscribe('t', 'bytes', async (d) => void asBytes.push(d.payload.byteLength), { ...FAST, codec: codecs.bytes }),
+    ]);
+    await Promise.all([
+      q.publish({ topic: 't', id: 'j', payload: { n: 1 } }),
+      q.publish({ topic: 't', id: 'u', payload: 'ü' }, { codec: codecs.utf8 }),
+      q.publish({ topic: 't', id: 'b', payload: new Uint8Array([1, 2, 3]) }, { codec: codecs.bytes }),
+    ]);
+    await waitFor(() => asText.length === 3 && asBytes.length === 3, 5000);
+    assert.deepEqual(asText.sort(), ['\u0001\u0002\u0003', '{"n":1}', 'ü'].sort());
+    assert.deepEqual(asBytes.sort(), [2, 3, 7]);
+    assert.deepEqual((await stored('t')).map((b) => b.byteLength).sort(), [2, 3, 7]);
+    await q.close();
+  });
+
   it('an encode failure is a CodecError thrown before anything of the call is stored', async () => {
     const { q, raw, stored } = await setUp<string>(codecs.utf8);
     await raw.ensureGroup('t', 'g', 'latest');
