@@ -2,8 +2,9 @@
  * Shared by `ferry/diskqueue` and `ferry/queue`, and exported from both.
  *
  * Codecs turn a value into a record's payload and back. A codec must not call
- * back into the queue. `decode` gets a private copy of the bytes that stays
- * valid only until the reader's next read; copy out of it to keep it longer.
+ * back into the queue. In the disk queue `decode` gets a private copy of the
+ * bytes that stays valid only until the reader's next read; copy out of it to
+ * keep it longer. In `ferry/queue` it gets the delivery's own bytes.
  */
 import { CodecError } from './errors.js';
 
