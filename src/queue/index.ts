@@ -14,6 +14,7 @@ export type {
   KillOptions,
   Message,
   MessagePage,
+  PublishOptions,
   PurgePolicy,
   Queue,
   QueueStats,
@@ -24,6 +25,20 @@ export type {
   StoredMessage,
   Subscription,
 } from './types.js';
+export { codecs, type Codec } from '../codecs.js';
+export { DIAGNOSTICS_CHANNEL_PREFIX } from './events.js';
+export type {
+  CompletedEvent,
+  DeadLetteredEvent,
+  DeadLetterReason,
+  DeliveryEvent,
+  LeaseLostEvent,
+  QueueEventEmitter,
+  QueueEvents,
+  QueueListener,
+  QueueLogger,
+  RetryingEvent,
+} from './events.js';
 export { MAX_ID_LENGTH, MAX_NAME_LENGTH, validateName } from './names.js';
 export { DELIVERY_ID_NAMESPACE, deliveryId } from './delivery-id.js';
 export { PermanentError, isPermanent, permanent } from './permanent.js';
@@ -55,7 +70,7 @@ export {
 } from './dead-letter.js';
 export { HEADER_REDRIVE_FROM, REDRIVE_ID_NAMESPACE, redriveId } from './redrive.js';
 export { PUBLISH_RETRIES, StoreQueue, createStoreQueue } from './engine.js';
-export { createQueue, registerQueueType, registeredQueueTypes } from './registry.js';
+export { createQueue, engineFromDeps, registerQueueType, registeredQueueTypes } from './registry.js';
 export type { QueueConfig, QueueDependencies, QueueFactory } from './registry.js';
 export { MemoryBacking, MemoryStore } from './stores/memory.js';
 export type { MemoryStoreOptions } from './stores/memory.js';

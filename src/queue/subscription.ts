@@ -4,9 +4,10 @@
  * described at the top of engine.ts.
  */
 import { randomUUID } from 'node:crypto';
-import { ClosedError } from '../errors.js';
+import { ClosedError, CodecError } from '../errors.js';
 import { retryBackoffMs } from './backoff.js';
 import { deadLetterCopy, errorText } from './dead-letter.js';
+import type { DeadLetterReason, DeliveryEvent, LeaseLostEvent, QueueEvents } from './events.js';
 import type { ErrorReporter, ResolvedSubscribeOptions } from './options.js';
 import { isPermanent } from './permanent.js';
 import type { Claimed, CloseOptions, Delivery, Handler, Store, StoredMessage, Subscription } from './types.js';
@@ -36,6 +37,8 @@ export function maxUnwrittenAcks(concurrency: number): number {
 export interface SubscriptionHost {
   readonly store: Store;
   readonly onError: ErrorReporter;
+  /** Tells listeners, the logger and diagnostics channels about a delivery's outcome. */
+  emit<K extends Exclude<keyof QueueEvents, 'error'>>(name: K, event: QueueEvents[K][0]): void;
   /** Stores messages, retrying transient store errors, and wakes their topics' subscribers. */
   appendInternal(msgs: StoredMessage[]): Promise<void>;
   /** Cuts short the poll wait of every subscription of this queue on `topic`. */
@@ -59,6 +62,14 @@ interface Job {
   /** Close gave up waiting: the handler was aborted, its lease is kept, its outcome is discarded. */
   abandoned: boolean;
   done?: Promise<void>;
+  /** How long the handler ran, ms, once it has. */
+  durationMs?: number;
+}
+
+/** Why a delivery is being dead-lettered, for the `deadLettered` event. */
+interface DeathCause {
+  reason: DeadLetterReason;
+  error: unknown;
 }
 
 /** A subscription of the generic engine. Created by `Queue.subscribe`. */
@@ -68,7 +79,7 @@ export class StoreSubscription implements Subscription {
   readonly topic: string;
   readonly group: string;
   readonly #host: SubscriptionHost;
-  readonly #handler: Handler;
+  readonly #handler: Handler<unknown>;
   readonly #o: ResolvedSubscribeOptions;
   readonly #jobs = new Map<string, Job>();
   /** Jobs holding a worker slot (the rest of `#jobs` wait for a slot under `prefetch`, or for their ack to be written). */
@@ -92,7 +103,7 @@ export class StoreSubscription implements Subscription {
   #ackFlushScheduled = false;
   #releaseError: unknown;
 
-  constructor(host: SubscriptionHost, topic: string, group: string, handler: Handler, opts: ResolvedSubscribeOptions) {
+  constructor(host: SubscriptionHost, topic: string, group: string, handler: Handler<unknown>, opts: ResolvedSubscribeOptions) {
     this.#host = host;
     this.topic = topic;
     this.group = group;
@@ -233,26 +244,50 @@ export class StoreSubscription implements Subscription {
       // Its earlier leases were all lost (crashes, stalls): do not run it
       // again. This claim ran nothing, so it does not count as an attempt.
       const ran = c.attempt - 1;
-      await this.#deadLetter(job, `attempts exhausted: ${ran} attempts, the last ones lost their leases`, ran);
+      const text = `attempts exhausted: ${ran} attempts, the last ones lost their leases`;
+      await this.#deadLetter(job, text, { reason: 'leases', error: new Error(text) }, ran);
       return;
     }
-    const delivery: Delivery = { ...c.message, deliveryId: c.deliveryId, group: c.group, attempt: c.attempt };
+    let payload: unknown = c.message.payload;
+    const codec = this.#o.codec;
+    if (codec) {
+      try {
+        payload = codec.decode(c.message.payload);
+      } catch (err) {
+        // Decoding again would fail again: dead-letter it without running the handler.
+        const e = err instanceof CodecError ? err : new CodecError(`payload of message ${c.message.id} could not be decoded: ${errorText(err)}`, { cause: err });
+        await this.#deadLetter(job, errorText(e), { reason: 'decode', error: e });
+        return;
+      }
+    }
+    const delivery: Delivery<unknown> = { ...c.message, payload, deliveryId: c.deliveryId, group: c.group, attempt: c.attempt };
     let failed = false;
     let failure: unknown;
+    const started = performance.now();
     try {
       await new Promise<void>((resolve) => resolve(this.#handler(delivery, job.ctrl.signal)));
     } catch (err) {
       failed = true;
       failure = err;
     }
+    job.durationMs = performance.now() - started;
     if (job.lost || job.abandoned) return; // another consumer may own it now: write nothing
     if (!failed) {
       this.#freeSlot(job);
       return this.#ack(job);
     }
     const text = errorText(failure);
-    if (isPermanent(failure) || c.attempt >= this.#o.maxAttempts) await this.#deadLetter(job, text);
-    else await this.#retry(job, text);
+    if (isPermanent(failure)) await this.#deadLetter(job, text, { reason: 'permanent', error: failure });
+    else if (c.attempt >= this.#o.maxAttempts) await this.#deadLetter(job, text, { reason: 'exhausted', error: failure });
+    else await this.#retry(job, text, failure);
+  }
+
+  #describe(c: Claimed): DeliveryEvent {
+    return { topic: this.topic, group: this.group, deliveryId: c.deliveryId, messageId: c.message.id, attempt: c.attempt };
+  }
+
+  #leaseLost(job: Job, op: LeaseLostEvent['op']): void {
+    this.#host.emit('leaseLost', { ...this.#describe(job.c), op });
   }
 
   #ack(job: Job): Promise<void> {
@@ -275,12 +310,19 @@ export class StoreSubscription implements Subscription {
     const turnStart = performance.now();
     do {
       const batch = this.#acks.splice(0);
+      let held: Set<string> | undefined;
       try {
         // Deliveries not reported held had lost their lease; whoever holds them now will finish them.
-        await this.#host.store.ack(batch.map((a) => a.job.c));
+        held = new Set(await this.#host.store.ack(batch.map((a) => a.job.c)));
       } catch (err) {
         // The leases run out and the deliveries come back: at least once.
         this.#host.onError(err, 'ack');
+      }
+      if (held) {
+        for (const { job } of batch) {
+          if (held.has(job.c.deliveryId)) this.#host.emit('completed', { ...this.#describe(job.c), durationMs: job.durationMs ?? 0 });
+          else if (!job.lost) this.#leaseLost(job, 'ack');
+        }
       }
       const wasFull = this.#unwritten >= this.#maxUnwritten;
       this.#unwritten -= batch.length;
@@ -297,14 +339,19 @@ export class StoreSubscription implements Subscription {
   }
 
   /** Writes a retry, and wakes the topic's subscriptions when its backoff ends. */
-  async #retry(job: Job, text: string): Promise<void> {
+  async #retry(job: Job, text: string, error: unknown): Promise<void> {
     const o = this.#o;
-    const backoffMs = retryBackoffMs(job.c.attempt, o.backoffBaseMs, o.backoffMaxMs);
+    const delayMs = retryBackoffMs(job.c.attempt, o.backoffBaseMs, o.backoffMaxMs);
+    let held: boolean;
     try {
-      if (await this.#host.store.retry(job.c, backoffMs, text)) this.#host.wakeAt(this.topic, Date.now() + backoffMs);
+      held = await this.#host.store.retry(job.c, delayMs, text);
+      if (held) this.#host.wakeAt(this.topic, Date.now() + delayMs);
     } catch (err) {
       this.#host.onError(err, 'retry');
+      return;
     }
+    if (held) this.#host.emit('retrying', { ...this.#describe(job.c), delayMs, error, durationMs: job.durationMs ?? 0 });
+    else if (!job.lost) this.#leaseLost(job, 'retry');
   }
 
   /**
@@ -312,7 +359,7 @@ export class StoreSubscription implements Subscription {
    * delivery. `ran` is the number of attempts that ran: `c.attempt`, or one
    * less when this claim was taken only to dead-letter it.
    */
-  async #deadLetter(job: Job, text: string, ran = job.c.attempt): Promise<void> {
+  async #deadLetter(job: Job, text: string, cause: DeathCause, ran = job.c.attempt): Promise<void> {
     const dlq = this.#o.deadLetterTopic;
     if (dlq !== undefined) {
       try {
@@ -321,17 +368,25 @@ export class StoreSubscription implements Subscription {
         // Without its copy the delivery must not die: retry it. The copy's ID is
         // the delivery's, so a later successful attempt stores exactly one copy.
         this.#host.onError(err, 'dead-letter publish');
-        await this.#retry(job, text);
+        await this.#retry(job, text, cause.error);
         return;
       }
     }
+    let held: boolean;
     try {
-      const killed = await this.#host.store.kill(job.c, text, ran < job.c.attempt ? { unrun: true } : undefined);
+      held = await this.#host.store.kill(job.c, text, ran < job.c.attempt ? { unrun: true } : undefined);
       // A dead head lets its key lane move on; a dead lease frees room under maxInFlight.
-      if (killed && (job.c.message.key !== undefined || this.#o.maxInFlight > 0)) this.#host.wake(this.topic);
+      if (held && (job.c.message.key !== undefined || this.#o.maxInFlight > 0)) this.#host.wake(this.topic);
     } catch (err) {
       this.#host.onError(err, 'kill');
+      return;
     }
+    if (held) {
+      const event: QueueEvents['deadLettered'][0] = { ...this.#describe(job.c), reason: cause.reason, error: cause.error };
+      if (job.durationMs !== undefined) event.durationMs = job.durationMs;
+      if (dlq !== undefined) event.deadLetterTopic = dlq;
+      this.#host.emit('deadLettered', event);
+    } else if (!job.lost) this.#leaseLost(job, 'kill');
   }
 
   /**
@@ -344,6 +399,7 @@ export class StoreSubscription implements Subscription {
     job.lost = true;
     job.ctrl.abort(new Error(`lease on delivery ${job.c.deliveryId} was lost`));
     if (lapsed) this.#host.wakeAt(this.topic, job.deadline + LEASE_SLACK_MS);
+    this.#leaseLost(job, 'heartbeat');
   }
 
   /** Renews every held lease; aborts handlers whose lease is gone or has lapsed. */

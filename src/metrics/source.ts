@@ -1,0 +1,63 @@
+/**
+ * What the adapters need from a queue, and the scrape-time snapshot of the
+ * observed groups' stats that every gauge of one scrape shares.
+ */
+import { InvalidArgumentError } from '../errors.js';
+import type { QueueEventEmitter } from '../queue/events.js';
+import type { QueueStats } from '../queue/types.js';
+
+/** A queue as the metrics adapters see it: its events and its `stats`. Any `Queue` fits. */
+export interface MetricsSource extends QueueEventEmitter {
+  stats(topic: string, group: string): Promise<QueueStats>;
+}
+
+/** A (topic, consumer group) pair whose gauges are reported. */
+export interface ObservedGroup {
+  topic: string;
+  group: string;
+}
+
+/** The pairs to report gauges for: a fixed list, or a function asked at every scrape. */
+export type ObservedGroups = readonly ObservedGroup[] | (() => readonly ObservedGroup[]);
+
+/** One pair's stats at a scrape; `stats` is undefined when reading them failed (the queue closed, the store is down). */
+export interface GroupSnapshot {
+  topic: string;
+  group: string;
+  stats: QueueStats | undefined;
+}
+
+/** Throws `InvalidArgumentError` unless `source` has `stats`, `on` and `off`. */
+export function checkSource(source: unknown): MetricsSource {
+  const s = source as Partial<MetricsSource> | null;
+  if (typeof s !== 'object' || s === null || typeof s.stats !== 'function' || typeof s.on !== 'function' || typeof s.off !== 'function') {
+    throw new InvalidArgumentError('metrics: the queue must have stats, on and off');
+  }
+  return s as MetricsSource;
+}
+
+/**
+ * Reads the stats of every observed pair once per scrape: calls that arrive
+ * while a read is in flight share it, so the four gauges of one scrape cost
+ * one `stats` call per pair. A pair whose read fails is reported without
+ * gauges, never as a failed scrape.
+ */
+export function snapshotter(source: MetricsSource, groups: ObservedGroups): () => Promise<GroupSnapshot[]> {
+  let inflight: Promise<GroupSnapshot[]> | undefined;
+  const read = async (): Promise<GroupSnapshot[]> => {
+    try {
+      const list = typeof groups === 'function' ? groups() : groups;
+      return await Promise.all(
+        list.map(async ({ topic, group }) => ({ topic, group, stats: await source.stats(topic, group).catch(() => undefined) })),
+      );
+    } finally {
+      inflight = undefined;
+    }
+  };
+  return () => (inflight ??= read());
+}
+
+/** Handler time of an event in seconds, or undefined when the handler did not run. */
+export function seconds(ms: number | undefined): number | undefined {
+  return ms === undefined ? undefined : ms / 1000;
+}
