@@ -53,7 +53,7 @@ import { randomUUID } from 'node:crypto';
 import { ClosedError, DeadLetterLoopError, FerryError, IOError, PayloadTooLargeError, ScheduleTooFarError, UnsupportedError, InvalidArgumentError } from '../errors.js';
 import { Janitor } from './janitor.js';
 import { validateId, validateName } from './names.js';
-import { hoursToMs, resolveEngineConfig, resolveSubscribeOptions } from './options.js';
+import { checkCloseOptions, hoursToMs, resolveEngineConfig, resolveSubscribeOptions } from './options.js';
 import type { EngineConfig, ResolvedEngineConfig, SubscribeOptions } from './options.js';
 import { StoreSubscription } from './subscription.js';
 import type { SubscriptionHost } from './subscription.js';
@@ -230,6 +230,11 @@ export class StoreQueue implements Queue {
 
   /** See `Queue.close`. Rejects with the first subscription's close error, after closing everything. */
   close(opts: CloseOptions = {}): Promise<void> {
+    try {
+      checkCloseOptions(opts);
+    } catch (err) {
+      return Promise.reject(err);
+    }
     this.#closePromise ??= this.#close(opts);
     return this.#closePromise;
   }

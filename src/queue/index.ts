@@ -50,7 +50,7 @@ export {
 } from './dead-letter.js';
 export { PUBLISH_RETRIES, StoreQueue, createStoreQueue } from './engine.js';
 export { createQueue, registerQueueType, registeredQueueTypes } from './registry.js';
-export type { QueueConfig, QueueDependencies, QueueFactory } from './registry.js';
+export type { CreatedQueue, QueueConfig, QueueDependencies, QueueFactory } from './registry.js';
 export { MemoryBacking, MemoryStore } from './stores/memory.js';
 export type { MemoryStoreOptions } from './stores/memory.js';
 // better-sqlite3 itself is imported only when SqliteStore.open runs.

@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { ClosedError } from '../errors.js';
 import { retryBackoffMs } from './backoff.js';
 import { deadLetterCopy, errorText } from './dead-letter.js';
-import type { ErrorReporter, ResolvedSubscribeOptions } from './options.js';
+import { checkCloseOptions, type ErrorReporter, type ResolvedSubscribeOptions } from './options.js';
 import { isPermanent } from './permanent.js';
 import type { Claimed, CloseOptions, Delivery, Handler, Store, StoredMessage, Subscription } from './types.js';
 
@@ -346,6 +346,11 @@ export class StoreSubscription implements Subscription {
   }
 
   close(opts: CloseOptions = {}): Promise<void> {
+    try {
+      checkCloseOptions(opts);
+    } catch (err) {
+      return Promise.reject(err);
+    }
     this.#closePromise ??= this.#close(opts);
     return this.#closePromise;
   }

@@ -86,6 +86,9 @@ export interface Subscription extends AsyncDisposable {
    * their leases (they are redelivered once the lease expires). Deliveries
    * claimed but never started are released without spending an attempt.
    * Rejects with the first release error, after finishing the rest. Idempotent.
+   * Rejects with `InvalidArgumentError`, closing nothing, for an unknown key
+   * in `opts`, a `timeoutMs` that is not a number ≥ 0 or a `signal` that is
+   * not an `AbortSignal`.
    */
   close(opts?: CloseOptions): Promise<void>;
 }
@@ -103,7 +106,7 @@ export interface Queue extends AsyncDisposable {
   /**
    * Registers `group` on `topic` (if new) and delivers its messages to
    * `handler` until the subscription is closed. Throws `InvalidNameError`,
-   * `DeadLetterLoopError`, `InvalidArgumentError` for a bad option, `NoLockerError` or
+   * `DeadLetterLoopError`, `InvalidArgumentError` for a bad or unknown option, `NoLockerError` or
    * `UnsupportedError` when the store cannot consume, `ClosedError`.
    */
   subscribe(topic: string, group: string, handler: Handler, opts?: SubscribeOptions): Promise<Subscription>;
@@ -111,7 +114,7 @@ export interface Queue extends AsyncDisposable {
   stats(topic: string, group: string): Promise<QueueStats>;
   /** Checks that the backing store is reachable; rejects with its error. */
   ping(): Promise<void>;
-  /** Closes every subscription (see `Subscription.close`), then the queue's own resources and store. Idempotent. */
+  /** Closes every subscription (see `Subscription.close`), then the queue's own resources and store. Idempotent. Rejects with `InvalidArgumentError`, closing nothing, for bad `opts` (as `Subscription.close`). */
   close(opts?: CloseOptions): Promise<void>;
 }
 
