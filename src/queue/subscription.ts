@@ -22,12 +22,12 @@ const UNWRITTEN_ACKS_PER_SLOT = 16;
 /** The floor of that backlog, so a small `concurrency` still batches well. */
 const UNWRITTEN_ACKS_MIN = 256;
 
-/** How many acks a subscription with `concurrency` slots may have queued or being written before it stops claiming. */
+/** How many acks a subscription with `concurrency` slots may have queued or being written before it stops claiming. @internal */
 export function maxUnwrittenAcks(concurrency: number): number {
   return Math.max(UNWRITTEN_ACKS_MIN, UNWRITTEN_ACKS_PER_SLOT * concurrency);
 }
 
-/** What a subscription needs from the queue that owns it. */
+/** What a subscription needs from the queue that owns it. @internal */
 export interface SubscriptionHost {
   readonly store: Store;
   readonly onError: ErrorReporter;
@@ -83,6 +83,7 @@ export class StoreSubscription implements Subscription {
   #ackFlushScheduled = false;
   #releaseError: unknown;
 
+  /** @internal */
   constructor(host: SubscriptionHost, topic: string, group: string, handler: Handler, opts: ResolvedSubscribeOptions) {
     this.#host = host;
     this.topic = topic;
@@ -92,13 +93,13 @@ export class StoreSubscription implements Subscription {
     this.#maxUnwritten = maxUnwrittenAcks(opts.concurrency);
   }
 
-  /** Starts polling and heartbeating. */
+  /** Starts polling and heartbeating. @internal */
   start(): void {
     this.#heartbeat = setInterval(() => void this.#beat(), this.#o.leaseDurationMs / 3);
     this.#loopDone = this.#loop().catch((err) => this.#host.onError(err, 'subscription loop'));
   }
 
-  /** Cuts the current poll wait short (a publish to the topic, or a freed slot). */
+  /** Cuts the current poll wait short (a publish to the topic, or a freed slot). @internal */
   wake(): void {
     this.#woken = true;
     const w = this.#wakeWait;
