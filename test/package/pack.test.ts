@@ -10,7 +10,7 @@
  */
 import assert from 'node:assert/strict';
 import { spawnSync, type SpawnSyncOptions } from 'node:child_process';
-import { cpSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -26,11 +26,21 @@ const pkg = JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as {
   devDependencies: Record<string, string>;
 };
 
+/**
+ * The environment of every command: this process's, without what `npm test`
+ * and node:test put there about the outer project and run (its package
+ * fields, lifecycle, prefix; the test runner's context).
+ */
+const env = Object.fromEntries(
+  Object.entries(process.env).filter(([k]) => !/^npm_(package_|lifecycle_|command$|config_local_prefix$)/i.test(k) && k !== 'NODE_TEST_CONTEXT' && k !== 'INIT_CWD'),
+);
+
 /** Runs a command, failing the test with its output when it exits non-zero. */
 function run(cmd: string, args: string[], opts: SpawnSyncOptions & { cwd: string }): string {
-  const res = spawnSync(cmd, args, { encoding: 'utf8', maxBuffer: 64 << 20, ...opts });
+  const res = spawnSync(cmd, args, { encoding: 'utf8', maxBuffer: 64 << 20, env, ...opts });
   const out = `${res.stdout ?? ''}${res.stderr ?? ''}`;
-  assert.equal(res.status, 0, `${cmd} ${args.join(' ')} (in ${opts.cwd}) exited ${res.status ?? res.signal}:\n${out}`);
+  const how = res.error ? `failed (${res.error.message})` : `exited ${res.status ?? res.signal}`;
+  assert.equal(res.status, 0, `${cmd} ${args.join(' ')} (in ${opts.cwd}) ${how}:\n${out}`);
   return out;
 }
 
@@ -44,6 +54,26 @@ function walk(dir: string, out: string[] = []): string[] {
 }
 
 const npm = process.platform === 'win32' ? 'npm.cmd' : 'npm';
+
+/**
+ * Compiling SQLite dominates the install (2 min on an idle 2-core machine,
+ * over 7 under load), so better-sqlite3's own install script is handed the
+ * binary this checkout's `npm ci` already built for the same version, Node
+ * ABI and platform, as a local prebuild: the `prebuild-install` step of its
+ * install script unpacks it instead of compiling. Everything else, ferry's
+ * own native helper and fs-ext included, builds as a user's install would.
+ * `FERRY_PACK_BUILD_SQLITE=1`, or a checkout without that binary, compiles it.
+ */
+function sqlitePrebuild(dir: string): { env: Record<string, string>; how: string } {
+  const lib = join(root, 'node_modules/better-sqlite3');
+  const version = (JSON.parse(readFileSync(join(lib, 'package.json'), 'utf8')) as { version: string }).version;
+  const binary = join(lib, 'build/Release/better_sqlite3.node');
+  if (process.env.FERRY_PACK_BUILD_SQLITE === '1' || !existsSync(binary) || process.platform !== 'linux') return { env: {}, how: 'better-sqlite3 compiled' };
+  const name = `better-sqlite3-v${version}-node-v${process.versions.modules}-${process.platform}-${process.arch}.tar.gz`;
+  mkdirSync(dir, { recursive: true });
+  run('tar', ['-czf', join(dir, name), '-C', lib, 'build/Release/better_sqlite3.node'], { cwd: dir });
+  return { env: { npm_config_better_sqlite3_local_prebuilds: dir }, how: `better-sqlite3 ${version} from this checkout's build` };
+}
 
 describe('the packed package, installed into a new project', { timeout: 20 * 60_000 }, () => {
   let work: string;
@@ -79,6 +109,7 @@ describe('the packed package, installed into a new project', { timeout: 20 * 60_
     blocks.ts.forEach((code, i) => writeFileSync(join(app, `readme-${i + 1}.ts`), code));
     for (const [name, code] of blocks.js) writeFileSync(join(app, name), code);
 
+    const prebuild = sqlitePrebuild(join(work, 'prebuilds'));
     const started = performance.now();
     installOutput = run(
       npm,
@@ -87,9 +118,9 @@ describe('the packed package, installed into a new project', { timeout: 20 * 60_
         `typescript@${pkg.devDependencies.typescript}`, `@types/node@${pkg.devDependencies['@types/node']}`,
         '--prefer-offline', '--no-audit', '--no-fund', '--ignore-scripts=false', '--foreground-scripts=false',
       ],
-      { cwd: app, timeout: 15 * 60_000 },
+      { cwd: app, timeout: 15 * 60_000, env: { ...env, ...prebuild.env } },
     );
-    installOutput += `\n(install took ${((performance.now() - started) / 1000).toFixed(1)} s)`;
+    installOutput += `\n(install took ${((performance.now() - started) / 1000).toFixed(1)} s; ${prebuild.how})`;
     installed = join(app, 'node_modules', pkg.name);
   });
 
@@ -124,7 +155,7 @@ describe('the packed package, installed into a new project', { timeout: 20 * 60_
   it('is ESM-only: require() is refused, as README.md says', () => {
     assert.match(readme, /`require\(\)`\s+fails with `ERR_PACKAGE_PATH_NOT_EXPORTED`/);
     for (const entry of ['ferry', 'ferry/diskqueue', 'ferry/spool', 'ferry/queue']) {
-      const res = spawnSync(process.execPath, ['-e', `require(${JSON.stringify(entry)})`], { cwd: app, encoding: 'utf8' });
+      const res = spawnSync(process.execPath, ['-e', `require(${JSON.stringify(entry)})`], { cwd: app, encoding: 'utf8', env });
       assert.notEqual(res.status, 0, entry);
       assert.match(res.stderr, /ERR_PACKAGE_PATH_NOT_EXPORTED/, entry);
     }
@@ -132,7 +163,7 @@ describe('the packed package, installed into a new project', { timeout: 20 * 60_
 
   it('does not ship the test fault injector, and nothing outside the four entry points is importable', () => {
     assert.deepEqual(walk(installed).filter((f) => /faulty/.test(f)), []);
-    const res = spawnSync(process.execPath, ['--input-type=module', '-e', "await import('ferry/dist/storage/fs.js')"], { cwd: app, encoding: 'utf8' });
+    const res = spawnSync(process.execPath, ['--input-type=module', '-e', "await import('ferry/dist/storage/fs.js')"], { cwd: app, encoding: 'utf8', env });
     assert.match(res.stderr, /ERR_PACKAGE_PATH_NOT_EXPORTED/);
   });
 
