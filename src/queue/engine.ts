@@ -77,7 +77,7 @@ import { Janitor } from './janitor.js';
 import { uuidV7 } from './message-id.js';
 import { validateId, validateName } from './names.js';
 import { PublishBatcher } from './publish-batcher.js';
-import { checkCodec, hoursToMs, resolveEngineConfig, resolveSubscribeOptions } from './options.js';
+import { checkCloseOptions, checkCodec, hoursToMs, resolveEngineConfig, resolveSubscribeOptions } from './options.js';
 import type { EngineConfig, ResolvedEngineConfig, SubscribeOptions } from './options.js';
 import { redrive } from './redrive.js';
 import { StoreSubscription } from './subscription.js';
@@ -354,6 +354,11 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
 
   /** See `Queue.close`. Rejects with the first subscription's close error, after closing everything. */
   close(opts: CloseOptions = {}): Promise<void> {
+    try {
+      checkCloseOptions(opts);
+    } catch (err) {
+      return Promise.reject(err);
+    }
     this.#closePromise ??= this.#close(opts);
     return this.#closePromise;
   }

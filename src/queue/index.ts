@@ -71,7 +71,7 @@ export {
 export { HEADER_REDRIVE_FROM, REDRIVE_ID_NAMESPACE, redriveId } from './redrive.js';
 export { PUBLISH_RETRIES, StoreQueue, createStoreQueue } from './engine.js';
 export { createQueue, engineFromDeps, registerQueueType, registeredQueueTypes } from './registry.js';
-export type { QueueConfig, QueueDependencies, QueueFactory } from './registry.js';
+export type { CreatedQueue, QueueConfig, QueueDependencies, QueueFactory } from './registry.js';
 export { MemoryBacking, MemoryStore } from './stores/memory.js';
 export type { MemoryStoreOptions } from './stores/memory.js';
 // better-sqlite3 itself is imported only when SqliteStore.open runs.

@@ -5,8 +5,9 @@
  */
 import type { Codec } from '../codecs.js';
 import { InvalidArgumentError } from '../errors.js';
+import { knownKeys, rejectUnknownKeys } from '../known-keys.js';
 import type { QueueLogger } from './events.js';
-import type { StartFrom } from './types.js';
+import type { CloseOptions, StartFrom } from './types.js';
 
 /** Default handlers running at once per subscription. Bifrost's `DefaultConcurrency`. */
 export const DEFAULT_CONCURRENCY = 4;
@@ -69,6 +70,25 @@ export interface SubscribeOptions<T = never> {
   codec?: Codec<T>;
 }
 
+/**
+ * Every key of `SubscribeOptions`; anything else is refused. A new option is
+ * added here and to the interface (the compiler insists on both).
+ */
+export const SUBSCRIBE_OPTION_KEYS = knownKeys<SubscribeOptions>({
+  concurrency: true,
+  batchSize: true,
+  pollIntervalMs: true,
+  leaseDurationMs: true,
+  maxAttempts: true,
+  backoffBaseMs: true,
+  backoffMaxMs: true,
+  deadLetterTopic: true,
+  maxInFlight: true,
+  startFrom: true,
+  prefetch: true,
+  codec: true,
+});
+
 /** `SubscribeOptions` with every default applied. */
 export type ResolvedSubscribeOptions = Required<Omit<SubscribeOptions<unknown>, 'deadLetterTopic' | 'codec'>> & {
   deadLetterTopic?: string;
@@ -92,8 +112,14 @@ function check(name: string, v: number, min: number, integer = true): number {
   return v;
 }
 
-/** Applies the defaults to `opts` and validates the result. Throws `InvalidArgumentError`. */
+/**
+ * Applies the defaults to `opts` and validates the result. Throws
+ * `InvalidArgumentError` for a value of the wrong type or out of range, or a
+ * key that is not a `SubscribeOptions` field (a misspelt option is an error,
+ * not a silent default).
+ */
 export function resolveSubscribeOptions<T>(opts: SubscribeOptions<T> = {}): ResolvedSubscribeOptions {
+  rejectUnknownKeys('subscribe option', opts, SUBSCRIBE_OPTION_KEYS);
   const r: ResolvedSubscribeOptions = {
     concurrency: check('concurrency', opts.concurrency ?? DEFAULT_CONCURRENCY, 1),
     batchSize: check('batchSize', opts.batchSize ?? DEFAULT_BATCH_SIZE, 1),
@@ -163,6 +189,20 @@ export interface EngineConfig<T = Uint8Array> {
   logger?: QueueLogger;
 }
 
+/**
+ * Every key of `EngineConfig`; anything else is refused. A new field is added
+ * here and to the interface (the compiler insists on both).
+ */
+export const ENGINE_CONFIG_KEYS = knownKeys<EngineConfig>({
+  retentionHours: true,
+  ackedRetentionHours: true,
+  janitorIntervalMs: true,
+  maxPayloadBytes: true,
+  onError: true,
+  codec: true,
+  logger: true,
+});
+
 /** `EngineConfig` with every default applied. */
 export type ResolvedEngineConfig = Required<Pick<EngineConfig, 'retentionHours' | 'ackedRetentionHours' | 'janitorIntervalMs' | 'maxPayloadBytes'>> & {
   onError?: ErrorReporter;
@@ -172,8 +212,14 @@ export type ResolvedEngineConfig = Required<Pick<EngineConfig, 'retentionHours' 
 
 const HOUR_MS = 3_600_000;
 
-/** Applies the defaults to `cfg` and validates the result. Throws `InvalidArgumentError`. */
+/**
+ * Applies the defaults to `cfg` and validates the result. Throws
+ * `InvalidArgumentError` for a value of the wrong type or out of range, or a
+ * key that is not an `EngineConfig` field.
+ */
 export function resolveEngineConfig<T>(cfg: EngineConfig<T> = {}): ResolvedEngineConfig {
+  rejectUnknownKeys('engine config key', cfg, ENGINE_CONFIG_KEYS);
+  if (cfg.onError !== undefined && typeof cfg.onError !== 'function') throw new InvalidArgumentError('onError must be a function');
   const positive = (name: string, v: number, integer: boolean): number => {
     check(name, v, 0, integer);
     if (v === 0) throw new InvalidArgumentError(`${name} must be > 0`);
@@ -195,6 +241,20 @@ export function resolveEngineConfig<T>(cfg: EngineConfig<T> = {}): ResolvedEngin
   if (codec) r.codec = codec;
   if (logger) r.logger = logger;
   return r;
+}
+
+/** Every key of `CloseOptions`; anything else is refused. */
+export const CLOSE_OPTION_KEYS = knownKeys<CloseOptions>({ signal: true, timeoutMs: true });
+
+/**
+ * Checks the options of `Subscription.close` and `Queue.close`. Throws
+ * `InvalidArgumentError` for an unknown key, a `timeoutMs` that is not a
+ * number ≥ 0, or a `signal` that is not an `AbortSignal`. @internal
+ */
+export function checkCloseOptions(opts: CloseOptions | undefined): void {
+  rejectUnknownKeys('close option', opts, CLOSE_OPTION_KEYS);
+  if (opts?.timeoutMs !== undefined) check('timeoutMs', opts.timeoutMs, 0, false);
+  if (opts?.signal !== undefined && !(opts.signal instanceof AbortSignal)) throw new InvalidArgumentError('signal must be an AbortSignal');
 }
 
 /** Hours to milliseconds. */

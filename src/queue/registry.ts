@@ -7,6 +7,7 @@
  */
 import type { Codec } from '../codecs.js';
 import { UnsupportedError, InvalidArgumentError } from '../errors.js';
+import { knownKeys, rejectUnknownKeys } from '../known-keys.js';
 import { createStoreQueue } from './engine.js';
 import type { QueueLogger } from './events.js';
 import type { EngineConfig, ErrorReporter } from './options.js';
@@ -15,7 +16,7 @@ import type { Queue } from './types.js';
 
 /** Selects and configures a queue implementation. Bifrost's `Config`. */
 export interface QueueConfig {
-  /** A disabled (or absent) config builds no queue. */
+  /** `false` builds no queue (`createQueue` resolves `undefined`); omitted or `true` builds it. */
   enabled?: boolean;
   /** A registered type: `memory`, `sqlite`, or one added with `registerQueueType`. */
   type: string;
@@ -58,6 +59,9 @@ export function engineFromDeps(deps: QueueDependencies<unknown>): EngineConfig<u
   return out;
 }
 
+/** Every key of `QueueConfig`; anything else is refused. */
+const QUEUE_CONFIG_KEYS = knownKeys<QueueConfig>({ enabled: true, type: true, config: true });
+
 const factories = new Map<string, QueueFactory>();
 
 /**
@@ -78,21 +82,54 @@ export function registeredQueueTypes(): string[] {
 }
 
 /**
- * Builds the queue `config` selects; resolves `undefined` when `config` is
- * absent or not enabled. Rejects with `UnsupportedError` for an unregistered
- * type, `InvalidArgumentError` for a malformed config block, or the
- * factory's error. Bifrost's `NewQueue`.
+ * What `createQueue(config)` resolves for a config of type `C`: `undefined`
+ * for an absent config or `enabled: false`; a `Queue` when `enabled` is
+ * omitted or `true`; `Queue | undefined` when the type cannot tell (a plain
+ * `QueueConfig`, or `any` from `JSON.parse`).
  */
-export async function createQueue<T = Uint8Array>(config: QueueConfig | null | undefined, deps: QueueDependencies<T> = {}): Promise<Queue<T> | undefined> {
-  if (!config || config.enabled !== true) return undefined;
+export type CreatedQueue<C, T = Uint8Array> = 0 extends 1 & C
+  ? Queue<T> | undefined
+  : C extends null | undefined
+    ? undefined
+    : C extends { enabled: false }
+      ? undefined
+      : C extends { enabled: true }
+        ? Queue<T>
+        : 'enabled' extends keyof C
+          ? Queue<T> | undefined
+          : Queue<T>;
+
+/**
+ * Builds the queue `config` selects, typed `Queue<T>` by `deps.codec`.
+ * Resolves `undefined`, building nothing, when `config` is absent (`null` or
+ * `undefined`) or says `enabled: false`; with `enabled` omitted or `true` it
+ * builds the queue. Rejects with `UnsupportedError` for an unregistered type,
+ * `InvalidArgumentError` for a malformed config (not an object, `enabled` not
+ * a boolean, an unknown or mistyped setting), or the factory's error.
+ * Bifrost's `NewQueue`. Giving `T` explicitly (`createQueue<Job>(…)`) leaves
+ * `C` at its default, so the result is then `Queue<Job> | undefined`.
+ */
+export function createQueue<T = Uint8Array, C extends QueueConfig | null | undefined = QueueConfig | null | undefined>(
+  config: C,
+  deps?: QueueDependencies<T>,
+): Promise<CreatedQueue<C, T>>;
+export async function createQueue(config: QueueConfig | null | undefined, deps: QueueDependencies<unknown> = {}): Promise<Queue<unknown> | undefined> {
+  if (config === null || config === undefined) return undefined;
+  if (typeof config !== 'object' || Array.isArray(config)) throw new InvalidArgumentError('queue config must be an object');
+  rejectUnknownKeys('queue config key', config, QUEUE_CONFIG_KEYS);
+  if (config.enabled !== undefined && typeof config.enabled !== 'boolean') {
+    throw new InvalidArgumentError(`queue config: enabled must be a boolean, got ${JSON.stringify(config.enabled)}`);
+  }
+  if (config.enabled === false) return undefined;
   const factory = factories.get(config.type);
   if (!factory) {
     throw new UnsupportedError(`queue type ${JSON.stringify(config.type)} is not registered (known: ${registeredQueueTypes().join(', ')})`);
   }
-  return (await factory(config.config, deps as QueueDependencies<unknown>)) as Queue<T>;
+  return (await factory(config.config, deps)) as Queue<unknown>;
 }
 
-const ENGINE_FIELDS = ['retentionHours', 'ackedRetentionHours', 'janitorIntervalMs', 'maxPayloadBytes'] as const;
+/** The `EngineConfig` fields a JSON config block may set (the numeric ones). */
+const ENGINE_FIELDS = ['retentionHours', 'ackedRetentionHours', 'janitorIntervalMs', 'maxPayloadBytes'] as const satisfies readonly (keyof EngineConfig)[];
 
 /**
  * Reads a type's config block: the engine fields plus `extra` names, each a

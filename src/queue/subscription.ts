@@ -8,7 +8,7 @@ import { ClosedError, CodecError } from '../errors.js';
 import { retryBackoffMs } from './backoff.js';
 import { deadLetterCopy, errorText } from './dead-letter.js';
 import type { DeadLetterReason, DeliveryEvent, LeaseLostEvent, QueueEvents } from './events.js';
-import type { ErrorReporter, ResolvedSubscribeOptions } from './options.js';
+import { checkCloseOptions, type ErrorReporter, type ResolvedSubscribeOptions } from './options.js';
 import { isPermanent } from './permanent.js';
 import type { Claimed, CloseOptions, Delivery, Handler, Store, StoredMessage, Subscription } from './types.js';
 
@@ -28,12 +28,12 @@ const UNWRITTEN_ACKS_MIN = 256;
  */
 const LEASE_SLACK_MS = 50;
 
-/** How many acks a subscription with `concurrency` slots may have queued or being written before it stops claiming. */
+/** How many acks a subscription with `concurrency` slots may have queued or being written before it stops claiming. @internal */
 export function maxUnwrittenAcks(concurrency: number): number {
   return Math.max(UNWRITTEN_ACKS_MIN, UNWRITTEN_ACKS_PER_SLOT * concurrency);
 }
 
-/** What a subscription needs from the queue that owns it. */
+/** What a subscription needs from the queue that owns it. @internal */
 export interface SubscriptionHost {
   readonly store: Store;
   readonly onError: ErrorReporter;
@@ -103,6 +103,7 @@ export class StoreSubscription implements Subscription {
   #ackFlushScheduled = false;
   #releaseError: unknown;
 
+  /** @internal */
   constructor(host: SubscriptionHost, topic: string, group: string, handler: Handler<unknown>, opts: ResolvedSubscribeOptions) {
     this.#host = host;
     this.topic = topic;
@@ -112,13 +113,13 @@ export class StoreSubscription implements Subscription {
     this.#maxUnwritten = maxUnwrittenAcks(opts.concurrency);
   }
 
-  /** Starts polling and heartbeating. */
+  /** Starts polling and heartbeating. @internal */
   start(): void {
     this.#heartbeat = setInterval(() => void this.#beat(), this.#o.leaseDurationMs / 3);
     this.#loopDone = this.#loop().catch((err) => this.#host.onError(err, 'subscription loop'));
   }
 
-  /** Cuts the current poll wait short (something may have become claimable, or a slot freed up). */
+  /** Cuts the current poll wait short (something may have become claimable, or a slot freed up). @internal */
   wake(): void {
     this.#woken = true;
     const w = this.#wakeWait;
@@ -431,6 +432,11 @@ export class StoreSubscription implements Subscription {
   }
 
   close(opts: CloseOptions = {}): Promise<void> {
+    try {
+      checkCloseOptions(opts);
+    } catch (err) {
+      return Promise.reject(err);
+    }
     this.#closePromise ??= this.#close(opts);
     return this.#closePromise;
   }

@@ -103,6 +103,9 @@ export interface Subscription extends AsyncDisposable {
    * their leases (they are redelivered once the lease expires). Deliveries
    * claimed but never started are released without spending an attempt.
    * Rejects with the first release error, after finishing the rest. Idempotent.
+   * Rejects with `InvalidArgumentError`, closing nothing, for an unknown key
+   * in `opts`, a `timeoutMs` that is not a number ≥ 0 or a `signal` that is
+   * not an `AbortSignal`.
    */
   close(opts?: CloseOptions): Promise<void>;
 }
@@ -139,7 +142,7 @@ export interface Queue<T = Uint8Array> extends AsyncDisposable, QueueEventEmitte
    * `handler` until the subscription is closed. Payloads are decoded with
    * `opts.codec`, else the queue's codec; one that fails to decode is
    * dead-lettered at once. Throws `InvalidNameError`,
-   * `DeadLetterLoopError`, `InvalidArgumentError` for a bad option, `NoLockerError` or
+   * `DeadLetterLoopError`, `InvalidArgumentError` for a bad or unknown option, `NoLockerError` or
    * `UnsupportedError` when the store cannot consume, `ClosedError`.
    */
   subscribe(topic: string, group: string, handler: Handler<T>, opts?: SubscribeOptions<T>): Promise<Subscription>;
@@ -181,7 +184,7 @@ export interface Queue<T = Uint8Array> extends AsyncDisposable, QueueEventEmitte
   redrive(deadLetterTopic: string, opts?: RedriveOptions): Promise<RedriveResult>;
   /** Checks that the backing store is reachable; rejects with its error. */
   ping(): Promise<void>;
-  /** Closes every subscription (see `Subscription.close`), then the queue's own resources and store. Idempotent. */
+  /** Closes every subscription (see `Subscription.close`), then the queue's own resources and store. Idempotent. Rejects with `InvalidArgumentError`, closing nothing, for bad `opts` (as `Subscription.close`). */
   close(opts?: CloseOptions): Promise<void>;
 }
 

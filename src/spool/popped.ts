@@ -1,5 +1,6 @@
 /** What `Spool.pop` hands out: the payload and the commit that retires it. */
 export class Popped {
+  /** @internal Made by `Spool.pop`. */
   constructor(
     /** The record's bytes (a fresh copy the caller owns). */
     readonly data: Uint8Array,

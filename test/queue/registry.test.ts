@@ -9,11 +9,25 @@ import { createQueue, createStoreQueue, MemoryStore, registeredQueueTypes, regis
 import type { Queue, QueueDependencies } from '../../src/queue/index.js';
 
 describe('queue registry', () => {
-  it('returns undefined when the config is absent or disabled', async () => {
+  it('returns undefined when the config is absent or says enabled: false', async () => {
     assert.equal(await createQueue(undefined), undefined);
     assert.equal(await createQueue(null), undefined);
     assert.equal(await createQueue({ enabled: false, type: 'memory' }), undefined);
-    assert.equal(await createQueue(JSON.parse('{"type":"memory"}')), undefined);
+    assert.equal(await createQueue(JSON.parse('{"enabled":false,"type":"kafka"}')), undefined);
+  });
+
+  it('builds the queue when enabled is omitted; refuses a non-boolean enabled and unknown top-level keys', async () => {
+    for (const cfg of [{ type: 'memory' }, JSON.parse('{"type":"memory"}'), { enabled: undefined, type: 'memory' }]) {
+      const q = await createQueue(cfg);
+      assert.ok(q, JSON.stringify(cfg));
+      assert.deepEqual(await q.publish({ topic: 't', id: 'a', payload: new Uint8Array(1) }), ['a']);
+      await q.close();
+    }
+    const invalid = (e: unknown) => e instanceof InvalidArgumentError && e.code === 'ERR_INVALID_ARGUMENT';
+    await assert.rejects(createQueue(JSON.parse('{"enabled":"false","type":"memory"}')), invalid);
+    await assert.rejects(createQueue(JSON.parse('{"enabled":1,"type":"memory"}')), invalid);
+    await assert.rejects(createQueue(JSON.parse('{"enable":true,"type":"memory"}')), (e: unknown) => invalid(e) && /unknown queue config key "enable"/.test((e as Error).message));
+    await assert.rejects(createQueue(JSON.parse('[]')), invalid);
   });
 
   it('builds memory and sqlite queues from JSON-shaped config', async () => {

@@ -18,7 +18,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import { realpathSync } from 'node:fs';
+import { closeSync, constants, openSync, realpathSync } from 'node:fs';
 import type BetterSqlite3 from 'better-sqlite3';
 import { ClosedError, InvalidArgumentError, IOError } from '../../errors.js';
 import { deliveryId } from '../delivery-id.js';
@@ -29,12 +29,30 @@ type Database = BetterSqlite3.Database;
 
 /** Options of `SqliteStore.open`. */
 export interface SqliteStoreOptions {
-  /** Database file; created with its tables when missing. `:memory:` works for a throwaway store. */
+  /**
+   * Database file; created with its tables when missing, mode 0600 (the
+   * umask still applies), and SQLite gives its `-wal` and `-shm` files the
+   * same mode. An existing file keeps its mode. `:memory:` works for a
+   * throwaway store.
+   */
   path: string;
   /** SQLite `synchronous` pragma: `full` (default) survives power loss; `normal` only process crashes, and is faster. */
   synchronous?: 'full' | 'normal';
   /** How long a write waits for another connection's lock, ms. Default 5000. */
   busyTimeoutMs?: number;
+}
+
+/** Mode of a database file the store creates; SQLite copies it to the `-wal` and `-shm` files. */
+const DATABASE_FILE_MODE = 0o600;
+
+/**
+ * Creates the database file at `path` with mode 0600 unless it exists, so
+ * SQLite never creates it with its default 0644. `:memory:`, `''` (a
+ * temporary database) and `file:` URIs are left to SQLite.
+ */
+function createPrivate(path: string): void {
+  if (path === ':memory:' || path.startsWith('file:')) return;
+  closeSync(openSync(path, constants.O_RDONLY | constants.O_CREAT, DATABASE_FILE_MODE));
 }
 
 /** The database clock in integer milliseconds since the epoch. */
@@ -235,6 +253,7 @@ export class SqliteStore implements Store {
     const Driver = await loadDriver();
     let db: Database;
     try {
+      createPrivate(opts.path);
       db = new Driver(opts.path, { timeout: opts.busyTimeoutMs ?? 5000 });
     } catch (err) {
       throw new IOError(`cannot open SQLite database ${opts.path}: ${(err as Error).message}`, { cause: err });
