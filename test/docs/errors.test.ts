@@ -108,6 +108,14 @@ const ROWS: Row[] = [
     trigger: () => createQueue({ type: 'memory', config: { retention_hours: 1 } }),
   },
   {
+    doc: 'docs/QUEUE.md', claim: '`publish` rejects with `CodecError` (the codec\'s own', error: 'CodecError',
+    trigger: () => withQueue((q) => q.publish({ topic: 't', payload: 'x' as unknown as Uint8Array }, { codec: { encode: () => { throw new Error('nope'); }, decode: (b: Uint8Array) => b } })),
+  },
+  {
+    doc: 'docs/QUEUE.md', claim: 'a file from a newer ferry is\nrefused with `IOError`', error: 'IOError',
+    coveredBy: 'test/queue/sqlite-migration.test.ts',
+  },
+  {
     doc: 'docs/QUEUE.md', claim: 'an unregistered type with `UnsupportedError`', error: 'UnsupportedError',
     trigger: () => createQueue({ type: 'kafka' }),
   },

@@ -5,7 +5,8 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { InvalidArgumentError } from '../../src/errors.js';
-import { createQueue, createStoreQueue, MemoryStore, type SubscribeOptions } from '../../src/queue/index.js';
+import { codecs, createQueue, createStoreQueue, MemoryStore, type SubscribeOptions } from '../../src/queue/index.js';
+import { counts } from '../stores/helpers.js';
 import { CLOSE_OPTION_KEYS, ENGINE_CONFIG_KEYS, SUBSCRIBE_OPTION_KEYS } from '../../src/queue/options.js';
 
 const invalid = (pattern: RegExp) => (e: unknown) =>
@@ -22,7 +23,7 @@ describe('unknown option keys', () => {
       await assert.rejects(q.subscribe('t', 'g', noop, null as unknown as SubscribeOptions), invalid(/must be an object/));
       await assert.rejects(q.subscribe('t', 'g', noop, 3 as unknown as SubscribeOptions), invalid(/must be an object/));
       // Nothing was registered: a later subscription of the group starts at `latest` as if new.
-      assert.deepEqual(await q.stats('t', 'g'), { pending: 0, leased: 0, dead: 0 });
+      assert.deepEqual(counts(await q.stats('t', 'g')), { pending: 0, leased: 0, dead: 0 });
     } finally {
       await q.close();
     }
@@ -30,14 +31,14 @@ describe('unknown option keys', () => {
 
   it('subscribe accepts every listed key, and the list is exactly the documented options', async () => {
     assert.deepEqual([...SUBSCRIBE_OPTION_KEYS].sort(), [
-      'backoffBaseMs', 'backoffMaxMs', 'batchSize', 'concurrency', 'deadLetterTopic', 'leaseDurationMs',
+      'backoffBaseMs', 'backoffMaxMs', 'batchSize', 'codec', 'concurrency', 'deadLetterTopic', 'leaseDurationMs',
       'maxAttempts', 'maxInFlight', 'pollIntervalMs', 'prefetch', 'startFrom',
     ]);
     const q = createStoreQueue(new MemoryStore());
     try {
       const sub = await q.subscribe('t', 'g', noop, {
         concurrency: 2, batchSize: 4, pollIntervalMs: 50, leaseDurationMs: 3000, maxAttempts: 2, backoffBaseMs: 1,
-        backoffMaxMs: 2, deadLetterTopic: 'dead', maxInFlight: 3, startFrom: 'earliest', prefetch: 1,
+        backoffMaxMs: 2, deadLetterTopic: 'dead', maxInFlight: 3, startFrom: 'earliest', prefetch: 1, codec: codecs.bytes,
       });
       await sub.close();
     } finally {
@@ -46,7 +47,7 @@ describe('unknown option keys', () => {
   });
 
   it('createStoreQueue refuses an unknown engine config key', () => {
-    assert.deepEqual([...ENGINE_CONFIG_KEYS].sort(), ['ackedRetentionHours', 'janitorIntervalMs', 'maxPayloadBytes', 'onError', 'retentionHours']);
+    assert.deepEqual([...ENGINE_CONFIG_KEYS].sort(), ['ackedRetentionHours', 'codec', 'janitorIntervalMs', 'logger', 'maxPayloadBytes', 'onError', 'retentionHours']);
     assert.throws(() => createStoreQueue(new MemoryStore(), { retentionHour: 3 } as never), invalid(/unknown engine config key "retentionHour"/));
     assert.throws(() => createStoreQueue(new MemoryStore(), { onError: 'log' } as never), invalid(/onError/));
   });
