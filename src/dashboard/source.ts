@@ -18,7 +18,7 @@ export interface GroupRow {
   pending: number;
   leased: number;
   dead: number;
-  /** Milliseconds the oldest pending delivery has waited; null when none is pending or the queue cannot say. */
+  /** Milliseconds the longest-waiting due pending delivery has waited (`QueueStats.oldestPendingAgeMs`); null when none is pending or the queue cannot say. */
   oldestPendingAgeMs: number | null;
 }
 
@@ -92,7 +92,6 @@ export class QueueSource {
   readonly #listGroups?: AnyFn;
   readonly #removeGroup?: AnyFn;
   readonly #redrive?: AnyFn;
-  readonly #listMessages?: AnyFn;
   readonly #off: (() => void)[] = [];
 
   constructor(queue: Queue, onOutcome?: (kind: 'completed' | 'deadLettered') => void) {
@@ -100,7 +99,6 @@ export class QueueSource {
     this.#listGroups = method(queue, 'listGroups');
     this.#removeGroup = method(queue, 'removeGroup');
     this.#redrive = method(queue, 'redrive');
-    this.#listMessages = method(queue, 'listMessages');
     const on = method(queue, 'on');
     const off = method(queue, 'off');
     let events = false;
@@ -114,7 +112,7 @@ export class QueueSource {
     }
     this.features = {
       groups: !!this.#listGroups,
-      deadLetters: !!this.#listMessages,
+      deadLetters: !!this.#redrive,
       redrive: !!this.#redrive,
       removeGroup: !!this.#removeGroup,
       events,
@@ -142,7 +140,7 @@ export class QueueSource {
       pending: Number(s.pending),
       leased: Number(s.leased),
       dead: Number(s.dead),
-      oldestPendingAgeMs: typeof age === 'number' && Number.isFinite(age) ? age : null,
+      oldestPendingAgeMs: typeof age === 'number' && Number.isFinite(age) && Number(s.pending) > 0 ? age : null,
     };
   }
 
@@ -152,16 +150,44 @@ export class QueueSource {
     return Promise.all(gs.map((g) => this.row(g.topic, g.group)));
   }
 
-  /** A page of the dead-letter copies stored on `topic`, oldest first, starting after `after`. */
+  /**
+   * A page of the dead-letter copies stored on `topic`, in publish order,
+   * starting after cursor `after` (null: from the start).
+   *
+   * The queue API has no call that only reads a topic, so the copies are read
+   * through `redrive` with a filter that keeps none of them: the filter sees
+   * every copy that has a usable source topic, in publish order, and nothing
+   * is republished. The filter throws once the page is full, which ends the
+   * walk early (`redrive` republishes nothing, having accepted nothing). The
+   * cursor is the number of copies before the page, so a page costs a walk
+   * over the copies before it, and copies the janitor purges in between
+   * shift later pages. Copies without a source topic cannot be redriven and
+   * are not listed.
+   */
   async deadLetters(topic: string, after: string | null, limit: number): Promise<DeadLetterPage> {
-    if (!this.#listMessages) throw new UnsupportedError('this queue cannot list the messages of a topic');
-    const res = (await (this.#listMessages as (t: string, o: object) => Promise<unknown>)(topic, {
-      limit,
-      ...(after !== null ? { after } : {}),
-    })) as { messages?: StoredMessage[]; next?: string | null } | StoredMessage[];
-    const messages = Array.isArray(res) ? res : (res.messages ?? []);
-    const next = Array.isArray(res) ? (messages.length === limit ? messages[messages.length - 1]!.id : null) : (res.next ?? null);
-    return { items: messages.map(toRow), next };
+    if (!this.#redrive) throw new UnsupportedError('this queue cannot read dead letters (it has no redrive)');
+    const skip = after === null ? 0 : Number(after);
+    if (!Number.isSafeInteger(skip) || skip < 0) throw new InvalidArgumentError('after must be a cursor this dashboard returned');
+    const items: DeadLetterRow[] = [];
+    let seen = 0;
+    let more = false;
+    const full = new PageFull();
+    try {
+      await (this.#redrive as (t: string, o: object) => Promise<unknown>)(topic, {
+        filter: (m: StoredMessage) => {
+          if (seen++ < skip) return false;
+          if (items.length === limit) {
+            more = true;
+            throw full;
+          }
+          items.push(toRow(m));
+          return false;
+        },
+      });
+    } catch (err) {
+      if (err !== full) throw err;
+    }
+    return { items, next: more ? String(skip + limit) : null };
   }
 
   /**
@@ -174,10 +200,8 @@ export class QueueSource {
     if (ids !== 'all' && ids.length === 0) throw new InvalidArgumentError('no dead letters chosen');
     const wanted = ids === 'all' ? undefined : new Set(ids);
     const opts = wanted ? { filter: (m: StoredMessage) => wanted.has(m.id), limit: wanted.size } : {};
-    const res = (await (this.#redrive as (t: string, o: object) => Promise<unknown>)(topic, opts)) as unknown;
-    if (typeof res === 'number') return res;
-    const o = res as Loose | null;
-    return Number(o?.redriven ?? o?.count ?? 0);
+    const res = (await (this.#redrive as (t: string, o: object) => Promise<unknown>)(topic, opts)) as { ids?: unknown[] } | number;
+    return typeof res === 'number' ? res : (res.ids?.length ?? 0);
   }
 
   /** Removes `group` from `topic` with its deliveries. */
@@ -191,6 +215,9 @@ export class QueueSource {
     for (const f of this.#off.splice(0)) f();
   }
 }
+
+/** Thrown by the listing filter to end a walk once its page is full. */
+class PageFull extends Error {}
 
 function cmp(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;
