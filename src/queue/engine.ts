@@ -51,13 +51,15 @@
  */
 import { randomUUID } from 'node:crypto';
 import { ClosedError, DeadLetterLoopError, FerryError, IOError, PayloadTooLargeError, ScheduleTooFarError, UnsupportedError, InvalidArgumentError } from '../errors.js';
+import { KeyedLock, groupKey, requireStoreOp } from './admin.js';
 import { Janitor } from './janitor.js';
 import { validateId, validateName } from './names.js';
 import { hoursToMs, resolveEngineConfig, resolveSubscribeOptions } from './options.js';
 import type { EngineConfig, ResolvedEngineConfig, SubscribeOptions } from './options.js';
+import { redrive } from './redrive.js';
 import { StoreSubscription } from './subscription.js';
 import type { SubscriptionHost } from './subscription.js';
-import type { CloseOptions, Handler, Message, Queue, QueueStats, Store, StoredMessage, Subscription } from './types.js';
+import type { CloseOptions, ConsumerGroup, Handler, Message, Queue, QueueStats, RedriveOptions, RedriveResult, Store, StoredMessage, Subscription } from './types.js';
 
 /** How many times `publish` retries a transient store error. */
 export const PUBLISH_RETRIES = 3;
@@ -90,6 +92,8 @@ export class StoreQueue implements Queue {
   #lastYield = performance.now();
   #closePromise: Promise<void> | undefined;
   readonly #host: SubscriptionHost;
+  /** Orders registering and removing each (topic, group) in this queue. */
+  readonly #groupLock = new KeyedLock();
 
   constructor(store: Store, config: EngineConfig = {}) {
     this.#store = store;
@@ -195,13 +199,42 @@ export class StoreQueue implements Queue {
       validateName('dead-letter topic', o.deadLetterTopic);
       if (o.deadLetterTopic === topic) throw new DeadLetterLoopError(`dead-letter topic ${topic} is the subscribed topic`);
     }
-    await this.#store.canConsume?.();
-    await this.#store.ensureGroup(topic, group, o.startFrom);
+    return this.#groupLock.run(groupKey(topic, group), async () => {
+      await this.#store.canConsume?.();
+      await this.#store.ensureGroup(topic, group, o.startFrom);
+      this.#assertOpen();
+      const sub = new StoreSubscription(this.#host, topic, group, handler, o);
+      this.#subs.add(sub);
+      sub.start();
+      return sub;
+    });
+  }
+
+  /** See `Queue.removeGroup`. */
+  async removeGroup(topic: string, group: string): Promise<boolean> {
     this.#assertOpen();
-    const sub = new StoreSubscription(this.#host, topic, group, handler, o);
-    this.#subs.add(sub);
-    sub.start();
-    return sub;
+    validateName('topic', topic);
+    validateName('group', group);
+    const remove = requireStoreOp(this.#store, 'removeGroup');
+    return this.#groupLock.run(groupKey(topic, group), async () => {
+      for (const s of this.#subs) {
+        if (s.topic === topic && s.group === group) throw new InvalidArgumentError(`group ${group} of topic ${topic} has a subscription on this queue: close it first`);
+      }
+      return remove(topic, group);
+    });
+  }
+
+  /** See `Queue.listGroups`. */
+  async listGroups(topic?: string): Promise<ConsumerGroup[]> {
+    this.#assertOpen();
+    if (topic !== undefined) validateName('topic', topic);
+    return requireStoreOp(this.#store, 'listGroups')(topic);
+  }
+
+  /** See `Queue.redrive`. */
+  async redrive(deadLetterTopic: string, opts?: RedriveOptions): Promise<RedriveResult> {
+    this.#assertOpen();
+    return redrive({ store: this.#store, maxPayloadBytes: this.#cfg.maxPayloadBytes, append: (msgs) => this.#append(msgs) }, deadLetterTopic, opts);
   }
 
   /** See `Queue.stats`. */

@@ -8,12 +8,16 @@ export type {
   Claimed,
   ClaimRequest,
   CloseOptions,
+  ConsumerGroup,
   Delivery,
   Handler,
   Message,
+  MessagePage,
   PurgePolicy,
   Queue,
   QueueStats,
+  RedriveOptions,
+  RedriveResult,
   StartFrom,
   Store,
   StoredMessage,
@@ -48,6 +52,7 @@ export {
   HEADER_DLQ_SOURCE_TOPIC,
   MAX_ERROR_BYTES,
 } from './dead-letter.js';
+export { HEADER_REDRIVE_FROM, REDRIVE_ID_NAMESPACE, redriveId } from './redrive.js';
 export { PUBLISH_RETRIES, StoreQueue, createStoreQueue } from './engine.js';
 export { createQueue, registerQueueType, registeredQueueTypes } from './registry.js';
 export type { QueueConfig, QueueDependencies, QueueFactory } from './registry.js';

@@ -109,10 +109,63 @@ export interface Queue extends AsyncDisposable {
   subscribe(topic: string, group: string, handler: Handler, opts?: SubscribeOptions): Promise<Subscription>;
   /** Counts `group`'s deliveries on `topic`. Throws `InvalidNameError`. */
   stats(topic: string, group: string): Promise<QueueStats>;
+  /**
+   * Deletes consumer group `group` of `topic` and every one of its deliveries
+   * (pending, leased, acked, dead); resolves true when the group was
+   * registered. Later publishes no longer fan out to it, and messages no
+   * other group still needs become purgeable by the janitor. Leases other
+   * instances hold on its deliveries are no longer held: their heartbeats
+   * abort the handlers and their acks change nothing. Subscribing again
+   * registers the group anew (`startFrom` applies). Throws `InvalidNameError`,
+   * `InvalidArgumentError` while this queue has a subscription of that group
+   * that has not finished closing, `UnsupportedError` when the store has no
+   * `removeGroup`, `ClosedError`.
+   */
+  removeGroup(topic: string, group: string): Promise<boolean>;
+  /**
+   * The registered consumer groups, of `topic` or of every topic when it is
+   * omitted, sorted by topic then group. Throws `InvalidNameError`,
+   * `UnsupportedError` when the store has no `listGroups`, `ClosedError`.
+   */
+  listGroups(topic?: string): Promise<ConsumerGroup[]>;
+  /**
+   * Republishes the dead-letter copies stored on `deadLetterTopic` to the
+   * topic each came from (header `x-queue-dlq-source-topic`), in publish
+   * order; see `RedriveOptions` and `RedriveResult`. The copies stay on
+   * `deadLetterTopic`. Each republished message's ID is derived from its
+   * copy's ID (`redriveId`), so redriving a copy again publishes nothing new
+   * while that message is retained. Throws `InvalidNameError`,
+   * `InvalidArgumentError` for bad options, `UnsupportedError` when the store
+   * has no `listMessages`, `ClosedError`, a publish's error, or the error
+   * `filter` threw (copies redriven before it stay redriven).
+   */
+  redrive(deadLetterTopic: string, opts?: RedriveOptions): Promise<RedriveResult>;
   /** Checks that the backing store is reachable; rejects with its error. */
   ping(): Promise<void>;
   /** Closes every subscription (see `Subscription.close`), then the queue's own resources and store. Idempotent. */
   close(opts?: CloseOptions): Promise<void>;
+}
+
+/** A consumer group registered on a topic. */
+export interface ConsumerGroup {
+  topic: string;
+  group: string;
+}
+
+/** Options of `Queue.redrive`. */
+export interface RedriveOptions {
+  /** Most copies to republish (an integer ≥ 1); skipped copies do not count. Default: all of them. */
+  limit?: number;
+  /** Republishes only the copies for which this returns (or resolves) true. Called once per copy that has a usable source topic, in publish order. */
+  filter?: (copy: StoredMessage) => boolean | Promise<boolean>;
+}
+
+/** What `Queue.redrive` did. */
+export interface RedriveResult {
+  /** IDs of the republished messages, in the copies' publish order. A copy redriven before yields the same ID again (its publish stored nothing new). */
+  ids: string[];
+  /** Copies passed over: no `x-queue-dlq-source-topic` header, a source topic that is not a valid name or is `deadLetterTopic` itself, or a payload over this queue's `maxPayloadBytes`. */
+  skipped: number;
 }
 
 // ---------------------------------------------------------------------------
@@ -151,6 +204,14 @@ export interface PurgePolicy {
   deadRetentionMs: number;
   /** Messages no delivery needs any more, counted from the later of their due time and their last delivery's end. */
   ackedRetentionMs: number;
+}
+
+/** One page of `Store.listMessages`. */
+export interface MessagePage {
+  /** Messages of the topic in publish order, at most the page's `limit`. */
+  messages: StoredMessage[];
+  /** Pass as `after` to read the next page; absent when no message followed this page when it was read. */
+  next?: string;
 }
 
 /**
@@ -192,6 +253,27 @@ export interface Store {
   stats(topic: string, group: string): Promise<QueueStats>;
   /** Checks that the store is reachable. */
   ping(): Promise<void>;
+  /**
+   * Deletes group `group` of `topic` and all its deliveries, whatever their
+   * state, atomically with respect to `append` and `ensureGroup` (no
+   * delivery of the group survives or appears afterwards); resolves true when
+   * the group was registered. Held claim tokens of those deliveries are then
+   * not held. Messages left without deliveries are purged by `purge` like any
+   * finished message. Optional for stores outside ferry (the engine then
+   * throws `UnsupportedError` from `Queue.removeGroup`); ferry's stores have it.
+   */
+  removeGroup?(topic: string, group: string): Promise<boolean>;
+  /** The registered groups of `topic`, or of every topic when it is undefined, sorted by topic then group (code-unit order). Optional, as `removeGroup`. */
+  listGroups?(topic?: string): Promise<ConsumerGroup[]>;
+  /**
+   * Reads the messages stored on `topic` (not yet purged) in publish order,
+   * `page.limit` (≥ 1) at most, starting after the cursor `page.after`
+   * (from the start when absent). The cursor is opaque and only meaningful to
+   * the store that returned it; a message appended after a page was read
+   * comes later in publish order, so paging to the end finds it. Optional,
+   * as `removeGroup` (needed by `Queue.redrive`).
+   */
+  listMessages?(topic: string, page: { after?: string; limit: number }): Promise<MessagePage>;
   /** Releases the store's own resources (never a handle it borrowed). */
   close(): Promise<void>;
   /**

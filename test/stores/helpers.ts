@@ -1,6 +1,6 @@
 /** Shared helpers of the conformance suite. */
 import { randomUUID } from 'node:crypto';
-import type { Claimed, ClaimRequest, PurgePolicy, QueueStats, StartFrom, Store, StoredMessage } from '../../src/queue/types.js';
+import type { Claimed, ClaimRequest, ConsumerGroup, MessagePage, PurgePolicy, QueueStats, StartFrom, Store, StoredMessage } from '../../src/queue/types.js';
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
@@ -97,6 +97,15 @@ export class InstrumentedStore implements Store {
   }
   ping() {
     return this.#call('ping', [], () => this.inner.ping());
+  }
+  removeGroup(topic: string, group: string): Promise<boolean> {
+    return this.#call('removeGroup', [topic, group], () => this.inner.removeGroup!(topic, group));
+  }
+  listGroups(topic?: string): Promise<ConsumerGroup[]> {
+    return this.#call('listGroups', [topic], () => this.inner.listGroups!(topic));
+  }
+  listMessages(topic: string, page: { after?: string; limit: number }): Promise<MessagePage> {
+    return this.#call('listMessages', [topic, page], () => this.inner.listMessages!(topic, page));
   }
   close() {
     return this.#call('close', [], () => this.inner.close());

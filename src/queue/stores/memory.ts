@@ -14,11 +14,13 @@ import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { ClosedError } from '../../errors.js';
 import { deliveryId } from '../delivery-id.js';
-import type { Claimed, ClaimRequest, PurgePolicy, QueueStats, StartFrom, Store, StoredMessage } from '../types.js';
+import type { Claimed, ClaimRequest, ConsumerGroup, MessagePage, PurgePolicy, QueueStats, StartFrom, Store, StoredMessage } from '../types.js';
 
 type State = 'pending' | 'leased' | 'acked' | 'dead';
 
 interface MessageRow {
+  /** Publish order across the backing: the `listMessages` cursor. */
+  seq: number;
   msg: StoredMessage;
   /** When the message becomes due: `deliverAt`, else its publish time (ms). */
   dueAt: number;
@@ -40,6 +42,7 @@ interface DeliveryRow {
 }
 
 const laneOf = (topic: string, group: string): string => `${topic}\u0000${group}`;
+const cmp = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
 
 /** The maps behind a `MemoryBacking`; reachable only from this module. */
 class MemoryState {
@@ -55,6 +58,7 @@ class MemoryState {
   readonly deadCount = new Map<string, number>();
   readonly events = new EventEmitter();
   janitor: { holder: string; until: number } | undefined;
+  lastSeq = 0;
 
   constructor(now: () => number) {
     this.now = now;
@@ -145,7 +149,7 @@ export class MemoryStore implements Store {
     for (const m of msgs) {
       if (b.messages.has(m.id)) continue;
       const msg = copyMessage(m);
-      const row: MessageRow = { msg, dueAt: (msg.deliverAt ?? msg.publishedAt).getTime(), deliveries: new Set() };
+      const row: MessageRow = { seq: ++b.lastSeq, msg, dueAt: (msg.deliverAt ?? msg.publishedAt).getTime(), deliveries: new Set() };
       b.messages.set(msg.id, row);
       let set = b.topicMessages.get(msg.topic);
       if (!set) b.topicMessages.set(msg.topic, (set = new Set()));
@@ -314,6 +318,50 @@ export class MemoryStore implements Store {
 
   async ping(): Promise<void> {
     this.#open();
+  }
+
+  async removeGroup(topic: string, group: string): Promise<boolean> {
+    const b = this.#open();
+    const groups = b.groups.get(topic);
+    const existed = groups?.delete(group) ?? false;
+    if (groups?.size === 0) b.groups.delete(topic);
+    const lane = laneOf(topic, group);
+    b.active.delete(lane);
+    b.deadCount.delete(lane);
+    const id = (row: MessageRow) => deliveryId(row.msg.id, group);
+    for (const row of b.topicMessages.get(topic) ?? []) {
+      const d = b.deliveries.get(id(row));
+      if (!d) continue;
+      b.deliveries.delete(d.id);
+      row.deliveries.delete(d);
+      b.dead.delete(d);
+    }
+    return existed;
+  }
+
+  async listGroups(topic?: string): Promise<ConsumerGroup[]> {
+    const b = this.#open();
+    const out: ConsumerGroup[] = [];
+    for (const [t, gs] of b.groups) {
+      if (topic !== undefined && t !== topic) continue;
+      for (const group of gs) out.push({ topic: t, group });
+    }
+    return out.sort((x, y) => cmp(x.topic, y.topic) || cmp(x.group, y.group));
+  }
+
+  /** Walks the topic's rows from the start to the cursor: linear in the topic's retained messages per page. */
+  async listMessages(topic: string, page: { after?: string; limit: number }): Promise<MessagePage> {
+    const b = this.#open();
+    const after = page.after === undefined ? 0 : Number(page.after);
+    const messages: StoredMessage[] = [];
+    let last = 0;
+    for (const row of b.topicMessages.get(topic) ?? []) {
+      if (row.seq <= after) continue;
+      if (messages.length === page.limit) return { messages, next: String(last) };
+      messages.push(copyMessage(row.msg));
+      last = row.seq;
+    }
+    return { messages };
   }
 
   async close(): Promise<void> {

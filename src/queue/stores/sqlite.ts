@@ -19,7 +19,7 @@ import { randomUUID } from 'node:crypto';
 import type BetterSqlite3 from 'better-sqlite3';
 import { ClosedError, InvalidArgumentError, IOError } from '../../errors.js';
 import { deliveryId } from '../delivery-id.js';
-import type { Claimed, ClaimRequest, PurgePolicy, QueueStats, StartFrom, Store, StoredMessage } from '../types.js';
+import type { Claimed, ClaimRequest, ConsumerGroup, MessagePage, PurgePolicy, QueueStats, StartFrom, Store, StoredMessage } from '../types.js';
 
 type Database = BetterSqlite3.Database;
 
@@ -188,6 +188,18 @@ function statements(db: Database) {
        FROM ferry_deliveries WHERE topic = @a AND grp = @b AND state < 2`,
     ),
     deadCount: db.prepare(`SELECT count(*) FROM ferry_deliveries WHERE topic = ? AND grp = ? AND state = ${DEAD}`).pluck(),
+    deleteGroup: db.prepare(`DELETE FROM ferry_groups WHERE topic = ? AND grp = ?`),
+    // Through the topic's messages: every delivery of the group belongs to one,
+    // and both indexes used exist already (no index over every state by group).
+    deleteGroupDeliveries: db.prepare(
+      `DELETE FROM ferry_deliveries WHERE grp = @b AND message_seq IN (SELECT seq FROM ferry_messages WHERE topic = @a)`,
+    ),
+    listGroups: db.prepare(`SELECT topic, grp AS "group" FROM ferry_groups ORDER BY topic, grp`),
+    listTopicGroups: db.prepare(`SELECT topic, grp AS "group" FROM ferry_groups WHERE topic = ? ORDER BY grp`),
+    listMessages: db.prepare(
+      `SELECT seq, id, topic, msg_key, payload, headers, published_at, deliver_at FROM ferry_messages
+       WHERE topic = ? AND seq > ? ORDER BY seq LIMIT ?`,
+    ),
     janitor: db.prepare(
       `INSERT INTO ferry_janitor (name, holder, until) VALUES ('janitor', @a, @b + @c)
        ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, until = excluded.until
@@ -353,6 +365,29 @@ export class SqliteStore implements Store {
   async ping(): Promise<void> {
     if (this.#closed) throw new ClosedError('sqlite store is closed');
     this.#q.now.get();
+  }
+
+  async removeGroup(topic: string, group: string): Promise<boolean> {
+    return this.#write(() => {
+      this.#q.deleteGroupDeliveries.run({ a: topic, b: group });
+      return this.#q.deleteGroup.run(topic, group).changes === 1;
+    });
+  }
+
+  async listGroups(topic?: string): Promise<ConsumerGroup[]> {
+    if (this.#closed) throw new ClosedError('sqlite store is closed');
+    return (topic === undefined ? this.#q.listGroups.all() : this.#q.listTopicGroups.all(topic)) as ConsumerGroup[];
+  }
+
+  async listMessages(topic: string, page: { after?: string; limit: number }): Promise<MessagePage> {
+    if (this.#closed) throw new ClosedError('sqlite store is closed');
+    // One row more than asked tells whether another page follows.
+    const rows = this.#q.listMessages.all(topic, page.after === undefined ? 0 : Number(page.after), page.limit + 1) as MessageRowDb[];
+    const more = rows.length > page.limit;
+    if (more) rows.pop();
+    const out: MessagePage = { messages: rows.map(toMessage) };
+    if (more) out.next = String(rows[rows.length - 1]!.seq);
+    return out;
   }
 
   async close(): Promise<void> {

@@ -54,6 +54,9 @@ export const STATEMENTS = [
   'purge-messages',
   'stats',
   'janitor',
+  'remove-group',
+  'list-groups',
+  'list-messages',
 ] as const;
 
 export type StatementName = (typeof STATEMENTS)[number];

@@ -14,7 +14,7 @@ import { createHash } from 'node:crypto';
 import type pg from 'pg';
 import { ClosedError, FerryError, InvalidArgumentError, IOError } from '../../../errors.js';
 import { deliveryId } from '../../delivery-id.js';
-import type { Claimed, ClaimRequest, PurgePolicy, QueueStats, StartFrom, Store, StoredMessage } from '../../types.js';
+import type { Claimed, ClaimRequest, ConsumerGroup, MessagePage, PurgePolicy, QueueStats, StartFrom, Store, StoredMessage } from '../../types.js';
 import { migrate } from './migrate.js';
 import { quoteSchema, statements, wakeChannel } from './sql.js';
 import type { StatementName } from './sql.js';
@@ -33,6 +33,8 @@ export interface PostgresStoreOptions {
 
 /** Rows of a backfill page (messages read per round trip when a new `earliest` group catches up). */
 const BACKFILL_PAGE = 5000;
+/** Tries of `removeGroup` when Postgres breaks a deadlock by aborting it (it can meet a janitor purge on the same rows). */
+const REMOVE_GROUP_TRIES = 3;
 /** The wake listener's reconnect delay doubles from this… */
 const LISTEN_BACKOFF_MIN_MS = 100;
 /** …up to this. */
@@ -342,6 +344,34 @@ export class PostgresStore implements Store {
     } catch (err) {
       throw wrap(err, 'ping');
     }
+  }
+
+  async removeGroup(topic: string, group: string): Promise<boolean> {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.#tx('removeGroup', async (c) => {
+          await c.query(this.#stmt('lock-topics', [[topic]]));
+          return (await c.query<{ groups: number }>(this.#stmt('remove-group', [topic, group]))).rows[0]!.groups === 1;
+        });
+      } catch (err) {
+        const deadlock = (err as { cause?: { code?: string } }).cause?.code === '40P01';
+        if (!deadlock || attempt >= REMOVE_GROUP_TRIES) throw err;
+      }
+    }
+  }
+
+  async listGroups(topic?: string): Promise<ConsumerGroup[]> {
+    return (await this.#q<{ topic: string; group: string }>('list-groups', [topic ?? null])).rows.map((r) => ({ topic: r.topic, group: r.group }));
+  }
+
+  async listMessages(topic: string, page: { after?: string; limit: number }): Promise<MessagePage> {
+    // One row more than asked tells whether another page follows.
+    const rows = (await this.#q<ClaimRow & { seq: string }>('list-messages', [topic, page.after ?? '0', page.limit + 1])).rows;
+    const more = rows.length > page.limit;
+    if (more) rows.pop();
+    const out: MessagePage = { messages: rows.map(toMessage) };
+    if (more) out.next = rows[rows.length - 1]!.seq;
+    return out;
   }
 
   async acquireJanitor(holder: string, ttlMs: number): Promise<boolean> {
