@@ -10,8 +10,9 @@
  *   dead-lettered rate is each group's rise in `dead` between two samples,
  *   spread over the seconds between them; completions cannot be told from
  *   stats, so that series stays empty and the backlog shows the trend.
- *   A fall in `dead` (the janitor purged, a redrive, a removed group) counts
- *   as zero, never as a negative rate.
+ *   A fall in `dead` (the janitor purged, a removed group) counts as zero,
+ *   never as a negative rate; a group that appears after the first sample
+ *   starts from zero dead.
  */
 import type { GroupRow } from './source.js';
 
@@ -40,6 +41,8 @@ export class Throughput {
   readonly #seconds = new Map<number, Second>();
   readonly #lastDead = new Map<string, number>();
   #lastSampleS: number | null = null;
+  /** Rise in dead counts sampled since the last second the rates were spread over (samples within one second add up here). */
+  #carry = 0;
   readonly #now: () => number;
 
   /** `now` returns milliseconds since the epoch (tests pass a fake clock). */
@@ -78,20 +81,27 @@ export class Throughput {
     for (const r of rows) {
       const k = JSON.stringify([r.topic, r.group]);
       seen.add(k);
-      const before = this.#lastDead.get(k);
-      if (before !== undefined && r.dead > before) rise += r.dead - before;
+      // A group first seen after the first sample was registered since, with no dead deliveries.
+      const before = this.#lastDead.get(k) ?? (this.#lastSampleS === null ? r.dead : 0);
+      if (r.dead > before) rise += r.dead - before;
       this.#lastDead.set(k, r.dead);
     }
     for (const k of this.#lastDead.keys()) if (!seen.has(k)) this.#lastDead.delete(k);
     const from = this.#lastSampleS;
+    if (from === null) {
+      this.#lastSampleS = nowS;
+      return;
+    }
+    this.#carry += rise;
+    if (nowS <= from) return;
     this.#lastSampleS = nowS;
-    if (from === null || nowS <= from) return;
     const span = nowS - from;
     for (let s = from + 1; s <= nowS; s++) {
       const sec = this.#at(s);
-      sec.deadLettered += rise / span;
+      sec.deadLettered += this.#carry / span;
       sec.known = true;
     }
+    this.#carry = 0;
   }
 
   /** The last `WINDOW_S` seconds, ending with the current one. */

@@ -27,6 +27,13 @@
     s.classList.toggle('bad', !!bad);
   }
 
+  /** Says how an action went; stays until the next action (the status line is rewritten on every refresh). */
+  function notice(text, bad) {
+    const n = $('notice');
+    n.textContent = text;
+    n.classList.toggle('bad', !!bad);
+  }
+
   async function getJson(path) {
     const res = await fetch(path, { credentials: 'same-origin', headers: { accept: 'application/json' } });
     const body = await res.json().catch(() => ({ error: res.statusText }));
@@ -99,10 +106,10 @@
     if (!ok) return;
     try {
       await postJson('/api/remove-group', { topic, group });
-      setStatus(`removed group ${group} from ${topic}`);
+      notice(`removed group ${group} from ${topic}`);
       await refresh();
     } catch (err) {
-      setStatus(`remove failed: ${err.message}`, true);
+      notice(`remove failed: ${err.message}`, true);
     }
   }
 
@@ -132,7 +139,9 @@
     const data = [s.t, s.completed, s.deadLettered, s.backlog];
     if (!chart) {
       const box = $('chart');
-      chart = new uPlot(chartOpts(Math.max(320, box.clientWidth || 900)), data, box);
+      const opts = chartOpts(Math.max(320, box.clientWidth || 900));
+      opts.series[1].show = s.mode === 'events';
+      chart = new uPlot(opts, data, box);
       window.addEventListener('resize', () => chart.setSize({ width: Math.max(320, box.clientWidth), height: 260 }));
     } else {
       chart.setData(data);
@@ -200,7 +209,7 @@
       renderDeadLetters(await getJson(`/api/dead-letters?${q}`));
       $('dlq').hidden = false;
     } catch (err) {
-      setStatus(`dead letters: ${err.message}`, true);
+      notice(`dead letters: ${err.message}`, true);
     }
   }
 
@@ -208,10 +217,10 @@
     if (!(await confirmAction(question, 'Redrive'))) return;
     try {
       const r = await postJson('/api/redrive', { topic: dlq.topic, ids });
-      setStatus(`redrove ${r.redriven} message(s) from ${dlq.topic}`);
+      notice(`redrove ${r.redriven} message(s) from ${dlq.topic}`);
       await Promise.all([loadDeadLetters(), refresh()]);
     } catch (err) {
-      setStatus(`redrive failed: ${err.message}`, true);
+      notice(`redrive failed: ${err.message}`, true);
     }
   }
 
@@ -219,7 +228,7 @@
     $('dlq-form').addEventListener('submit', (e) => {
       e.preventDefault();
       const t = $('dlq-topic').value.trim();
-      if (!/^[A-Za-z0-9._-]{1,200}$/.test(t)) return setStatus('a topic name is 1 to 200 characters from A-Z a-z 0-9 . _ -', true);
+      if (!/^[A-Za-z0-9._-]{1,200}$/.test(t)) return notice('a topic name is 1 to 200 characters from A-Z a-z 0-9 . _ -', true);
       Object.assign(dlq, { topic: t, after: null, stack: [], next: null });
       void loadDeadLetters();
     });
