@@ -50,16 +50,20 @@
  * the store has one, its wake source.
  */
 import { randomUUID } from 'node:crypto';
-import { ClosedError, DeadLetterLoopError, FerryError, IOError, PayloadTooLargeError, ScheduleTooFarError, UnsupportedError, InvalidArgumentError } from '../errors.js';
+import type { Codec } from '../codecs.js';
+import { ClosedError, CodecError, DeadLetterLoopError, FerryError, IOError, PayloadTooLargeError, ScheduleTooFarError, UnsupportedError, InvalidArgumentError } from '../errors.js';
+import { errorText } from './dead-letter.js';
+import { QueueSignals } from './events.js';
+import type { QueueEvents, QueueListener } from './events.js';
 import { KeyedLock, groupKey, requireStoreOp } from './admin.js';
 import { Janitor } from './janitor.js';
 import { validateId, validateName } from './names.js';
-import { hoursToMs, resolveEngineConfig, resolveSubscribeOptions } from './options.js';
+import { checkCodec, hoursToMs, resolveEngineConfig, resolveSubscribeOptions } from './options.js';
 import type { EngineConfig, ResolvedEngineConfig, SubscribeOptions } from './options.js';
 import { redrive } from './redrive.js';
 import { StoreSubscription } from './subscription.js';
 import type { SubscriptionHost } from './subscription.js';
-import type { CloseOptions, ConsumerGroup, Handler, Message, Queue, QueueStats, RedriveOptions, RedriveResult, Store, StoredMessage, Subscription } from './types.js';
+import type { CloseOptions, ConsumerGroup, Handler, Message, PublishOptions, Queue, QueueStats, RedriveOptions, RedriveResult, Store, StoredMessage, Subscription } from './types.js';
 
 /** How many times `publish` retries a transient store error. */
 export const PUBLISH_RETRIES = 3;
@@ -80,10 +84,19 @@ function isTransient(err: unknown): boolean {
   return !(err instanceof FerryError) || err instanceof IOError;
 }
 
-/** A `Queue` over a `Store`. Built by `createStoreQueue`; owns the store and closes it. */
-export class StoreQueue implements Queue {
+/** Whether the last argument of `publish` is `{ codec }` rather than a message. */
+function isPublishOptions(v: unknown): v is PublishOptions<unknown> {
+  return typeof v === 'object' && v !== null && !('topic' in v) && 'codec' in v;
+}
+
+/**
+ * A `Queue` over a `Store`. Built by `createStoreQueue`; owns the store and
+ * closes it. `T` is the payload type of its codec (raw bytes without one).
+ */
+export class StoreQueue<T = Uint8Array> implements Queue<T> {
   readonly #store: Store;
   readonly #cfg: ResolvedEngineConfig;
+  readonly #signals: QueueSignals;
   readonly #subs = new Set<StoreSubscription>();
   readonly #janitor: Janitor;
   readonly #listenCtl = new AbortController();
@@ -95,25 +108,46 @@ export class StoreQueue implements Queue {
   /** Orders registering and removing each (topic, group) in this queue. */
   readonly #groupLock = new KeyedLock();
 
-  constructor(store: Store, config: EngineConfig = {}) {
+  constructor(store: Store, config: EngineConfig<T> = {}) {
     this.#store = store;
     this.#cfg = resolveEngineConfig(config);
+    const signals = new QueueSignals(this, this.#cfg.logger, this.#cfg.onError);
+    this.#signals = signals;
     const policy = { deadRetentionMs: hoursToMs(this.#cfg.retentionHours), ackedRetentionMs: hoursToMs(this.#cfg.ackedRetentionHours) };
-    this.#janitor = new Janitor(store, policy, this.#cfg.janitorIntervalMs, randomUUID(), this.#cfg.onError);
+    this.#janitor = new Janitor(store, policy, this.#cfg.janitorIntervalMs, randomUUID(), signals.report);
     this.#janitor.start();
     if (store.listen) {
       this.#listening = store
         .listen(this.#listenCtl.signal, (topic) => this.#wake(topic))
         .catch((err) => {
-          if (!(err instanceof UnsupportedError)) this.#cfg.onError(err, 'listen');
+          if (!(err instanceof UnsupportedError)) signals.report(err, 'listen');
         });
     }
     this.#host = {
       store,
-      onError: this.#cfg.onError,
+      onError: signals.report,
+      emit: (name, event) => signals.emit(name, event),
       appendInternal: (msgs) => this.#append(msgs),
       forget: (sub) => this.#subs.delete(sub),
     };
+  }
+
+  /** See `QueueEventEmitter.on`. */
+  on<K extends keyof QueueEvents>(event: K, listener: QueueListener<K>): this {
+    this.#signals.emitter.on(event, listener as (...args: unknown[]) => void);
+    return this;
+  }
+
+  /** See `QueueEventEmitter.once`. */
+  once<K extends keyof QueueEvents>(event: K, listener: QueueListener<K>): this {
+    this.#signals.emitter.once(event, listener as (...args: unknown[]) => void);
+    return this;
+  }
+
+  /** See `QueueEventEmitter.off`. */
+  off<K extends keyof QueueEvents>(event: K, listener: QueueListener<K>): this {
+    this.#signals.emitter.off(event, listener as (...args: unknown[]) => void);
+    return this;
   }
 
   #assertOpen(): void {
@@ -124,8 +158,20 @@ export class StoreQueue implements Queue {
     for (const s of this.#subs) if (s.topic === topic) s.wake();
   }
 
-  /** Checks one message and fills in its ID and publish time. */
-  #prepare(m: Message, now: number): StoredMessage {
+  /** Checks one message, encodes its payload with `codec` (if any) and fills in its ID and publish time. */
+  #prepare(input: Message<unknown>, now: number, codec: Codec<unknown> | undefined): StoredMessage {
+    if (typeof input !== 'object' || input === null) throw new InvalidArgumentError('a message must be an object');
+    let m = input as Message;
+    if (codec) {
+      let payload: unknown;
+      try {
+        payload = codec.encode(input.payload);
+      } catch (err) {
+        throw err instanceof CodecError ? err : new CodecError(`codec refused the payload: ${errorText(err)}`, { cause: err });
+      }
+      if (!(payload instanceof Uint8Array)) throw new CodecError('codec.encode must return a Uint8Array');
+      m = { ...input, payload };
+    }
     validateName('topic', m.topic);
     if (m.id !== undefined) validateId('id', m.id);
     if (m.key !== undefined) validateId('key', m.key);
@@ -158,7 +204,7 @@ export class StoreQueue implements Queue {
         break;
       } catch (err) {
         if (attempt >= PUBLISH_RETRIES || !isTransient(err) || this.#closed) throw err;
-        this.#cfg.onError(err, 'publish (will retry)');
+        this.#signals.report(err, 'publish (will retry)');
         await sleep(PUBLISH_RETRY_BASE_MS * 2 ** attempt);
       }
     }
@@ -166,10 +212,16 @@ export class StoreQueue implements Queue {
   }
 
   /** See `Queue.publish`. */
-  async publish(...msgs: Message[]): Promise<string[]> {
+  publish(...msgs: Message<T>[]): Promise<string[]>;
+  publish<U>(...args: [...msgs: Message<U>[], opts: PublishOptions<U>]): Promise<string[]>;
+  async publish(...args: unknown[]): Promise<string[]> {
     this.#assertOpen();
+    let codec = this.#cfg.codec;
+    if (args.length > 0 && isPublishOptions(args[args.length - 1])) {
+      codec = checkCodec((args.pop() as PublishOptions<unknown>).codec, 'publish option codec');
+    }
     const now = Date.now();
-    const stored = msgs.map((m) => this.#prepare(m, now));
+    const stored = (args as Message<unknown>[]).map((m) => this.#prepare(m, now, codec));
     if (stored.length > 0) await this.#append(stored);
     await this.#yieldNow();
     return stored.map((m) => m.id);
@@ -189,12 +241,16 @@ export class StoreQueue implements Queue {
   }
 
   /** See `Queue.subscribe`. */
-  async subscribe(topic: string, group: string, handler: Handler, opts?: SubscribeOptions): Promise<Subscription> {
+  subscribe<U>(topic: string, group: string, handler: Handler<U>, opts: SubscribeOptions<U> & { codec: Codec<U> }): Promise<Subscription>;
+  subscribe(topic: string, group: string, handler: Handler<T>, opts?: SubscribeOptions<T>): Promise<Subscription>;
+  // The overloads above carry the types.
+  async subscribe(topic: string, group: string, handler: Handler<any>, opts?: SubscribeOptions<any>): Promise<Subscription> {
     this.#assertOpen();
     validateName('topic', topic);
     validateName('group', group);
     if (typeof handler !== 'function') throw new InvalidArgumentError('handler must be a function');
     const o = resolveSubscribeOptions(opts);
+    if (o.codec === undefined && this.#cfg.codec !== undefined) o.codec = this.#cfg.codec;
     if (o.deadLetterTopic !== undefined) {
       validateName('dead-letter topic', o.deadLetterTopic);
       if (o.deadLetterTopic === topic) throw new DeadLetterLoopError(`dead-letter topic ${topic} is the subscribed topic`);
@@ -285,9 +341,11 @@ export class StoreQueue implements Queue {
 
 /**
  * Builds a `Queue` on top of `store`, which it then owns and closes from
- * `close()`. Stores outside ferry use this to get the full engine. Throws
- * `InvalidArgumentError` for a bad config. Bifrost's `NewStoreQueue`.
+ * `close()`. Stores outside ferry use this to get the full engine. With
+ * `engineConfig.codec` the queue is typed by it (`StoreQueue<T>`); without,
+ * payloads are `Uint8Array`. Throws `InvalidArgumentError` for a bad config.
+ * Bifrost's `NewStoreQueue`.
  */
-export function createStoreQueue(store: Store, engineConfig?: EngineConfig): StoreQueue {
-  return new StoreQueue(store, engineConfig);
+export function createStoreQueue<T = Uint8Array>(store: Store, engineConfig?: EngineConfig<T>): StoreQueue<T> {
+  return new StoreQueue<T>(store, engineConfig);
 }

@@ -13,6 +13,7 @@ export type {
   Handler,
   Message,
   MessagePage,
+  PublishOptions,
   PurgePolicy,
   Queue,
   QueueStats,
@@ -23,6 +24,20 @@ export type {
   StoredMessage,
   Subscription,
 } from './types.js';
+export { codecs, type Codec } from '../codecs.js';
+export { DIAGNOSTICS_CHANNEL_PREFIX } from './events.js';
+export type {
+  CompletedEvent,
+  DeadLetteredEvent,
+  DeadLetterReason,
+  DeliveryEvent,
+  LeaseLostEvent,
+  QueueEventEmitter,
+  QueueEvents,
+  QueueListener,
+  QueueLogger,
+  RetryingEvent,
+} from './events.js';
 export { MAX_ID_LENGTH, MAX_NAME_LENGTH, validateName } from './names.js';
 export { DELIVERY_ID_NAMESPACE, deliveryId } from './delivery-id.js';
 export { PermanentError, isPermanent, permanent } from './permanent.js';
@@ -54,7 +69,7 @@ export {
 } from './dead-letter.js';
 export { HEADER_REDRIVE_FROM, REDRIVE_ID_NAMESPACE, redriveId } from './redrive.js';
 export { PUBLISH_RETRIES, StoreQueue, createStoreQueue } from './engine.js';
-export { createQueue, registerQueueType, registeredQueueTypes } from './registry.js';
+export { createQueue, engineFromDeps, registerQueueType, registeredQueueTypes } from './registry.js';
 export type { QueueConfig, QueueDependencies, QueueFactory } from './registry.js';
 export { MemoryBacking, MemoryStore } from './stores/memory.js';
 export type { MemoryStoreOptions } from './stores/memory.js';

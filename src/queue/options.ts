@@ -3,7 +3,9 @@
  * it is declared. Durations are milliseconds; retentions are hours, as in the
  * configuration of Bifrost's queue package.
  */
+import type { Codec } from '../codecs.js';
 import { InvalidArgumentError } from '../errors.js';
+import type { QueueLogger } from './events.js';
 import type { StartFrom } from './types.js';
 
 /** Default handlers running at once per subscription. Bifrost's `DefaultConcurrency`. */
@@ -21,8 +23,8 @@ export const DEFAULT_BACKOFF_BASE_MS = 1000;
 /** Default retry delay cap, ms. Bifrost's `DefaultBackoffMax`. */
 export const DEFAULT_BACKOFF_MAX_MS = 300_000;
 
-/** Options of one subscription (Bifrost's `SubscribeOptions`); every field is optional. */
-export interface SubscribeOptions {
+/** Options of one subscription (Bifrost's `SubscribeOptions`); every field is optional. `T` is the payload type the handler sees. */
+export interface SubscribeOptions<T = Uint8Array> {
   /** Handlers this instance runs at once; also its cap on deliveries in flight. Default 4. */
   concurrency?: number;
   /** Most deliveries claimed per poll. Default 32. */
@@ -53,10 +55,31 @@ export interface SubscribeOptions {
    * claim asks only for free slots.
    */
   prefetch?: number;
+  /**
+   * Decodes each payload before the handler sees it, overriding the queue's
+   * codec for this subscription. A payload it cannot decode is dead-lettered
+   * at once (reason `decode`; the dead-letter copy keeps the stored bytes and
+   * carries the codec's error in `x-queue-dlq-error`). Default: the queue's
+   * codec, or raw bytes.
+   */
+  codec?: Codec<T>;
 }
 
 /** `SubscribeOptions` with every default applied. */
-export type ResolvedSubscribeOptions = Required<Omit<SubscribeOptions, 'deadLetterTopic'>> & { deadLetterTopic?: string };
+export type ResolvedSubscribeOptions = Required<Omit<SubscribeOptions<unknown>, 'deadLetterTopic' | 'codec'>> & {
+  deadLetterTopic?: string;
+  codec?: Codec<unknown>;
+};
+
+/** Throws `InvalidArgumentError` unless `c` is undefined or has `encode` and `decode` functions. */
+export function checkCodec(c: unknown, where: string): Codec<unknown> | undefined {
+  if (c === undefined) return undefined;
+  const k = c as { encode?: unknown; decode?: unknown } | null;
+  if (typeof k !== 'object' || k === null || typeof k.encode !== 'function' || typeof k.decode !== 'function') {
+    throw new InvalidArgumentError(`${where} must have encode and decode functions`);
+  }
+  return c as Codec<unknown>;
+}
 
 function check(name: string, v: number, min: number, integer = true): number {
   if (typeof v !== 'number' || !Number.isFinite(v) || v < min || (integer && !Number.isInteger(v))) {
@@ -66,7 +89,7 @@ function check(name: string, v: number, min: number, integer = true): number {
 }
 
 /** Applies the defaults to `opts` and validates the result. Throws `InvalidArgumentError`. */
-export function resolveSubscribeOptions(opts: SubscribeOptions = {}): ResolvedSubscribeOptions {
+export function resolveSubscribeOptions<T>(opts: SubscribeOptions<T> = {}): ResolvedSubscribeOptions {
   const r: ResolvedSubscribeOptions = {
     concurrency: check('concurrency', opts.concurrency ?? DEFAULT_CONCURRENCY, 1),
     batchSize: check('batchSize', opts.batchSize ?? DEFAULT_BATCH_SIZE, 1),
@@ -79,7 +102,9 @@ export function resolveSubscribeOptions(opts: SubscribeOptions = {}): ResolvedSu
     startFrom: opts.startFrom ?? 'latest',
     prefetch: check('prefetch', opts.prefetch ?? 0, 0),
     deadLetterTopic: opts.deadLetterTopic || undefined,
+    codec: checkCodec(opts.codec, 'codec'),
   };
+  if (r.codec === undefined) delete r.codec;
   if (r.backoffMaxMs < r.backoffBaseMs) throw new InvalidArgumentError('backoffMaxMs must be ≥ backoffBaseMs');
   if (r.startFrom !== 'latest' && r.startFrom !== 'earliest') {
     throw new InvalidArgumentError(`startFrom must be "latest" or "earliest", got ${String(r.startFrom)}`);
@@ -101,9 +126,10 @@ export type ErrorReporter = (err: unknown, op: string) => void;
 
 /**
  * Tunes the generic engine (Bifrost's `EngineConfig`). The four numeric fields
- * are also accepted in a queue's JSON config.
+ * are also accepted in a queue's JSON config. `T` is the payload type of
+ * `codec`.
  */
-export interface EngineConfig {
+export interface EngineConfig<T = Uint8Array> {
   /** How long dead-lettered deliveries are kept, hours (fractions allowed); also the furthest a message can be scheduled ahead. Default 168. */
   retentionHours?: number;
   /** How long a message is kept once every group has finished with it, hours, so a late `earliest` group still sees it. Default 24. */
@@ -112,29 +138,59 @@ export interface EngineConfig {
   janitorIntervalMs?: number;
   /** Largest payload accepted by `publish`, bytes. Default 1 MiB. */
   maxPayloadBytes?: number;
-  /** Where handled errors go. Default: `console.warn`. */
+  /**
+   * Called with every error the engine handled (a failed claim, heartbeat,
+   * ack, publish retry…). Kept beside the `error` event: each error goes to
+   * this reporter, to `error` listeners and to `logger.error`, whichever
+   * exist; only when none does is it printed with `console.warn`.
+   */
   onError?: ErrorReporter;
+  /**
+   * Encodes payloads on `publish` and decodes them for handlers: `codecs.json`,
+   * `codecs.utf8`, `codecs.bytes` or your own `{ encode, decode }`. Default
+   * none: payloads are `Uint8Array` and stored as given.
+   */
+  codec?: Codec<T>;
+  /**
+   * A pino-shaped logger (`debug`, `info`, `warn`, `error`, each taking
+   * `(obj, msg)`). Default none: nothing is logged, except handled errors
+   * nobody else hears (see `onError`).
+   */
+  logger?: QueueLogger;
 }
 
 /** `EngineConfig` with every default applied. */
-export type ResolvedEngineConfig = Required<EngineConfig>;
+export type ResolvedEngineConfig = Required<Pick<EngineConfig, 'retentionHours' | 'ackedRetentionHours' | 'janitorIntervalMs' | 'maxPayloadBytes'>> & {
+  onError?: ErrorReporter;
+  codec?: Codec<unknown>;
+  logger?: QueueLogger;
+};
 
 const HOUR_MS = 3_600_000;
 
 /** Applies the defaults to `cfg` and validates the result. Throws `InvalidArgumentError`. */
-export function resolveEngineConfig(cfg: EngineConfig = {}): ResolvedEngineConfig {
+export function resolveEngineConfig<T>(cfg: EngineConfig<T> = {}): ResolvedEngineConfig {
   const positive = (name: string, v: number, integer: boolean): number => {
     check(name, v, 0, integer);
     if (v === 0) throw new InvalidArgumentError(`${name} must be > 0`);
     return v;
   };
-  return {
+  if (cfg.onError !== undefined && typeof cfg.onError !== 'function') throw new InvalidArgumentError('onError must be a function');
+  const logger = cfg.logger;
+  if (logger !== undefined && (typeof logger !== 'object' || logger === null || !(['debug', 'info', 'warn', 'error'] as const).every((m) => typeof logger[m] === 'function'))) {
+    throw new InvalidArgumentError('logger must have debug, info, warn and error functions');
+  }
+  const r: ResolvedEngineConfig = {
     retentionHours: positive('retentionHours', cfg.retentionHours ?? DEFAULT_RETENTION_HOURS, false),
     ackedRetentionHours: positive('ackedRetentionHours', cfg.ackedRetentionHours ?? DEFAULT_ACKED_RETENTION_HOURS, false),
     janitorIntervalMs: positive('janitorIntervalMs', cfg.janitorIntervalMs ?? DEFAULT_JANITOR_INTERVAL_MS, false),
     maxPayloadBytes: positive('maxPayloadBytes', cfg.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES, true),
-    onError: cfg.onError ?? ((err, op) => console.warn(`ferry/queue: ${op} failed:`, err)),
   };
+  if (cfg.onError) r.onError = cfg.onError;
+  const codec = checkCodec(cfg.codec, 'codec');
+  if (codec) r.codec = codec;
+  if (logger) r.logger = logger;
+  return r;
 }
 
 /** Hours to milliseconds. */

@@ -5,8 +5,10 @@
  * `memory`, `sqlite` and `postgres` are registered here; other packages add theirs with
  * `registerQueueType`.
  */
+import type { Codec } from '../codecs.js';
 import { UnsupportedError, InvalidArgumentError } from '../errors.js';
 import { createStoreQueue } from './engine.js';
+import type { QueueLogger } from './events.js';
 import type { EngineConfig, ErrorReporter } from './options.js';
 import { MemoryStore } from './stores/memory.js';
 import type { Queue } from './types.js';
@@ -21,18 +23,40 @@ export interface QueueConfig {
   config?: unknown;
 }
 
-/** Shared resources a factory may build on; a queue never closes them. Bifrost's `Dependencies`. */
-export interface QueueDependencies {
-  /** Where the engine reports errors it handled. Default `console.warn`. */
+/**
+ * Shared resources a factory may build on; a queue never closes them.
+ * Bifrost's `Dependencies`. `T` is the payload type of `codec`.
+ */
+export interface QueueDependencies<T = Uint8Array> {
+  /** Where the engine reports errors it handled (see `EngineConfig.onError`). */
   onError?: ErrorReporter;
+  /** The queue's codec (see `EngineConfig.codec`); types the queue as `Queue<T>`. Default: raw bytes. */
+  codec?: Codec<T>;
+  /** A pino-shaped logger (see `EngineConfig.logger`). Default none. */
+  logger?: QueueLogger;
   /** `postgres`: a `pg.Pool` to use instead of a `connectionString`; the queue never ends it. */
   pool?: unknown;
   /** Anything a registered type needs (a connection pool, a locker…), by name. */
   [name: string]: unknown;
 }
 
-/** Builds a queue from its type's `config` block. Bifrost's `Factory`. */
-export type QueueFactory = (config: unknown, deps: QueueDependencies) => Promise<Queue> | Queue;
+/**
+ * Builds a queue from its type's `config` block. Bifrost's `Factory`. A
+ * factory must apply `deps.codec`, `deps.onError` and `deps.logger` (pass them
+ * to `createStoreQueue`, as `engineFromDeps` does): the queue it returns is
+ * typed by `deps.codec`.
+ */
+// `any`: a factory serves every payload type; `createQueue` gives the result its type.
+export type QueueFactory = (config: unknown, deps: QueueDependencies<any>) => Promise<Queue<any>> | Queue<any>;
+
+/** The engine settings carried by `deps`: `onError`, `codec` and `logger`, each only when given. */
+export function engineFromDeps(deps: QueueDependencies<unknown>): EngineConfig<unknown> {
+  const out: EngineConfig<unknown> = {};
+  if (deps.onError !== undefined) out.onError = deps.onError;
+  if (deps.codec !== undefined) out.codec = deps.codec;
+  if (deps.logger !== undefined) out.logger = deps.logger;
+  return out;
+}
 
 const factories = new Map<string, QueueFactory>();
 
@@ -59,13 +83,13 @@ export function registeredQueueTypes(): string[] {
  * type, `InvalidArgumentError` for a malformed config block, or the
  * factory's error. Bifrost's `NewQueue`.
  */
-export async function createQueue(config: QueueConfig | null | undefined, deps: QueueDependencies = {}): Promise<Queue | undefined> {
+export async function createQueue<T = Uint8Array>(config: QueueConfig | null | undefined, deps: QueueDependencies<T> = {}): Promise<Queue<T> | undefined> {
   if (!config || config.enabled !== true) return undefined;
   const factory = factories.get(config.type);
   if (!factory) {
     throw new UnsupportedError(`queue type ${JSON.stringify(config.type)} is not registered (known: ${registeredQueueTypes().join(', ')})`);
   }
-  return factory(config.config, deps);
+  return (await factory(config.config, deps as QueueDependencies<unknown>)) as Queue<T>;
 }
 
 const ENGINE_FIELDS = ['retentionHours', 'ackedRetentionHours', 'janitorIntervalMs', 'maxPayloadBytes'] as const;
@@ -96,7 +120,7 @@ export function parseConfigBlock(type: string, block: unknown, strings: readonly
 
 registerQueueType('memory', (block, deps) => {
   const { engine } = parseConfigBlock('memory', block);
-  return createStoreQueue(new MemoryStore(), { ...engine, onError: deps.onError });
+  return createStoreQueue(new MemoryStore(), { ...engine, ...engineFromDeps(deps) });
 });
 
 registerQueueType('postgres', async (block, deps) => {
@@ -113,7 +137,7 @@ registerQueueType('postgres', async (block, deps) => {
     ...(fields.schema !== undefined ? { schema: fields.schema } : {}),
   });
   try {
-    return createStoreQueue(store, { ...engine, onError: deps.onError });
+    return createStoreQueue(store, { ...engine, ...engineFromDeps(deps) });
   } catch (err) {
     await store.close();
     throw err;
@@ -126,7 +150,7 @@ registerQueueType('sqlite', async (block, deps) => {
   const { SqliteStore } = await import('./stores/sqlite.js');
   const store = await SqliteStore.open({ path: fields.path });
   try {
-    return createStoreQueue(store, { ...engine, onError: deps.onError });
+    return createStoreQueue(store, { ...engine, ...engineFromDeps(deps) });
   } catch (err) {
     await store.close();
     throw err;

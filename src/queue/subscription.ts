@@ -4,9 +4,10 @@
  * described at the top of engine.ts.
  */
 import { randomUUID } from 'node:crypto';
-import { ClosedError } from '../errors.js';
+import { ClosedError, CodecError } from '../errors.js';
 import { retryBackoffMs } from './backoff.js';
 import { deadLetterCopy, errorText } from './dead-letter.js';
+import type { DeadLetterReason, DeliveryEvent, LeaseLostEvent, QueueEvents } from './events.js';
 import type { ErrorReporter, ResolvedSubscribeOptions } from './options.js';
 import { isPermanent } from './permanent.js';
 import type { Claimed, CloseOptions, Delivery, Handler, Store, StoredMessage, Subscription } from './types.js';
@@ -31,6 +32,8 @@ export function maxUnwrittenAcks(concurrency: number): number {
 export interface SubscriptionHost {
   readonly store: Store;
   readonly onError: ErrorReporter;
+  /** Tells listeners, the logger and diagnostics channels about a delivery's outcome. */
+  emit<K extends Exclude<keyof QueueEvents, 'error'>>(name: K, event: QueueEvents[K][0]): void;
   /** Stores messages, retrying transient store errors, and wakes their topics' subscribers. */
   appendInternal(msgs: StoredMessage[]): Promise<void>;
   /** Called once the subscription has closed. */
@@ -50,6 +53,14 @@ interface Job {
   /** Close gave up waiting: the handler was aborted, its lease is kept, its outcome is discarded. */
   abandoned: boolean;
   done?: Promise<void>;
+  /** How long the handler ran, ms, once it has. */
+  durationMs?: number;
+}
+
+/** Why a delivery is being dead-lettered, for the `deadLettered` event. */
+interface DeathCause {
+  reason: DeadLetterReason;
+  error: unknown;
 }
 
 /** A subscription of the generic engine. Created by `Queue.subscribe`. */
@@ -59,7 +70,7 @@ export class StoreSubscription implements Subscription {
   readonly topic: string;
   readonly group: string;
   readonly #host: SubscriptionHost;
-  readonly #handler: Handler;
+  readonly #handler: Handler<unknown>;
   readonly #o: ResolvedSubscribeOptions;
   readonly #jobs = new Map<string, Job>();
   /** Jobs holding a worker slot (the rest of `#jobs` wait for a slot under `prefetch`, or for their ack to be written). */
@@ -83,7 +94,7 @@ export class StoreSubscription implements Subscription {
   #ackFlushScheduled = false;
   #releaseError: unknown;
 
-  constructor(host: SubscriptionHost, topic: string, group: string, handler: Handler, opts: ResolvedSubscribeOptions) {
+  constructor(host: SubscriptionHost, topic: string, group: string, handler: Handler<unknown>, opts: ResolvedSubscribeOptions) {
     this.#host = host;
     this.topic = topic;
     this.group = group;
@@ -221,26 +232,50 @@ export class StoreSubscription implements Subscription {
     const { c } = job;
     if (c.attempt > this.#o.maxAttempts) {
       // Its earlier leases were all lost (crashes, stalls): do not run it again.
-      await this.#deadLetter(job, `attempts exhausted: ${c.attempt - 1} attempts, the last ones lost their leases`);
+      const text = `attempts exhausted: ${c.attempt - 1} attempts, the last ones lost their leases`;
+      await this.#deadLetter(job, text, { reason: 'leases', error: new Error(text) });
       return;
     }
-    const delivery: Delivery = { ...c.message, deliveryId: c.deliveryId, group: c.group, attempt: c.attempt };
+    let payload: unknown = c.message.payload;
+    const codec = this.#o.codec;
+    if (codec) {
+      try {
+        payload = codec.decode(c.message.payload);
+      } catch (err) {
+        // Decoding again would fail again: dead-letter it without running the handler.
+        const e = err instanceof CodecError ? err : new CodecError(`payload of message ${c.message.id} could not be decoded: ${errorText(err)}`, { cause: err });
+        await this.#deadLetter(job, errorText(e), { reason: 'decode', error: e });
+        return;
+      }
+    }
+    const delivery: Delivery<unknown> = { ...c.message, payload, deliveryId: c.deliveryId, group: c.group, attempt: c.attempt };
     let failed = false;
     let failure: unknown;
+    const started = performance.now();
     try {
       await new Promise<void>((resolve) => resolve(this.#handler(delivery, job.ctrl.signal)));
     } catch (err) {
       failed = true;
       failure = err;
     }
+    job.durationMs = performance.now() - started;
     if (job.lost || job.abandoned) return; // another consumer may own it now: write nothing
     if (!failed) {
       this.#freeSlot(job);
       return this.#ack(job);
     }
     const text = errorText(failure);
-    if (isPermanent(failure) || c.attempt >= this.#o.maxAttempts) await this.#deadLetter(job, text);
-    else await this.#retry(job, text);
+    if (isPermanent(failure)) await this.#deadLetter(job, text, { reason: 'permanent', error: failure });
+    else if (c.attempt >= this.#o.maxAttempts) await this.#deadLetter(job, text, { reason: 'exhausted', error: failure });
+    else await this.#retry(job, text, failure);
+  }
+
+  #describe(c: Claimed): DeliveryEvent {
+    return { topic: this.topic, group: this.group, deliveryId: c.deliveryId, messageId: c.message.id, attempt: c.attempt };
+  }
+
+  #leaseLost(job: Job, op: LeaseLostEvent['op']): void {
+    this.#host.emit('leaseLost', { ...this.#describe(job.c), op });
   }
 
   #ack(job: Job): Promise<void> {
@@ -263,12 +298,19 @@ export class StoreSubscription implements Subscription {
     const turnStart = performance.now();
     do {
       const batch = this.#acks.splice(0);
+      let held: Set<string> | undefined;
       try {
         // Deliveries not reported held had lost their lease; whoever holds them now will finish them.
-        await this.#host.store.ack(batch.map((a) => a.job.c));
+        held = new Set(await this.#host.store.ack(batch.map((a) => a.job.c)));
       } catch (err) {
         // The leases run out and the deliveries come back: at least once.
         this.#host.onError(err, 'ack');
+      }
+      if (held) {
+        for (const { job } of batch) {
+          if (held.has(job.c.deliveryId)) this.#host.emit('completed', { ...this.#describe(job.c), durationMs: job.durationMs ?? 0 });
+          else if (!job.lost) this.#leaseLost(job, 'ack');
+        }
       }
       const wasFull = this.#unwritten >= this.#maxUnwritten;
       this.#unwritten -= batch.length;
@@ -282,16 +324,21 @@ export class StoreSubscription implements Subscription {
     else this.#ackFlushScheduled = false;
   }
 
-  async #retry(job: Job, text: string): Promise<void> {
+  async #retry(job: Job, text: string, error: unknown): Promise<void> {
     const o = this.#o;
+    const delayMs = retryBackoffMs(job.c.attempt, o.backoffBaseMs, o.backoffMaxMs);
+    let held: boolean;
     try {
-      await this.#host.store.retry(job.c, retryBackoffMs(job.c.attempt, o.backoffBaseMs, o.backoffMaxMs), text);
+      held = await this.#host.store.retry(job.c, delayMs, text);
     } catch (err) {
       this.#host.onError(err, 'retry');
+      return;
     }
+    if (held) this.#host.emit('retrying', { ...this.#describe(job.c), delayMs, error, durationMs: job.durationMs ?? 0 });
+    else if (!job.lost) this.#leaseLost(job, 'retry');
   }
 
-  async #deadLetter(job: Job, text: string): Promise<void> {
+  async #deadLetter(job: Job, text: string, cause: DeathCause): Promise<void> {
     const dlq = this.#o.deadLetterTopic;
     if (dlq !== undefined) {
       try {
@@ -300,21 +347,30 @@ export class StoreSubscription implements Subscription {
         // Without its copy the delivery must not die: retry it. The copy's ID is
         // the delivery's, so a later successful attempt stores exactly one copy.
         this.#host.onError(err, 'dead-letter publish');
-        await this.#retry(job, text);
+        await this.#retry(job, text, cause.error);
         return;
       }
     }
+    let held: boolean;
     try {
-      await this.#host.store.kill(job.c, text);
+      held = await this.#host.store.kill(job.c, text);
     } catch (err) {
       this.#host.onError(err, 'kill');
+      return;
     }
+    if (held) {
+      const event: QueueEvents['deadLettered'][0] = { ...this.#describe(job.c), reason: cause.reason, error: cause.error };
+      if (job.durationMs !== undefined) event.durationMs = job.durationMs;
+      if (dlq !== undefined) event.deadLetterTopic = dlq;
+      this.#host.emit('deadLettered', event);
+    } else if (!job.lost) this.#leaseLost(job, 'kill');
   }
 
   #lose(job: Job): void {
     if (job.lost) return;
     job.lost = true;
     job.ctrl.abort(new Error(`lease on delivery ${job.c.deliveryId} was lost`));
+    this.#leaseLost(job, 'heartbeat');
   }
 
   /** Renews every held lease; aborts handlers whose lease is gone or has lapsed. */

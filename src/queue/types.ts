@@ -2,6 +2,8 @@
  * The shapes of `ferry/queue` (after the queue package of Bifrost, github.com/maximhq/bifrost, framework/queue): messages, deliveries, the public
  * `Queue` contract, and the `Store` SPI the generic engine is written against.
  */
+import type { Codec } from '../codecs.js';
+import type { QueueEventEmitter } from './events.js';
 import type { SubscribeOptions } from './options.js';
 
 /**
@@ -10,15 +12,19 @@ import type { SubscribeOptions } from './options.js';
  * `id` and `publishedAt` are filled in by `publish` when absent; `publish`
  * returns the IDs it used and leaves the caller's object untouched.
  */
-export interface Message {
+export interface Message<T = Uint8Array> {
   /** Caller-chosen ID (at most `MAX_ID_LENGTH` characters), or a random UUID when absent. Publishing an ID that exists is a no-op. */
   id?: string;
   /** Topic name: 1–200 characters from `[A-Za-z0-9._-]`. */
   topic: string;
   /** Ordering key (at most `MAX_ID_LENGTH` characters). Messages with a key are delivered strictly in order per (topic, group, key). */
   key?: string;
-  /** Opaque bytes, at most the queue's `maxPayloadBytes`. */
-  payload: Uint8Array;
+  /**
+   * The payload. Without a codec: opaque bytes, at most the queue's
+   * `maxPayloadBytes`. With one (see `Codec`): a value the codec encodes to
+   * such bytes on publish and decodes on delivery.
+   */
+  payload: T;
   /** Optional metadata, stored and delivered as given. */
   headers?: Record<string, string>;
   /** When the message was published; set by `publish` when absent. */
@@ -27,14 +33,17 @@ export interface Message {
   deliverAt?: Date;
 }
 
-/** A message as stored: its ID and publish time are always known. */
-export interface StoredMessage extends Message {
+/** A message as stored (or, typed by a codec, as delivered): its ID and publish time are always known. */
+export interface StoredMessage<T = Uint8Array> extends Message<T> {
   id: string;
   publishedAt: Date;
 }
 
-/** A message handed to one consumer group's handler. Bifrost's `Delivery`. */
-export interface Delivery extends StoredMessage {
+/**
+ * A message handed to one consumer group's handler, its payload decoded by
+ * the subscription's codec (raw bytes without one). Bifrost's `Delivery`.
+ */
+export interface Delivery<T = Uint8Array> extends StoredMessage<T> {
   /** Deterministic per (message, group) and stable across redeliveries: the deduplication key. See `deliveryId`. */
   deliveryId: string;
   /** The consumer group this delivery belongs to. */
@@ -50,7 +59,7 @@ export interface Delivery extends StoredMessage {
  * the delivery's lease is lost to another consumer; after that the handler's
  * outcome is discarded. Bifrost's `Handler`.
  */
-export type Handler = (delivery: Delivery, signal: AbortSignal) => Promise<void>;
+export type Handler<T = Uint8Array> = (delivery: Delivery<T>, signal: AbortSignal) => Promise<void>;
 
 /** Point-in-time counts of one consumer group's deliveries on a topic. Bifrost's `Stats`. */
 export interface QueueStats {
@@ -60,6 +69,14 @@ export interface QueueStats {
   leased: number;
   /** Dead-lettered and not yet purged. */
   dead: number;
+  /**
+   * How long the longest-waiting pending delivery has been claimable, ms (0
+   * when none is): now minus the moment it became due — its `deliverAt` or
+   * publish time, the end of its retry backoff, or the expiry of a lost
+   * lease. Deliveries not due yet (scheduled, in backoff) do not count; one
+   * due but held behind its key does. Read from the store's clock.
+   */
+  oldestPendingAgeMs: number;
 }
 
 /**
@@ -90,23 +107,43 @@ export interface Subscription extends AsyncDisposable {
   close(opts?: CloseOptions): Promise<void>;
 }
 
-/** The contract every queue implementation satisfies. Bifrost's `Queue`. */
-export interface Queue extends AsyncDisposable {
+/**
+ * The last argument of `publish` when it is not a message: encodes this
+ * call's payloads with `codec` instead of the queue's.
+ */
+export interface PublishOptions<U> {
+  codec: Codec<U>;
+}
+
+/**
+ * The contract every queue implementation satisfies. Bifrost's `Queue`.
+ *
+ * `T` is the payload type of the queue's codec (`EngineConfig.codec`, or
+ * `deps.codec` of `createQueue`); raw `Uint8Array` without one. The queue
+ * also emits lifecycle events (see `QueueEvents`).
+ */
+export interface Queue<T = Uint8Array> extends AsyncDisposable, QueueEventEmitter {
   /**
    * Durably stores `msgs` and fans each one out to every group registered on
    * its topic; resolves with the message IDs, in order. Idempotent by ID.
-   * Throws `InvalidNameError`, `PayloadTooLargeError`, `ScheduleTooFarError`
+   * Payloads go through the queue's codec, or through `{ codec }` given as
+   * the last argument. Throws `CodecError` (the codec refused a payload),
+   * `InvalidNameError`, `PayloadTooLargeError`, `ScheduleTooFarError`
    * or `InvalidArgumentError` (ID or key empty, too long, or not well-formed) before storing anything, `ClosedError`
    * after close, and the store's error after retrying a transient one 3 times.
    */
-  publish(...msgs: Message[]): Promise<string[]>;
+  publish(...msgs: Message<T>[]): Promise<string[]>;
+  publish<U>(...args: [...msgs: Message<U>[], opts: PublishOptions<U>]): Promise<string[]>;
   /**
    * Registers `group` on `topic` (if new) and delivers its messages to
-   * `handler` until the subscription is closed. Throws `InvalidNameError`,
+   * `handler` until the subscription is closed. Payloads are decoded with
+   * `opts.codec`, else the queue's codec; one that fails to decode is
+   * dead-lettered at once. Throws `InvalidNameError`,
    * `DeadLetterLoopError`, `InvalidArgumentError` for a bad option, `NoLockerError` or
    * `UnsupportedError` when the store cannot consume, `ClosedError`.
    */
-  subscribe(topic: string, group: string, handler: Handler, opts?: SubscribeOptions): Promise<Subscription>;
+  subscribe(topic: string, group: string, handler: Handler<T>, opts?: SubscribeOptions<T>): Promise<Subscription>;
+  subscribe<U>(topic: string, group: string, handler: Handler<U>, opts: SubscribeOptions<U> & { codec: Codec<U> }): Promise<Subscription>;
   /** Counts `group`'s deliveries on `topic`. Throws `InvalidNameError`. */
   stats(topic: string, group: string): Promise<QueueStats>;
   /**

@@ -14,6 +14,11 @@ export async function waitFor(cond: () => boolean | Promise<boolean>, timeoutMs 
 }
 
 /** A message ready for `Store.append`. */
+/** The three counts of a `QueueStats`, for comparing without its time-dependent `oldestPendingAgeMs`. */
+export function counts(s: QueueStats): { pending: number; leased: number; dead: number } {
+  return { pending: s.pending, leased: s.leased, dead: s.dead };
+}
+
 export function msg(topic: string, extra: Partial<StoredMessage> = {}): StoredMessage {
   return { id: randomUUID(), topic, payload: new TextEncoder().encode(`p-${topic}`), publishedAt: new Date(), ...extra };
 }

@@ -9,7 +9,7 @@ import { MAX_ID_LENGTH, MAX_NAME_LENGTH } from '../../src/queue/names.js';
 import type { Claimed, Store, StoredMessage } from '../../src/queue/types.js';
 import { STORE_FACTORIES } from './factories.js';
 import type { StoreHarness } from './factories.js';
-import { claimReq, ids, msg, sleep } from './helpers.js';
+import { claimReq, ids, msg, sleep, counts } from './helpers.js';
 
 for (const factory of STORE_FACTORIES) {
   describe(`store level: ${factory.name}`, { skip: factory.skip }, () => {
@@ -35,8 +35,8 @@ for (const factory of STORE_FACTORIES) {
       assert.deepEqual(a.map((c) => [c.attempt, c.group]), [[1, 'g1'], [1, 'g1'], [1, 'g1']]);
       assert.equal(new Set([...a, ...b].map((c) => c.claimToken)).size, 6);
       assert.deepEqual(await s.claim(claimReq('t', 'g1')), []);
-      assert.deepEqual(await s.stats('t', 'g1'), { pending: 0, leased: 3, dead: 0 });
-      assert.deepEqual(await s.stats('t', 'nobody'), { pending: 0, leased: 0, dead: 0 });
+      assert.deepEqual(counts(await s.stats('t', 'g1')), { pending: 0, leased: 3, dead: 0 });
+      assert.deepEqual(counts(await s.stats('t', 'nobody')), { pending: 0, leased: 0, dead: 0 });
     });
 
     it('2. latest skips the past, earliest backfills in publish order, re-registering never backfills', async () => {
@@ -56,8 +56,8 @@ for (const factory of STORE_FACTORIES) {
       await s.ensureGroup('t', 'late', 'earliest');
       assert.deepEqual(await s.claim(claimReq('t', 'early')), []);
       assert.deepEqual(await s.claim(claimReq('t', 'late')), []);
-      assert.deepEqual(await s.stats('t', 'early'), { pending: 0, leased: 1, dead: 0 });
-      assert.deepEqual(await s.stats('t', 'late'), { pending: 0, leased: 1, dead: 0 });
+      assert.deepEqual(counts(await s.stats('t', 'early')), { pending: 0, leased: 1, dead: 0 });
+      assert.deepEqual(counts(await s.stats('t', 'late')), { pending: 0, leased: 1, dead: 0 });
     });
 
     it('3. appends are idempotent by message ID: twice in a batch, after an ack, while leased', async () => {
@@ -65,19 +65,19 @@ for (const factory of STORE_FACTORIES) {
       const a = msg('t', { id: 'a' });
       await s.append([a, { ...a }]);
       await s.append([a]);
-      assert.deepEqual(await s.stats('t', 'g'), { pending: 1, leased: 0, dead: 0 });
+      assert.deepEqual(counts(await s.stats('t', 'g')), { pending: 1, leased: 0, dead: 0 });
       const [c] = await s.claim(claimReq('t', 'g'));
       assert.equal(c!.message.id, 'a');
       assert.deepEqual(await s.ack([c!]), [c!.deliveryId]);
       await s.append([a]);
       assert.deepEqual(await s.claim(claimReq('t', 'g')), []);
-      assert.deepEqual(await s.stats('t', 'g'), { pending: 0, leased: 0, dead: 0 });
+      assert.deepEqual(counts(await s.stats('t', 'g')), { pending: 0, leased: 0, dead: 0 });
 
       const b = msg('t', { id: 'b' });
       await s.append([b]);
       const [cb] = await s.claim(claimReq('t', 'g'));
       await s.append([b]);
-      assert.deepEqual(await s.stats('t', 'g'), { pending: 0, leased: 1, dead: 0 });
+      assert.deepEqual(counts(await s.stats('t', 'g')), { pending: 0, leased: 1, dead: 0 });
       assert.deepEqual(await s.claim(claimReq('t', 'g')), []);
       assert.deepEqual(await s.extend([cb!], 60_000), [cb!.deliveryId]);
     });
@@ -100,7 +100,7 @@ for (const factory of STORE_FACTORIES) {
       );
       assert.equal(seen.length, 120);
       assert.equal(new Set(seen).size, 120);
-      assert.deepEqual(await s.stats('t', 'g'), { pending: 0, leased: 120, dead: 0 });
+      assert.deepEqual(counts(await s.stats('t', 'g')), { pending: 0, leased: 120, dead: 0 });
     });
 
     it('5. an expired lease is claimable again; the old token changes nothing', async () => {
@@ -110,7 +110,7 @@ for (const factory of STORE_FACTORIES) {
       assert.equal(old!.attempt, 1);
       assert.deepEqual(await s.claim(claimReq('t', 'g')), []);
       await sleep(400);
-      assert.deepEqual(await s.stats('t', 'g'), { pending: 1, leased: 0, dead: 0 });
+      assert.deepEqual(counts(await s.stats('t', 'g')), { pending: 1, leased: 0, dead: 0 });
       const [cur] = await s.claim(claimReq('t', 'g'));
       assert.equal(cur!.deliveryId, old!.deliveryId);
       assert.equal(cur!.attempt, 2);
@@ -120,10 +120,10 @@ for (const factory of STORE_FACTORIES) {
       assert.equal(await s.kill(old!, 'stale'), false);
       assert.deepEqual(await s.extend([old!], 60_000), []);
       await s.release([old!]);
-      assert.deepEqual(await s.stats('t', 'g'), { pending: 0, leased: 1, dead: 0 });
+      assert.deepEqual(counts(await s.stats('t', 'g')), { pending: 0, leased: 1, dead: 0 });
       assert.deepEqual(await s.claim(claimReq('t', 'g')), []);
       assert.deepEqual(await s.ack([cur!]), [cur!.deliveryId]);
-      assert.deepEqual(await s.stats('t', 'g'), { pending: 0, leased: 0, dead: 0 });
+      assert.deepEqual(counts(await s.stats('t', 'g')), { pending: 0, leased: 0, dead: 0 });
     });
 
     it('6. retry hides for its backoff then returns at attempt + 1; release returns at once without an attempt', async () => {
@@ -133,7 +133,7 @@ for (const factory of STORE_FACTORIES) {
       const retriedAt = Date.now();
       assert.equal(await s.retry(c1!, 300, 'boom'), true);
       assert.deepEqual(await s.claim(claimReq('t', 'g')), []);
-      assert.deepEqual(await s.stats('t', 'g'), { pending: 1, leased: 0, dead: 0 });
+      assert.deepEqual(counts(await s.stats('t', 'g')), { pending: 1, leased: 0, dead: 0 });
       let c2: Claimed | undefined;
       while (!c2) {
         [c2] = await s.claim(claimReq('t', 'g'));
@@ -142,7 +142,7 @@ for (const factory of STORE_FACTORIES) {
       assert.ok(Date.now() - retriedAt >= 295, 'returned before its backoff');
       assert.equal(c2.attempt, 2);
       await s.release([c2]);
-      assert.deepEqual(await s.stats('t', 'g'), { pending: 1, leased: 0, dead: 0 });
+      assert.deepEqual(counts(await s.stats('t', 'g')), { pending: 1, leased: 0, dead: 0 });
       const [c3] = await s.claim(claimReq('t', 'g'));
       assert.equal(c3!.attempt, 2);
       assert.equal(c3!.deliveryId, c2.deliveryId);
@@ -153,7 +153,7 @@ for (const factory of STORE_FACTORIES) {
       await s.append([msg('t'), msg('t')]);
       const [c] = await s.claim(claimReq('t', 'g', { max: 1 }));
       assert.equal(await s.kill(c!, 'fatal'), true);
-      assert.deepEqual(await s.stats('t', 'g'), { pending: 1, leased: 0, dead: 1 });
+      assert.deepEqual(counts(await s.stats('t', 'g')), { pending: 1, leased: 0, dead: 1 });
       const rest = await s.claim(claimReq('t', 'g'));
       assert.equal(rest.length, 1);
       assert.notEqual(rest[0]!.deliveryId, c!.deliveryId);
@@ -172,7 +172,7 @@ for (const factory of STORE_FACTORIES) {
       const first = await s.claim(claimReq('t', 'g'));
       assert.deepEqual(ids(first), ['a1', 'b1', 'u1']);
       const [a1, b1] = first;
-      assert.deepEqual(await s.stats('t', 'g'), { pending: 2, leased: 3, dead: 0 });
+      assert.deepEqual(counts(await s.stats('t', 'g')), { pending: 2, leased: 3, dead: 0 });
       assert.equal(await s.retry(a1!, 400, 'later'), true);
       await s.append([msg('t', { id: 'u2' })]);
       assert.deepEqual(ids(await s.claim(claimReq('t', 'g'))), ['u2'], 'unkeyed messages pass a blocked lane');
@@ -249,7 +249,7 @@ for (const factory of STORE_FACTORIES) {
       await s.append([msg('sched', { id: 'sched', publishedAt: old, deliverAt: new Date(Date.now() + 60_000) })]);
 
       assert.equal(await s.purge({ deadRetentionMs: hour, ackedRetentionMs: hour }, 100), 0, 'nothing is an hour past its end');
-      assert.deepEqual(await s.stats('t', 'g'), { pending: 1, leased: 1, dead: 1 });
+      assert.deepEqual(counts(await s.stats('t', 'g')), { pending: 1, leased: 1, dead: 1 });
       await s.ensureGroup('t', 'late', 'earliest');
       const late = await s.claim(claimReq('t', 'late'));
       assert.deepEqual(ids(late).sort(), ['dead', 'done', 'leased', 'pending'], 'a late earliest group still sees finished messages');
@@ -259,12 +259,12 @@ for (const factory of STORE_FACTORIES) {
       // More than 100 ms ago: the dead row died, and 'done' and 'dead' were finished by every group
       // (once its dead row is gone, 'dead' has only acked deliveries left). 'sched' is not due yet.
       assert.equal(await s.purge({ deadRetentionMs: 100, ackedRetentionMs: 100 }, 100), 3);
-      assert.deepEqual(await s.stats('t', 'g'), { pending: 1, leased: 1, dead: 0 });
+      assert.deepEqual(counts(await s.stats('t', 'g')), { pending: 1, leased: 1, dead: 0 });
       await s.ensureGroup('t', 'later', 'earliest');
       assert.deepEqual(ids(await s.claim(claimReq('t', 'later'))).sort(), ['leased', 'pending']);
       assert.deepEqual(ids(await s.claim(claimReq('t', 'g'))), ['pending']);
       await s.ensureGroup('sched', 'g', 'earliest');
-      assert.deepEqual(await s.stats('sched', 'g'), { pending: 1, leased: 0, dead: 0 }, 'a scheduled message ages from its due time');
+      assert.deepEqual(counts(await s.stats('sched', 'g')), { pending: 1, leased: 0, dead: 0 }, 'a scheduled message ages from its due time');
     });
 
     it('11b. purge deletes at most batch rows of each kind', async () => {
@@ -279,7 +279,7 @@ for (const factory of STORE_FACTORIES) {
       const removed = [];
       for (let i = 0; i < 5; i++) removed.push(await s.purge(policy, 2));
       assert.deepEqual(removed, [4, 4, 2, 1, 0]);
-      assert.deepEqual(await s.stats('t', 'g'), { pending: 0, leased: 0, dead: 0 });
+      assert.deepEqual(counts(await s.stats('t', 'g')), { pending: 0, leased: 0, dead: 0 });
     });
 
     it('12. large batches on every path; bytes, unicode and maximum lengths round-trip', async () => {
@@ -295,8 +295,8 @@ for (const factory of STORE_FACTORIES) {
       assert.equal(again.length, 1201);
       assert.ok(again.every((c) => c.attempt === 1));
       assert.deepEqual(await s.ack(again), again.map((c) => c.deliveryId));
-      assert.deepEqual(await s.stats('t', 'g'), { pending: 0, leased: 0, dead: 0 });
-      assert.deepEqual(await s.stats('t', 'backfill'), { pending: 1201, leased: 0, dead: 0 });
+      assert.deepEqual(counts(await s.stats('t', 'g')), { pending: 0, leased: 0, dead: 0 });
+      assert.deepEqual(counts(await s.stats('t', 'backfill')), { pending: 1201, leased: 0, dead: 0 });
 
       const topic = 'T'.repeat(MAX_NAME_LENGTH);
       const group = 'G'.repeat(MAX_NAME_LENGTH);
@@ -327,7 +327,7 @@ for (const factory of STORE_FACTORIES) {
       for (const t of ['topic-0', 'topic-49']) {
         assert.deepEqual(ids(await s.claim(claimReq(t, 'g'))), [`on-${t}`]);
       }
-      assert.deepEqual(await s.stats('topic-10', 'g'), { pending: 1, leased: 0, dead: 0 });
+      assert.deepEqual(counts(await s.stats('topic-10', 'g')), { pending: 1, leased: 0, dead: 0 });
       await s.ensureGroup('topic-2499', 'g', 'earliest');
       assert.deepEqual(ids(await s.claim(claimReq('topic-2499', 'g'))), ['on-topic-2499']);
     });
@@ -342,7 +342,7 @@ for (const factory of STORE_FACTORIES) {
       assert.equal(a2!.message.id, 'a');
       assert.deepEqual(await s.ack([a!, b!, c!]), [b!.deliveryId, c!.deliveryId]);
       assert.deepEqual(await s.extend([a!, a2!, b!], 60_000), [a2!.deliveryId]);
-      assert.deepEqual(await s.stats('t', 'g'), { pending: 0, leased: 1, dead: 0 });
+      assert.deepEqual(counts(await s.stats('t', 'g')), { pending: 0, leased: 1, dead: 0 });
     });
 
     it('the janitor role is held by one instance at a time', async () => {

@@ -309,11 +309,19 @@ export class MemoryStore implements Store {
     const now = b.now();
     let pending = 0;
     let leased = 0;
+    let oldestDue = Infinity;
     for (const d of b.active.get(lane) ?? []) {
-      if (d.state === 'leased' && d.leaseUntil > now) leased++;
-      else pending++;
+      if (d.state === 'leased' && d.leaseUntil > now) {
+        leased++;
+        continue;
+      }
+      pending++;
+      // When it became claimable: its due time or backoff end, or its lease's expiry.
+      const due = d.state === 'pending' ? Math.max(d.availableAt, d.row.dueAt) : d.leaseUntil;
+      if (due <= now && due < oldestDue) oldestDue = due;
     }
-    return { pending, leased, dead: b.deadCount.get(lane) ?? 0 };
+    const oldestPendingAgeMs = oldestDue === Infinity ? 0 : now - oldestDue;
+    return { pending, leased, dead: b.deadCount.get(lane) ?? 0, oldestPendingAgeMs };
   }
 
   async ping(): Promise<void> {

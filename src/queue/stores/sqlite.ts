@@ -200,6 +200,15 @@ function statements(db: Database) {
       `SELECT seq, id, topic, msg_key, payload, headers, published_at, deliver_at FROM ferry_messages
        WHERE topic = ? AND seq > ? ORDER BY seq LIMIT ?`,
     ),
+    // When the longest-waiting due delivery became claimable: its due time or backoff end, or its lease's expiry.
+    oldestDue: db
+      .prepare(
+        `SELECT min(CASE WHEN d.state = ${PENDING} THEN max(d.available_at, m.due_at) ELSE d.lease_until END)
+         FROM ferry_deliveries d JOIN ferry_messages m ON m.seq = d.message_seq
+         WHERE d.topic = @a AND d.grp = @b AND d.state < 2
+           AND ((d.state = ${PENDING} AND d.available_at <= @c AND m.due_at <= @c) OR (d.state = ${LEASED} AND d.lease_until <= @c))`,
+      )
+      .pluck(),
     janitor: db.prepare(
       `INSERT INTO ferry_janitor (name, holder, until) VALUES ('janitor', @a, @b + @c)
        ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, until = excluded.until
@@ -358,7 +367,8 @@ export class SqliteStore implements Store {
       const now = this.#q.now.get() as number;
       const live = this.#q.liveStats.get({ a: topic, b: group, c: now }) as { total: number; leased: number };
       const dead = this.#q.deadCount.get(topic, group) as number;
-      return { pending: live.total - live.leased, leased: live.leased, dead };
+      const oldestDue = this.#q.oldestDue.get({ a: topic, b: group, c: now }) as number | null;
+      return { pending: live.total - live.leased, leased: live.leased, dead, oldestPendingAgeMs: oldestDue === null ? 0 : now - oldestDue };
     })();
   }
 

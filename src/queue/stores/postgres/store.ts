@@ -333,8 +333,8 @@ export class PostgresStore implements Store {
   }
 
   async stats(topic: string, group: string): Promise<QueueStats> {
-    const r = (await this.#q<{ live: number; leased: number; dead: number }>('stats', [topic, group])).rows[0]!;
-    return { pending: r.live - r.leased, leased: r.leased, dead: r.dead };
+    const r = (await this.#q<{ live: number; leased: number; dead: number; oldest_ms: number }>('stats', [topic, group])).rows[0]!;
+    return { pending: r.live - r.leased, leased: r.leased, dead: r.dead, oldestPendingAgeMs: r.oldest_ms };
   }
 
   async ping(): Promise<void> {
