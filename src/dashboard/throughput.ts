@@ -44,11 +44,14 @@ export class Throughput {
   /** Rise in dead counts sampled since the last second the rates were spread over (samples within one second add up here). */
   #carry = 0;
   readonly #now: () => number;
+  /** The second counting began: nothing is known before it. */
+  readonly #startS: number;
 
   /** `now` returns milliseconds since the epoch (tests pass a fake clock). */
   constructor(mode: 'events' | 'sampled', now: () => number = Date.now) {
     this.mode = mode;
     this.#now = now;
+    this.#startS = Math.floor(now() / 1000);
   }
 
   #at(s: number): Second {
@@ -111,8 +114,8 @@ export class Throughput {
     for (let s = nowS - WINDOW_S + 1; s <= nowS; s++) {
       const b = this.#seconds.get(s);
       out.t.push(s);
-      const known = this.mode === 'events' || (b?.known ?? false);
-      out.completed.push(this.mode === 'events' ? (b?.completed ?? 0) : null);
+      const known = this.mode === 'events' ? s >= this.#startS : (b?.known ?? false);
+      out.completed.push(this.mode === 'events' && known ? (b?.completed ?? 0) : null);
       out.deadLettered.push(known ? (b?.deadLettered ?? 0) : null);
       out.backlog.push(b?.backlog ?? null);
     }

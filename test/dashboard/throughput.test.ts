@@ -20,9 +20,11 @@ test('events: each completion and dead letter counts in its own second, for 15 m
   assert.deepEqual(s.completed.slice(-2), [2, 0]);
   assert.deepEqual(s.deadLettered.slice(-2), [0, 1]);
   assert.equal(s.backlog.at(-1), 7);
+  assert.equal(s.completed.at(-3), null, 'before counting began: unknown, not zero');
   now += WINDOW_S * 1000;
   const later = t.series();
   assert.equal(sum(later.completed) + sum(later.deadLettered), 0, 'older than the window: gone');
+  assert.equal(later.completed.every((x) => x === 0), true);
 });
 
 test('sampled: the dead-lettered rate is the rise in dead counts spread over the seconds between samples', () => {
