@@ -57,7 +57,7 @@ export async function dashboard(o: DashboardCommandOptions): Promise<number> {
     await queue?.close();
     throw new CliError(`cannot start the dashboard: ${describe(err)}`, EXIT_USAGE);
   }
-  note(`ferry: dashboard at ${server.url}${token !== undefined ? '?token=…  (open it with your token: ?token=TOKEN)' : ''}; stop with Ctrl-C`);
+  note(`ferry: dashboard at ${server.url}${token !== undefined ? ` (open ${server.url}?token=TOKEN once)` : ''}; stop with Ctrl-C`);
   await new Promise<void>((resolve) => {
     process.once('SIGINT', resolve);
     process.once('SIGTERM', resolve);

@@ -223,3 +223,37 @@ test('ferry dashboard refuses a non-loopback bind without a token, and a config 
   assert.equal(open0.code, 2);
   assert.match(open0.stderr, /requires a token/);
 });
+
+test('ferry dashboard serves a queue from its config file until SIGTERM', async () => {
+  const { spawn } = await import('node:child_process');
+  const { ROOT } = await import('../cli/helpers.js');
+  const cfg = join(work, 'serve.json');
+  await writeFile(cfg, JSON.stringify({ enabled: true, type: 'sqlite', config: { path: join(work, 'serve.db') } }));
+  const seed = (await createQueue(JSON.parse(await readFile(cfg, 'utf8'))))!;
+  const s = await seed.subscribe('t', 'g', async () => {});
+  await s.close();
+  await seed.publish({ topic: 't', payload: Buffer.from('x') }, { topic: 't', payload: Buffer.from('y') });
+  await seed.close();
+  const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'src', 'cli', 'main.ts'), 'dashboard', '--queue', cfg, '--port', '0', '--token', 'serve-token-1'], { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'] });
+  let stderr = '';
+  const url = await new Promise<string>((resolve, reject) => {
+    child.stderr.on('data', (b: Buffer) => {
+      stderr += b.toString();
+      const m = /dashboard at (http:\/\/\S+\/)/.exec(stderr);
+      if (m) resolve(m[1]!);
+    });
+    child.on('exit', () => reject(new Error(`exited early: ${stderr}`)));
+  });
+  try {
+    assert.equal((await fetch(new URL('/api/overview', url))).status, 401);
+    const o = (await (await fetch(new URL('/api/overview', url), { headers: { authorization: 'Bearer serve-token-1' } })).json()) as { groups: Record<string, unknown>[] };
+    assert.equal(o.groups.length, 1);
+    const { oldestPendingAgeMs, ...counts } = o.groups[0]!;
+    assert.deepEqual(counts, { topic: 't', group: 'g', pending: 2, leased: 0, dead: 0 });
+    assert.equal(typeof oldestPendingAgeMs, 'number');
+  } finally {
+    const code = new Promise<number | null>((resolve) => child.on('exit', (c) => resolve(c)));
+    child.kill('SIGTERM');
+    assert.equal(await code, 0);
+  }
+});
