@@ -83,6 +83,7 @@ export async function planProblems(
     ['purge-dead', [3_600_000, 500]],
     ['purge-messages', [3_600_000, 500]],
     ['janitor', ['plan-check', 1000]],
+    ['list-messages', [topic, '0', 257]],
   ];
   const problems: PlanProblem[] = [];
   for (const [statement, values] of cases) {

@@ -173,8 +173,9 @@ export interface Queue<T = Uint8Array> extends AsyncDisposable, QueueEventEmitte
    * copy's ID (`redriveId`), so redriving a copy again publishes nothing new
    * while that message is retained. Throws `InvalidNameError`,
    * `InvalidArgumentError` for bad options, `UnsupportedError` when the store
-   * has no `listMessages`, `ClosedError`, a publish's error, or the error
-   * `filter` threw (copies redriven before it stay redriven).
+   * has no `listMessages`, `ClosedError`, a publish's error (after
+   * retrying a transient one, as `publish` does), or the error `filter`
+   * threw (the copies it had accepted before are republished first).
    */
   redrive(deadLetterTopic: string, opts?: RedriveOptions): Promise<RedriveResult>;
   /** Checks that the backing store is reachable; rejects with its error. */
