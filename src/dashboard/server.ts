@@ -24,7 +24,7 @@ import { Throughput } from './throughput.js';
 /** Options of {@link startDashboard}. Give exactly one of `queue` and `dir`. */
 export interface DashboardOptions {
   /** The queue to show; the dashboard never closes it. */
-  queue?: Queue;
+  queue?: Queue<unknown>;
   /** A DiskQueue or spool directory to show instead. */
   dir?: string;
   /** Address to listen on. Default `127.0.0.1`; anything but a loopback address requires `token`. */

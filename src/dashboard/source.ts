@@ -1,8 +1,9 @@
 /**
  * The dashboard's one view of a `Queue`: every call it makes on the queue
  * API goes through here, so the rest of the dashboard never depends on the
- * exact shape of `listGroups`, `removeGroup`, `redrive`, the dead-letter
- * listing, the `completed`/`deadLettered` events or the oldest-pending age.
+ * exact shape of `listGroups`, `removeGroup`, `redrive` (also used to read
+ * dead letters), the `completed`/`deadLettered` events or
+ * `oldestPendingAgeMs`.
  *
  * Each of those is looked up when the dashboard starts; a queue without one
  * gets a page without the matching control (`features`), never an error.
@@ -88,13 +89,13 @@ function toRow(m: StoredMessage): DeadLetterRow {
  */
 export class QueueSource {
   readonly features: Features;
-  readonly #q: Queue;
+  readonly #q: Queue<unknown>;
   readonly #listGroups?: AnyFn;
   readonly #removeGroup?: AnyFn;
   readonly #redrive?: AnyFn;
   readonly #off: (() => void)[] = [];
 
-  constructor(queue: Queue, onOutcome?: (kind: 'completed' | 'deadLettered') => void) {
+  constructor(queue: Queue<unknown>, onOutcome?: (kind: 'completed' | 'deadLettered') => void) {
     this.#q = queue;
     this.#listGroups = method(queue, 'listGroups');
     this.#removeGroup = method(queue, 'removeGroup');
