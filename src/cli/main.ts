@@ -12,6 +12,7 @@ import { push, DEFAULT_PUSH_BATCH } from './push.js';
 import { drain, DEFAULT_DRAIN_BATCH, DEFAULT_POLL_MS } from './drain.js';
 import { stats } from './stats.js';
 import { verify } from './verify.js';
+import { dashboard } from './dashboard.js';
 import { forward, DEFAULT_SYNC_BATCH, DEFAULT_TIMEOUT_MS, DEFAULT_RETRY_BASE_MS, DEFAULT_RETRY_MAX_MS } from './forward.js';
 
 function integer(min: number) {
@@ -35,7 +36,7 @@ function version(): string {
 /** Builds the command tree; each action stores its exit status in `status.code`. */
 export function buildProgram(status: { code: number }): Command {
   const program = new Command('ferry')
-    .description('Durable queues on disk: push records in, drain them out, check the files.')
+    .description('Durable queues on disk: push records in, drain them out, check the files, watch a queue.')
     .version(version())
     .exitOverride()
     .showHelpAfterError('(run ferry --help for usage)')
@@ -114,6 +115,20 @@ export function buildProgram(status: { code: number }): Command {
     .option('-q, --quiet', 'no progress line, no summary')
     .action(async (file: string | undefined, o) => {
       status.code = await forward(file, o);
+    });
+
+  program
+    .command('dashboard')
+    .description('serve a web page that shows a queue (or a DiskQueue/spool directory) live and redrives its dead letters')
+    .option('--queue <config>', 'JSON file with the config createQueue takes ({"enabled": true, "type": ..., "config": {...}})')
+    .option('--dir <dir>', 'a DiskQueue or spool directory to show instead: stats, segments, damage')
+    .option('--host <address>', 'address to listen on; anything but loopback requires --token (default 127.0.0.1)')
+    .option('--port <n>', 'TCP port (default 7070; 0 picks a free one)', integer(0))
+    .option('--token <token>', 'access token every request must carry (or FERRY_DASHBOARD_TOKEN); at least 8 characters')
+    .option('--dead-letter-topic <topic...>', 'dead-letter topics to list on the page')
+    .option('--refresh-ms <ms>', 'how often to sample the queue (default 2000; 5000 for --dir)', integer(100))
+    .action(async (o) => {
+      status.code = await dashboard(o);
     });
 
   return program;

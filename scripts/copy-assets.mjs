@@ -1,14 +1,17 @@
 #!/usr/bin/env node
-// tsc copies no .sql files; the Postgres store reads its statements from
-// beside its compiled module, so mirror every .sql under src/ into dist/.
+// tsc copies only what it compiles. The Postgres store reads its .sql files
+// from beside its compiled module, and the dashboard serves its page files
+// (src/dashboard/page/) from beside its own: mirror both into dist/.
 import { copyFileSync, mkdirSync, readdirSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
+
+const PAGE = join('src', 'dashboard', 'page');
 
 function walk(dir, out) {
   for (const e of readdirSync(dir, { withFileTypes: true })) {
     const p = join(dir, e.name);
     if (e.isDirectory()) walk(p, out);
-    else if (e.name.endsWith('.sql')) out.push(p);
+    else if (e.name.endsWith('.sql') || dir.startsWith(PAGE)) out.push(p);
   }
   return out;
 }
@@ -19,4 +22,4 @@ for (const f of files) {
   mkdirSync(dirname(to), { recursive: true });
   copyFileSync(f, to);
 }
-console.log(`copy-sql: ${files.length} files into dist/`);
+console.log(`copy-assets: ${files.length} files into dist/`);

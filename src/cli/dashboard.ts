@@ -1,0 +1,68 @@
+/**
+ * `ferry dashboard`: serves the dashboard page (src/dashboard/) for a queue
+ * built from a `createQueue` config file, or for a DiskQueue or spool
+ * directory, until SIGINT or SIGTERM.
+ */
+import { readFile } from 'node:fs/promises';
+import { createQueue, type QueueConfig } from '../queue/index.js';
+import type { Queue } from '../queue/types.js';
+import { startDashboard } from '../dashboard/server.js';
+import { CliError, EXIT_USAGE, describe, note, requireDirectory } from './common.js';
+
+/** Options of `ferry dashboard`. */
+export interface DashboardCommandOptions {
+  queue?: string;
+  dir?: string;
+  host?: string;
+  port?: number;
+  token?: string;
+  deadLetterTopic?: string[];
+  refreshMs?: number;
+}
+
+async function readConfig(path: string): Promise<QueueConfig> {
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch (err) {
+    throw new CliError(`cannot read ${path}: ${describe(err)}`, EXIT_USAGE);
+  }
+  try {
+    return JSON.parse(text) as QueueConfig;
+  } catch (err) {
+    throw new CliError(`${path} is not JSON: ${describe(err)}`, EXIT_USAGE);
+  }
+}
+
+/** Runs `ferry dashboard`; resolves to the exit status once stopped by a signal. */
+export async function dashboard(o: DashboardCommandOptions): Promise<number> {
+  if ((o.queue === undefined) === (o.dir === undefined)) throw new CliError('give either --queue CONFIG.json or --dir DIR', EXIT_USAGE);
+  const token = o.token ?? process.env.FERRY_DASHBOARD_TOKEN;
+  let queue: Queue | undefined;
+  if (o.queue !== undefined) {
+    const config = await readConfig(o.queue);
+    try {
+      queue = await createQueue(config);
+    } catch (err) {
+      throw new CliError(`cannot open the queue of ${o.queue}: ${describe(err)}`, EXIT_USAGE);
+    }
+    if (!queue) throw new CliError(`${o.queue} builds no queue: set "enabled": true`, EXIT_USAGE);
+  } else {
+    await requireDirectory(o.dir!);
+  }
+  let server;
+  try {
+    server = await startDashboard({ queue, dir: o.dir, host: o.host, port: o.port ?? 7070, token, deadLetterTopics: o.deadLetterTopic, refreshMs: o.refreshMs });
+  } catch (err) {
+    await queue?.close();
+    throw new CliError(`cannot start the dashboard: ${describe(err)}`, EXIT_USAGE);
+  }
+  note(`ferry: dashboard at ${server.url}${token !== undefined ? ` (open ${server.url}?token=TOKEN once)` : ''}; stop with Ctrl-C`);
+  await new Promise<void>((resolve) => {
+    process.once('SIGINT', resolve);
+    process.once('SIGTERM', resolve);
+  });
+  await server.close();
+  await queue?.close();
+  return 0;
+}
