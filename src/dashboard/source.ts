@@ -1,8 +1,8 @@
 /**
  * The dashboard's one view of a `Queue`: every call it makes on the queue
  * API goes through here, so the rest of the dashboard never depends on the
- * exact shape of `listGroups`, `removeGroup`, `redrive` (also used to read
- * dead letters), the `completed`/`deadLettered` events or
+ * exact shape of `listGroups`, `removeGroup`, `redrive`, `listMessages`, the
+ * `completed`/`deadLettered` events or
  * `oldestPendingAgeMs`.
  *
  * Each of those is looked up when the dashboard starts; a queue without one
@@ -153,42 +153,12 @@ export class QueueSource {
 
   /**
    * A page of the dead-letter copies stored on `topic`, in publish order,
-   * starting after cursor `after` (null: from the start).
-   *
-   * The queue API has no call that only reads a topic, so the copies are read
-   * through `redrive` with a filter that keeps none of them: the filter sees
-   * every copy that has a usable source topic, in publish order, and nothing
-   * is republished. The filter throws once the page is full, which ends the
-   * walk early (`redrive` republishes nothing, having accepted nothing). The
-   * cursor is the number of copies before the page, so a page costs a walk
-   * over the copies before it, and copies the janitor purges in between
-   * shift later pages. Copies without a source topic cannot be redriven and
-   * are not listed.
+   * starting after cursor `after` (null: from the start), read with
+   * `Queue.listMessages` (nothing is consumed or changed).
    */
   async deadLetters(topic: string, after: string | null, limit: number): Promise<DeadLetterPage> {
-    if (!this.#redrive) throw new UnsupportedError('this queue cannot read dead letters (it has no redrive)');
-    const skip = after === null ? 0 : Number(after);
-    if (!Number.isSafeInteger(skip) || skip < 0) throw new InvalidArgumentError('after must be a cursor this dashboard returned');
-    const items: DeadLetterRow[] = [];
-    let seen = 0;
-    let more = false;
-    const full = new PageFull();
-    try {
-      await (this.#redrive as (t: string, o: object) => Promise<unknown>)(topic, {
-        filter: (m: StoredMessage) => {
-          if (seen++ < skip) return false;
-          if (items.length === limit) {
-            more = true;
-            throw full;
-          }
-          items.push(toRow(m));
-          return false;
-        },
-      });
-    } catch (err) {
-      if (err !== full) throw err;
-    }
-    return { items, next: more ? String(skip + limit) : null };
+    const page = await this.#q.listMessages(topic, after === null ? { limit } : { after, limit });
+    return { items: page.messages.map(toRow), next: page.next ?? null };
   }
 
   /**
@@ -216,9 +186,6 @@ export class QueueSource {
     for (const f of this.#off.splice(0)) f();
   }
 }
-
-/** Thrown by the listing filter to end a walk once its page is full. */
-class PageFull extends Error {}
 
 function cmp(a: string, b: string): number {
   return a < b ? -1 : a > b ? 1 : 0;

@@ -43,3 +43,4 @@ export class KeyedLock {
 
 /** The lock key of (topic, group); names cannot hold NUL. */
 export const groupKey = (topic: string, group: string): string => `${topic}\u0000${group}`;
+

@@ -70,6 +70,7 @@ import { randomUUID } from 'node:crypto';
 import type { Codec } from '../codecs.js';
 import { ClosedError, CodecError, DeadLetterLoopError, FerryError, IOError, PayloadTooLargeError, ScheduleTooFarError, UnsupportedError, InvalidArgumentError } from '../errors.js';
 import { KeyedLock, groupKey, requireStoreOp } from './admin.js';
+import { knownKeys, rejectUnknownKeys } from '../known-keys.js';
 import { errorText } from './dead-letter.js';
 import { QueueSignals } from './events.js';
 import type { QueueEvents, QueueListener } from './events.js';
@@ -83,7 +84,12 @@ import { redrive } from './redrive.js';
 import { StoreSubscription } from './subscription.js';
 import { WakeTimer } from './wake-timer.js';
 import type { SubscriptionHost } from './subscription.js';
-import type { CloseOptions, ConsumerGroup, Handler, Message, PublishOptions, Queue, QueueStats, RedriveOptions, RedriveResult, Store, StoredMessage, Subscription } from './types.js';
+import type { CloseOptions, ConsumerGroup, Handler, ListMessagesOptions, Message, MessagePage, PublishOptions, Queue, QueueStats, RedriveOptions, RedriveResult, Store, StoredMessage, Subscription } from './types.js';
+
+/** Default and largest page of `Queue.listMessages`. */
+const DEFAULT_LIST_LIMIT = 100;
+const MAX_LIST_LIMIT = 1000;
+const LIST_MESSAGES_OPTION_KEYS = knownKeys<ListMessagesOptions>({ after: true, limit: true });
 
 /** How many times `publish` retries a transient store error. */
 export const PUBLISH_RETRIES = 3;
@@ -326,6 +332,25 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
   async redrive(deadLetterTopic: string, opts?: RedriveOptions): Promise<RedriveResult> {
     this.#assertOpen();
     return redrive({ store: this.#store, maxPayloadBytes: this.#cfg.maxPayloadBytes, append: (msgs) => this.#append(msgs) }, deadLetterTopic, opts);
+  }
+
+  /** See `Queue.listMessages`. */
+  async listMessages(topic: string, opts: ListMessagesOptions = {}): Promise<MessagePage> {
+    this.#assertOpen();
+    validateName('topic', topic);
+    rejectUnknownKeys('listMessages option', opts, LIST_MESSAGES_OPTION_KEYS);
+    const limit = opts.limit ?? DEFAULT_LIST_LIMIT;
+    if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIST_LIMIT) {
+      throw new InvalidArgumentError(`limit must be an integer from 1 to ${MAX_LIST_LIMIT}, got ${String(limit)}`);
+    }
+    const page: { after?: string; limit: number } = { limit };
+    if (opts.after !== undefined) {
+      if (typeof opts.after !== 'string' || opts.after === '' || opts.after.length > 200) {
+        throw new InvalidArgumentError(`after must be the next cursor of a previous page, got ${JSON.stringify(opts.after)}`);
+      }
+      page.after = opts.after;
+    }
+    return requireStoreOp(this.#store, 'listMessages')(topic, page);
   }
 
   /** See `Queue.stats`. */

@@ -13,6 +13,7 @@ export type {
   Handler,
   KillOptions,
   Message,
+  ListMessagesOptions,
   MessagePage,
   PublishOptions,
   PurgePolicy,

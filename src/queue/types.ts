@@ -182,6 +182,17 @@ export interface Queue<T = Uint8Array> extends AsyncDisposable, QueueEventEmitte
    * threw (the copies it had accepted before are republished first).
    */
   redrive(deadLetterTopic: string, opts?: RedriveOptions): Promise<RedriveResult>;
+  /**
+   * Reads the messages retained on `topic`, oldest first, one page at a time,
+   * without consuming or changing anything: how a dead-letter topic is
+   * inspected before a `redrive`. Payloads are the stored bytes (no codec is
+   * applied, so a payload that would not decode can still be looked at).
+   * Resolves `{ messages, next? }`; pass `next` as `after` for the following
+   * page. Throws `InvalidNameError`, `InvalidArgumentError` for a bad option
+   * or a cursor this store did not hand out, `UnsupportedError` when the
+   * store has no `listMessages`, `ClosedError`, or the store's error.
+   */
+  listMessages(topic: string, opts?: ListMessagesOptions): Promise<MessagePage>;
   /** Checks that the backing store is reachable; rejects with its error. */
   ping(): Promise<void>;
   /** Closes every subscription (see `Subscription.close`), then the queue's own resources and store. Idempotent. Rejects with `InvalidArgumentError`, closing nothing, for bad `opts` (as `Subscription.close`). */
@@ -200,6 +211,14 @@ export interface RedriveOptions {
   limit?: number;
   /** Republishes only the copies for which this returns (or resolves) true. Called once per copy that has a usable source topic, in publish order. */
   filter?: (copy: StoredMessage) => boolean | Promise<boolean>;
+}
+
+/** Options of `Queue.listMessages`. */
+export interface ListMessagesOptions {
+  /** The `next` cursor of the previous page; absent to start at the topic's oldest retained message. */
+  after?: string;
+  /** Most messages in the page, 1–1000. Default 100. */
+  limit?: number;
 }
 
 /** What `Queue.redrive` did. */

@@ -235,6 +235,53 @@ for (const factory of STORE_FACTORIES) {
       assert.deepEqual((await store.inner.listMessages!('src', { limit: 10 })).messages.map((m) => m.id), [redriveId('c1'), redriveId('c2')]);
     });
 
+    it('listMessages pages through a topic oldest first, changing nothing; bad options and cursors are refused', async () => {
+      const { q } = await t.instance();
+      const ids = Array.from({ length: 7 }, (_, i) => `m${i}`);
+      await q.publish(...ids.map((id) => copy(id, 'src')));
+      const seen: string[] = [];
+      let after: string | undefined;
+      let pages = 0;
+      do {
+        const page = await q.listMessages('dlq', after === undefined ? { limit: 3 } : { after, limit: 3 });
+        assert.ok(page.messages.length <= 3);
+        seen.push(...page.messages.map((m) => m.id));
+        after = page.next;
+        pages++;
+      } while (after !== undefined && pages < 10);
+      assert.deepEqual(seen, ids);
+      assert.equal(pages, 3);
+      const first = (await q.listMessages('dlq', { limit: 1 })).messages[0]!;
+      assert.equal(dec(first.payload), 'payload of m0');
+      assert.equal(first.headers?.[HEADER_DLQ_SOURCE_TOPIC], 'src');
+      assert.deepEqual(await q.listMessages('empty'), { messages: [] });
+      // Reading consumed nothing: a redrive still finds every copy.
+      assert.equal((await q.redrive('dlq')).ids.length, 7);
+      const bad: unknown[] = [{ limit: 0 }, { limit: 1001 }, { limit: 2.5 }, { after: 3 }, { after: '' }, { after: 'x1' }, { after: '-1' }, { page: 1 }, null];
+      for (const opts of bad) await assert.rejects(q.listMessages('dlq', opts as never), InvalidArgumentError, JSON.stringify(opts));
+      await assert.rejects(q.listMessages('bad topic'), InvalidNameError);
+    });
+
+    it('listMessages at once with publishes to the topic: every page is in publish order and a final walk sees every message once', async () => {
+      const { q } = await t.instance();
+      const walk = async () => {
+        const out: string[] = [];
+        let after: string | undefined;
+        do {
+          const page = await q.listMessages('dlq', after === undefined ? { limit: 4 } : { after, limit: 4 });
+          out.push(...page.messages.map((m) => m.id));
+          after = page.next;
+        } while (after !== undefined);
+        return out;
+      };
+      const publishes = Array.from({ length: 20 }, (_, i) => q.publish(copy(`p${String(i).padStart(2, '0')}`, 'src')));
+      const [during] = await Promise.all([walk(), ...publishes]);
+      assert.equal(new Set(during).size, during.length, 'no message twice in one walk');
+      const all = await walk();
+      assert.equal(all.length, 20);
+      assert.deepEqual([...all].sort(), all.slice().sort());
+    });
+
     it('names and options are checked; a closed queue refuses', async () => {
       const { q } = await t.instance();
       await assert.rejects(q.removeGroup('bad topic', 'g'), InvalidNameError);
@@ -248,6 +295,7 @@ for (const factory of STORE_FACTORIES) {
       await assert.rejects(q.removeGroup('t', 'g'), ClosedError);
       await assert.rejects(q.listGroups(), ClosedError);
       await assert.rejects(q.redrive('dlq'), ClosedError);
+      await assert.rejects(q.listMessages('dlq'), ClosedError);
     });
   });
 }
@@ -274,6 +322,7 @@ describe('engine groups and dead letters: a store without the optional methods',
       await assert.rejects(q.removeGroup('t', 'g'), UnsupportedError);
       await assert.rejects(q.listGroups(), UnsupportedError);
       await assert.rejects(q.redrive('dlq'), UnsupportedError);
+      await assert.rejects(q.listMessages('dlq'), UnsupportedError);
       await q.publish({ topic: 't', payload: enc('x') });
       await inner.ensureGroup('t', 'g', 'earliest');
       assert.equal((await inner.claim(claimReq('t', 'g'))).length, 1);

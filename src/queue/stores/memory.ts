@@ -14,6 +14,7 @@ import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { ClosedError } from '../../errors.js';
 import { deliveryId } from '../delivery-id.js';
+import { parseSeqCursor } from './seq-cursor.js';
 import type { ClaimRequest, Claimed, ConsumerGroup, KillOptions, MessagePage, PurgePolicy, QueueStats, StartFrom, Store, StoredMessage } from '../types.js';
 
 type State = 'pending' | 'leased' | 'acked' | 'dead';
@@ -373,7 +374,7 @@ export class MemoryStore implements Store {
   /** Walks the topic's rows from the start to the cursor: linear in the topic's retained messages per page. */
   async listMessages(topic: string, page: { after?: string; limit: number }): Promise<MessagePage> {
     const b = this.#open();
-    const after = page.after === undefined ? 0 : Number(page.after);
+    const after = parseSeqCursor(page.after);
     const messages: StoredMessage[] = [];
     let last = 0;
     for (const row of b.topicMessages.get(topic) ?? []) {

@@ -22,6 +22,7 @@ import { closeSync, constants, openSync, realpathSync } from 'node:fs';
 import type BetterSqlite3 from 'better-sqlite3';
 import { ClosedError, InvalidArgumentError, IOError } from '../../errors.js';
 import { deliveryId } from '../delivery-id.js';
+import { parseSeqCursor } from './seq-cursor.js';
 import { setUpSchema } from './sqlite-schema.js';
 import type { ClaimRequest, Claimed, ConsumerGroup, KillOptions, MessagePage, PurgePolicy, QueueStats, StartFrom, Store, StoredMessage } from '../types.js';
 
@@ -404,7 +405,7 @@ export class SqliteStore implements Store {
   async listMessages(topic: string, page: { after?: string; limit: number }): Promise<MessagePage> {
     if (this.#closed) throw new ClosedError('sqlite store is closed');
     // One row more than asked tells whether another page follows.
-    const rows = this.#q.listMessages.all(topic, page.after === undefined ? 0 : Number(page.after), page.limit + 1) as MessageRowDb[];
+    const rows = this.#q.listMessages.all(topic, parseSeqCursor(page.after), page.limit + 1) as MessageRowDb[];
     const more = rows.length > page.limit;
     if (more) rows.pop();
     const out: MessagePage = { messages: rows.map(toMessage) };

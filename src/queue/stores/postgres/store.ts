@@ -14,6 +14,7 @@ import { createHash } from 'node:crypto';
 import type pg from 'pg';
 import { ClosedError, FerryError, InvalidArgumentError, IOError } from '../../../errors.js';
 import { deliveryId } from '../../delivery-id.js';
+import { parseSeqCursor } from '../seq-cursor.js';
 import type { ClaimRequest, Claimed, ConsumerGroup, KillOptions, MessagePage, PurgePolicy, QueueStats, StartFrom, Store, StoredMessage } from '../../types.js';
 import { migrate } from './migrate.js';
 import { quoteSchema, statements, wakeChannel } from './sql.js';
@@ -366,7 +367,7 @@ export class PostgresStore implements Store {
 
   async listMessages(topic: string, page: { after?: string; limit: number }): Promise<MessagePage> {
     // One row more than asked tells whether another page follows.
-    const rows = (await this.#q<ClaimRow & { seq: string }>('list-messages', [topic, page.after ?? '0', page.limit + 1])).rows;
+    const rows = (await this.#q<ClaimRow & { seq: string }>('list-messages', [topic, String(parseSeqCursor(page.after)), page.limit + 1])).rows;
     const more = rows.length > page.limit;
     if (more) rows.pop();
     const out: MessagePage = { messages: rows.map(toMessage) };
