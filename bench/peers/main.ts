@@ -10,6 +10,7 @@
  *   --json         one JSON object per row on stdout
  *   --write-doc    write docs/BENCHMARKS.md and docs/benchmarks/*.svg (a full
  *                  run, without --quick and without a workload filter, always does)
+ *   --systems A,B  only these systems (names as in the table, e.g. "pg-boss,ferry postgres")
  *   --from FILE    skip measuring; rebuild the output (and the document) from
  *                  the samples a previous run saved in FILE
  *   workload…      any of jobqueue, backlog, keyfifo, embedded (default: all)
@@ -33,7 +34,7 @@ import { JOB_SYSTEMS } from './systems.js';
 const WORKLOADS = ['jobqueue', 'backlog', 'keyfifo', 'embedded'];
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
-function parseArgs(argv: string[]): RunOptions & { writeDoc: boolean; from?: string } {
+function parseArgs(argv: string[]): RunOptions & { writeDoc: boolean; from?: string; systems?: string[] } {
   const value = (flag: string) => {
     const i = argv.indexOf(flag);
     if (i < 0) return undefined;
@@ -45,6 +46,7 @@ function parseArgs(argv: string[]): RunOptions & { writeDoc: boolean; from?: str
   const rounds = Number(value('--rounds') ?? 3);
   const backlogArg = value('--backlog');
   const from = value('--from');
+  const systems = value('--systems')?.split(',').map((x) => x.trim());
   const quick = argv.includes('--quick');
   const json = argv.includes('--json');
   const writeDoc = argv.includes('--write-doc');
@@ -60,12 +62,14 @@ function parseArgs(argv: string[]): RunOptions & { writeDoc: boolean; from?: str
     backlog,
     messages: quick ? 5_000 : 50_000,
     workloads: workloads.length ? workloads : WORKLOADS,
-    writeDoc: writeDoc || (!quick && workloads.length === 0 && from === undefined),
+    writeDoc: writeDoc || (!quick && workloads.length === 0 && from === undefined && systems === undefined),
+    systems,
     from,
   };
 }
 
 const opts = parseArgs(process.argv.slice(2));
+const chosen = <T extends { name: string }>(list: T[]) => list.filter((s) => !opts.systems || opts.systems.includes(s.name));
 const log = (s: string) => process.stderr.write(s);
 let samples: Sample[] = [];
 const startedAt = new Date();
@@ -92,14 +96,14 @@ if (opts.from) {
       if (workload === 'jobqueue') {
         for (const processes of [1, 4])
           for (const handlerMs of [0, 1])
-            for (const s of JOB_SYSTEMS) await each(`${s.name} p${processes} ${handlerMs}ms`, () => jobQueueRun(s, processes, handlerMs, opts, report));
+            for (const s of chosen(JOB_SYSTEMS)) await each(`${s.name} p${processes} ${handlerMs}ms`, () => jobQueueRun(s, processes, handlerMs, opts, report));
       } else if (workload === 'backlog') {
-        for (const s of JOB_SYSTEMS) await each(`${s.name} backlog`, () => backlogRun(s, opts, report));
+        for (const s of chosen(JOB_SYSTEMS)) await each(`${s.name} backlog`, () => backlogRun(s, opts, report));
       } else if (workload === 'keyfifo') {
         for (const order of ['keymajor', 'interleaved'] as const)
-          for (const s of JOB_SYSTEMS.filter((x) => x.keyed)) await each(`${s.name} ${order}`, () => keyFifoRun(s, order, opts, report));
+          for (const s of chosen(JOB_SYSTEMS).filter((x) => x.keyed)) await each(`${s.name} ${order}`, () => keyFifoRun(s, order, opts, report));
       } else {
-        for (const s of EMBEDDED_SYSTEMS) await each(s.name, () => embeddedRun(s, opts, report));
+        for (const s of chosen(EMBEDDED_SYSTEMS)) await each(s.name, () => embeddedRun(s, opts, report));
       }
     }
   }

@@ -55,7 +55,7 @@ function instance(boss: PgBoss): JobInstance {
       const localConcurrency = Math.max(1, Math.round(spec.concurrency));
       const id = await boss.work<Data>(
         QUEUE,
-        { batchSize, localConcurrency, pollingIntervalSeconds: 0.5, burstWhenBatchFull: true, perJobResults: true },
+        { batchSize, localConcurrency, pollingIntervalSeconds: 0.5, notifyPollingIntervalSeconds: 0.5, burstWhenBatchFull: true, perJobResults: true },
         async (jobs: Job<Data>[]) => {
           const results: JobResult[] = [];
           for (const j of jobs) {
@@ -82,7 +82,7 @@ export const pgBoss: JobSystem = {
     { setting: 'work `batchSize` (jobs per fetch)', value: '16', default: '1' },
     { setting: 'work `localConcurrency` (workers; each runs its batch in order)', value: '16', default: '1' },
     { setting: 'work `burstWhenBatchFull`', value: 'true', default: 'false' },
-    { setting: 'work `pollingIntervalSeconds`', value: '0.5 (the minimum)', default: '2' },
+    { setting: 'work `pollingIntervalSeconds` / `notifyPollingIntervalSeconds`', value: '0.5 / 0.5 (the minimum)', default: '2 / 30' },
     { setting: 'work `perJobResults` (a failed job fails alone, not its batch)', value: 'true', default: 'false' },
     { setting: '`useListenNotify` + queue `notify`', value: 'true', default: 'false' },
     { setting: 'queue `retryLimit` / `retryDelay`', value: '2 / 1 s', default: '2 / 0 s' },
@@ -91,7 +91,7 @@ export const pgBoss: JobSystem = {
     { setting: '`supervise`, `schedule` (maintenance, cron)', value: 'false', default: 'true' },
     { setting: 'publish', value: '`insert(name, 100 jobs)` per batch', default: '' },
   ],
-  caveats: '',
+  caveats: 'per-key order only between `insert` calls: the jobs of one call share `created_on` and run in the order of their random UUIDs',
   keyed: true,
   async create(schema, keyed) {
     const boss = await start(schema);
