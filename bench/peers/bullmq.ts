@@ -67,6 +67,8 @@ export const bullmq: JobSystem = {
     { setting: 'Redis persistence (machine setting)', value: 'none (`--save "" --appendonly no`)', default: 'RDB snapshots' },
     { setting: 'publish', value: '`addBulk(100 jobs)` per batch', default: '' },
   ],
+  differs: ['no fsync'],
+  keyOrder: '',
   caveats: 'no fsync (this Redis keeps nothing on disk); per-key order needs BullMQ Pro groups, so no per-key row',
   keyed: false,
   async create(prefix) {

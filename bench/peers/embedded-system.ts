@@ -16,6 +16,8 @@ export interface EmbeddedSystem {
   packages: string[];
   settings: Array<{ setting: string; value: string; default: string }>;
   caveats: string;
+  /** The same in a few words each, for table rows. */
+  differs: string[];
   /** SQLite the system links, or undefined when it uses none. */
   sqlite?: () => string;
   /** Whether concurrent single-message publishers mean anything (false for a synchronous API). */

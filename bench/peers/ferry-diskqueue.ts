@@ -14,6 +14,7 @@ export const ferryDiskQueue: EmbeddedSystem = {
     { setting: 'sync policy', value: 'per operation (`syncEvery` 0, `noSync` false)', default: 'per operation' },
     { setting: 'consume', value: '`reader().drain()`, one record per commit', default: '' },
   ],
+  differs: ['one consumer, no retries'],
   caveats: 'a single-consumer log: no consumer groups, leases or retries',
   concurrentPublish: true,
   async open(dir) {

@@ -69,6 +69,8 @@ export const ferryPostgres: JobSystem = {
     { setting: 'store pool size', value: '10', default: '10' },
     { setting: 'publish', value: 'one `publish(...100 messages)` call per batch: one transaction', default: '' },
   ],
+  differs: [],
+  keyOrder: '',
   caveats: '',
   keyed: true,
   async create(schema) {

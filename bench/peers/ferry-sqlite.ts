@@ -49,6 +49,7 @@ async function prepared(q: Queue): Promise<EmbeddedInstance> {
 const common = {
   packages: ['better-sqlite3'],
   caveats: '',
+  differs: [] as string[],
   sqlite: betterSqliteVersion,
   concurrentPublish: true,
 };
@@ -70,6 +71,7 @@ export const ferrySqlite: EmbeddedSystem = {
 export const ferrySqliteNormal: EmbeddedSystem = {
   ...common,
   name: 'ferry sqlite NORMAL',
+  differs: ['no fsync per commit (NORMAL)'],
   caveats: 'synchronous NORMAL: a power cut may lose the last commits',
   settings: [
     { setting: '`synchronous`', value: 'NORMAL (`SqliteStore.open({ synchronous: "normal" })`)', default: 'FULL' },

@@ -86,6 +86,8 @@ export const graphileWorker: JobSystem = {
     { setting: 'per-key workload', value: 'one named queue (`queueName`) per key', default: 'no queue' },
     { setting: 'publish', value: '`addJobs(100 specs)` per batch', default: '' },
   ],
+  differs: ['no fencing'],
+  keyOrder: 'order breaks on a retry',
   caveats: 'no fencing: completion deletes the job by ID without checking which worker holds it; named queues run one job at a time but a failed job does not hold its queue: later jobs of the key run before its retry (no per-key order under failure)',
   keyed: true,
   async create(schema) {

@@ -40,8 +40,12 @@ export interface JobSystem {
   packages: string[];
   /** Settings used, each with the system's default beside it. */
   settings: Array<{ setting: string; value: string; default: string }>;
-  /** What the system guarantees that differs from ferry, or '' when nothing. */
+  /** What the system guarantees that differs from ferry, in full, or '' when nothing. */
   caveats: string;
+  /** The same in a few words each, for table rows: missing fencing, fsync. */
+  differs: string[];
+  /** In a few words, how its per-key order falls short of ferry's, or ''. */
+  keyOrder: string;
   /** Whether the per-key FIFO workload runs on it. */
   keyed: boolean;
   /** Creates the namespace `ns` (schema / prefix) fresh; `keyed` selects the per-key-order mode. */

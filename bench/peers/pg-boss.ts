@@ -91,6 +91,8 @@ export const pgBoss: JobSystem = {
     { setting: '`supervise`, `schedule` (maintenance, cron)', value: 'false', default: 'true' },
     { setting: 'publish', value: '`insert(name, 100 jobs)` per batch', default: '' },
   ],
+  differs: [],
+  keyOrder: 'order only across `insert` calls',
   caveats: 'per-key order only between `insert` calls: the jobs of one call share `created_on` and run in the order of their random UUIDs',
   keyed: true,
   async create(schema, keyed) {

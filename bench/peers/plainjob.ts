@@ -59,6 +59,7 @@ const common = {
 export const plainjobFull: EmbeddedSystem = {
   ...common,
   name: 'plainjob FULL',
+  differs: ['no fencing'],
   caveats: 'no fencing: a job is marked done by ID alone',
   settings: [
     { setting: '`synchronous`', value: 'FULL (set after `defineQueue`)', default: 'NORMAL (plainjob sets it)' },
@@ -70,6 +71,7 @@ export const plainjobFull: EmbeddedSystem = {
 export const plainjobNormal: EmbeddedSystem = {
   ...common,
   name: 'plainjob NORMAL',
+  differs: ['no fencing', 'no fsync per commit (NORMAL)'],
   caveats: 'no fencing; synchronous NORMAL: a power cut may lose the last commits',
   settings: [
     { setting: '`synchronous`', value: 'NORMAL', default: 'NORMAL (plainjob sets it)' },
