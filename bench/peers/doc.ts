@@ -50,9 +50,9 @@ const WORKLOADS: Array<{ id: string; title: string; text: string }> = [
     id: 'keyfifo',
     title: '3. Per-key FIFO',
     text:
-      '1,000 keys × 50 messages (1 KiB), published key-major (all of one key, then the next) or interleaved (message 0 of every key, then message 1, …); ' +
-      'the first attempt of key k0\'s first message fails. One consumer process, concurrency 16, no-op handler. The figure is msgs/s over the other ' +
-      '49,950 messages, to the last of them: it drops if they stall behind k0. `all_s` is the time until k0 finished too (its retry delay included); ' +
+      '1,000 keys × 50 messages (1 KiB; 100 keys with `--quick`), published key-major (all of one key, then the next) or interleaved (message 0 of every key, then message 1, …); ' +
+      'the first attempt of key k0\'s first message fails. One consumer process, concurrency 16, no-op handler. The figure is msgs/s over the ' +
+      'messages of the other keys, to the last of them: it drops if they stall behind k0. `all_s` is the time until k0 finished too (its retry delay included); ' +
       '`order_violations` counts handlers that ran a message of a key before the previous message of that key had succeeded. ' +
       'ferry: message `key`; pg-boss: the `key_strict_fifo` queue policy with the key as `singletonKey`; graphile-worker: one named queue per key. ' +
       'BullMQ has per-key order only in BullMQ Pro (groups) and is left out.',

@@ -80,7 +80,7 @@ export function aggregate(samples: Sample[]): Row[] {
 
 export function fmt(n: number | undefined): string {
   if (n === undefined || !Number.isFinite(n)) return '–';
-  if (Math.abs(n) >= 100) return Math.round(n).toLocaleString('en-US');
+  if (Math.abs(n) >= 100 || Number.isInteger(n)) return Math.round(n).toLocaleString('en-US');
   return n.toPrecision(3);
 }
 
