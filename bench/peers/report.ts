@@ -15,7 +15,8 @@ export interface Row {
   value: number;
   min: number;
   max: number;
-  rounds: number;
+  /** Samples the median is taken over (one per round; jobqueue.publish has one per configuration and round). */
+  samples: number;
   /** ferry's median on the same row. */
   baseline?: number;
   /** value / baseline. */
@@ -62,7 +63,7 @@ export function aggregate(samples: Sample[]): Row[] {
       value: median(values),
       min: finite.length ? Math.min(...finite) : NaN,
       max: finite.length ? Math.max(...finite) : NaN,
-      rounds: list.length,
+      samples: list.length,
       load: list[list.length - 1]!.load,
       load1Range: [Math.min(...loads), Math.max(...loads)],
       extra: extraKeys.length ? Object.fromEntries(extraKeys.map((k) => [k, median(list.map((s) => s.extra?.[k] ?? NaN))])) : undefined,
