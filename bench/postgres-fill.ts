@@ -1,12 +1,13 @@
 /**
  * Fills a Postgres queue schema with synthetic rows straight through SQL, for
  * the claim benchmark and the claim plan check: `pending` due deliveries and
- * `finished` acked ones for (topic, group), with small payloads. Runs an
+ * `finished` acked ones for (topic, group), with payloads of `payloadBytes`
+ * (default 4). Runs an
  * ANALYZE afterwards so the planner sees the table as it is.
  */
 import type pg from 'pg';
 
-export async function fillSchema(pool: pg.Pool, schema: string, topic: string, group: string, pending: number, finished: number): Promise<void> {
+export async function fillSchema(pool: pg.Pool, schema: string, topic: string, group: string, pending: number, finished: number, payloadBytes = 4): Promise<void> {
   const s = `"${schema}"`;
   await pool.query(`INSERT INTO ${s}.topics (topic) VALUES ($1) ON CONFLICT DO NOTHING`, [topic]);
   await pool.query(`INSERT INTO ${s}.groups (topic, grp) VALUES ($1, $2) ON CONFLICT DO NOTHING`, [topic, group]);
@@ -21,14 +22,14 @@ export async function fillSchema(pool: pg.Pool, schema: string, topic: string, g
       await pool.query(
         `WITH m AS (
            INSERT INTO ${s}.messages (id, topic, payload, published_at, due_at)
-           SELECT 'fill-' || $3::int || '-' || (g + $4::int), $1, '\\x00010203'::bytea, now(), now()
+           SELECT 'fill-' || $3::int || '-' || (g + $4::int), $1, $6::bytea, now(), now()
            FROM generate_series(1, $5::int) g
            RETURNING seq, id)
          INSERT INTO ${s}.deliveries (delivery_id, message_seq, topic, grp, state, attempt, available_at, finished_at)
          SELECT m.id || '/' || $2, m.seq, $1, $2, $3::smallint, CASE WHEN $3::int = 2 THEN 1 ELSE 0 END, '-infinity',
                 CASE WHEN $3::int = 2 THEN now() END
          FROM m`,
-        [topic, group, state, from, n],
+        [topic, group, state, from, n, payloadBytes === 4 ? Buffer.from([0, 1, 2, 3]) : Buffer.alloc(payloadBytes, 120)],
       );
     }
   }

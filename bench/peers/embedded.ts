@@ -1,0 +1,59 @@
+/**
+ * Workload 4, embedded durable queue, one process, each message durable at
+ * the system's setting before its publish returns. Per system, on a fresh
+ * directory: `embedded.publish.p1` (one publisher, one message per call),
+ * `embedded.publish.p64` (64 concurrent single-message publishers),
+ * `embedded.publish.batch100` (one publisher, 100 per call), then
+ * `embedded.consume`: everything published, consumed with concurrency 16.
+ */
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Report, RunOptions } from './common.js';
+import type { EmbeddedSystem } from './embedded-system.js';
+import { ferryDiskQueue } from './ferry-diskqueue.js';
+import { ferrySqlite, ferrySqliteNormal } from './ferry-sqlite.js';
+import { plainjobFull, plainjobNormal } from './plainjob.js';
+
+export const EMBEDDED_SYSTEMS: EmbeddedSystem[] = [ferrySqlite, plainjobFull, ferrySqliteNormal, plainjobNormal, ferryDiskQueue];
+
+const BENCH_DIR = process.env.FERRY_BENCH_DIR ?? join(process.cwd(), '.bench-tmp');
+
+export async function embeddedRun(system: EmbeddedSystem, opts: RunOptions, report: Report): Promise<void> {
+  mkdirSync(BENCH_DIR, { recursive: true });
+  const dir = mkdtempSync(join(BENCH_DIR, 'peers-'));
+  const inst = await system.open(dir);
+  const sizes = opts.quick ? { p1: 300, p64: 3000, batch: 5000 } : { p1: 2000, p64: 20_000, batch: 50_000 };
+  let total = 0;
+  try {
+    let start = performance.now();
+    for (let i = 0; i < sizes.p1; i++) await inst.publishOne();
+    report({ name: 'embedded.publish.p1', system: system.name, unit: 'msgs/s', value: (sizes.p1 * 1000) / (performance.now() - start) });
+    total += sizes.p1;
+
+    if (system.concurrentPublish) {
+      let left = sizes.p64;
+      start = performance.now();
+      await Promise.all(
+        Array.from({ length: 64 }, async () => {
+          while (left > 0) {
+            left--;
+            await inst.publishOne();
+          }
+        }),
+      );
+      report({ name: 'embedded.publish.p64', system: system.name, unit: 'msgs/s', value: (sizes.p64 * 1000) / (performance.now() - start) });
+      total += sizes.p64;
+    }
+
+    start = performance.now();
+    for (let i = 0; i < sizes.batch; i += 100) await inst.publishBatch(Math.min(100, sizes.batch - i));
+    report({ name: 'embedded.publish.batch100', system: system.name, unit: 'msgs/s', value: (sizes.batch * 1000) / (performance.now() - start) });
+    total += sizes.batch;
+
+    report({ name: 'embedded.consume', system: system.name, unit: 'msgs/s', value: await inst.drain(total), extra: { messages: total } });
+  } finally {
+    await inst.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+

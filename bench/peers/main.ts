@@ -1,0 +1,122 @@
+/**
+ * `npm run bench:peers [-- options]`: ferry against the queues Node users
+ * pick today, side by side in one run.
+ *
+ *   --rounds N     rounds per workload (default 3, at least 1); within a round
+ *                  the systems run one after another, A/B/A/B, each on a
+ *                  fresh schema, file, directory or Redis prefix
+ *   --quick        small sizes (5,000 messages, 100 keys, backlog 50,000)
+ *   --backlog N    pending jobs in the deep-backlog workload (default 1,000,000)
+ *   --json         one JSON object per row on stdout
+ *   --write-doc    write docs/BENCHMARKS.md and docs/benchmarks/*.svg (a full
+ *                  run, without --quick and without a workload filter, always does)
+ *   --systems A,B  only these systems (names as in the table, e.g. "pg-boss,ferry postgres")
+ *   --from FILE    skip measuring; rebuild the output (and the document) from
+ *                  the samples a previous run saved in FILE
+ *   workload…      any of jobqueue, backlog, keyfifo, embedded (default: all)
+ *
+ * Every run saves its raw samples to docs/benchmarks/samples.json when it
+ * writes the document. See docs/BENCHMARKS.md for what each workload does.
+ */
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { backlogRun } from './backlog.js';
+import { loadAverage } from './common.js';
+import type { Report, RunOptions, Sample } from './common.js';
+import { writeDocument } from './doc.js';
+import { embeddedRun, EMBEDDED_SYSTEMS } from './embedded.js';
+import { jobQueueRun } from './job-queue.js';
+import { keyFifoRun } from './key-fifo.js';
+import { aggregate, printRows } from './report.js';
+import { JOB_SYSTEMS } from './systems.js';
+
+const WORKLOADS = ['jobqueue', 'backlog', 'keyfifo', 'embedded'];
+const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
+
+function parseArgs(argv: string[]): RunOptions & { writeDoc: boolean; from?: string; systems?: string[] } {
+  const value = (flag: string) => {
+    const i = argv.indexOf(flag);
+    if (i < 0) return undefined;
+    const v = argv[i + 1];
+    if (v === undefined) throw new Error(`${flag} needs a value`);
+    argv.splice(i, 2);
+    return v;
+  };
+  const rounds = Number(value('--rounds') ?? 3);
+  const backlogArg = value('--backlog');
+  const from = value('--from');
+  const systems = value('--systems')?.split(',').map((x) => x.trim());
+  const quick = argv.includes('--quick');
+  const json = argv.includes('--json');
+  const writeDoc = argv.includes('--write-doc');
+  const workloads = argv.filter((a) => !a.startsWith('--'));
+  for (const w of workloads) if (!WORKLOADS.includes(w)) throw new Error(`unknown workload ${w} (known: ${WORKLOADS.join(', ')})`);
+  if (!Number.isInteger(rounds) || rounds < 1) throw new Error('--rounds must be a positive integer');
+  const backlog = Number(backlogArg ?? (quick ? 50_000 : 1_000_000));
+  if (!Number.isInteger(backlog) || backlog < 1) throw new Error('--backlog must be a positive integer');
+  return {
+    rounds,
+    quick,
+    json,
+    backlog,
+    messages: quick ? 5_000 : 50_000,
+    workloads: workloads.length ? workloads : WORKLOADS,
+    writeDoc: writeDoc || (!quick && workloads.length === 0 && from === undefined && systems === undefined),
+    systems,
+    from,
+  };
+}
+
+const opts = parseArgs(process.argv.slice(2));
+const chosen = <T extends { name: string }>(list: T[]) => list.filter((s) => !opts.systems || opts.systems.includes(s.name));
+const log = (s: string) => process.stderr.write(s);
+let samples: Sample[] = [];
+const startedAt = new Date();
+const loadBefore = loadAverage();
+
+if (opts.from) {
+  samples = (JSON.parse(readFileSync(opts.from, 'utf8')) as { samples: Sample[] }).samples;
+} else {
+  for (const workload of opts.workloads) {
+    for (let round = 1; round <= opts.rounds; round++) {
+      log(`${workload}: round ${round} of ${opts.rounds}\n`);
+      const report: Report = (s) => {
+        const full: Sample = { ...s, round, load: loadAverage() };
+        samples.push(full);
+        log(`  ${s.name.padEnd(28)} ${s.system.padEnd(22)} ${Math.round(s.value).toLocaleString('en-US').padStart(10)} ${s.unit}  load ${full.load[0].toFixed(2)}\n`);
+      };
+      const each = async (what: string, fn: () => Promise<void>) => {
+        try {
+          await fn();
+        } catch (err) {
+          log(`  ${what} failed: ${(err as Error).stack}\n`);
+        }
+      };
+      if (workload === 'jobqueue') {
+        for (const processes of [1, 4])
+          for (const handlerMs of [0, 1])
+            for (const s of chosen(JOB_SYSTEMS)) await each(`${s.name} p${processes} ${handlerMs}ms`, () => jobQueueRun(s, processes, handlerMs, opts, report));
+      } else if (workload === 'backlog') {
+        for (const s of chosen(JOB_SYSTEMS)) await each(`${s.name} backlog`, () => backlogRun(s, opts, report));
+      } else if (workload === 'keyfifo') {
+        for (const order of ['keymajor', 'interleaved'] as const)
+          for (const s of chosen(JOB_SYSTEMS).filter((x) => x.keyed)) await each(`${s.name} ${order}`, () => keyFifoRun(s, order, opts, report));
+      } else {
+        for (const s of chosen(EMBEDDED_SYSTEMS)) await each(s.name, () => embeddedRun(s, opts, report));
+      }
+    }
+  }
+}
+
+const rows = aggregate(samples);
+printRows(rows, opts.json, (s) => process.stdout.write(s));
+if (opts.writeDoc) {
+  const dir = join(ROOT, 'docs', 'benchmarks');
+  mkdirSync(dir, { recursive: true });
+  if (!opts.from) writeFileSync(join(dir, 'samples.json'), JSON.stringify({ startedAt, loadBefore, loadAfter: loadAverage(), opts, samples }, null, 1) + '\n');
+  await writeDocument(ROOT, rows, {
+    ...(opts.from ? (JSON.parse(readFileSync(opts.from, 'utf8')) as { opts: RunOptions; startedAt: string; loadBefore: number[]; loadAfter: number[] }) : { opts, startedAt: startedAt.toISOString(), loadBefore, loadAfter: loadAverage() }),
+  });
+  log(`wrote docs/BENCHMARKS.md and docs/benchmarks/*.svg\n`);
+}
