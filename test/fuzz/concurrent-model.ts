@@ -15,7 +15,9 @@
  * - every delivered value was added, and decodes to exactly its bytes;
  * - no record is delivered twice, except a reservation a rewind gave back,
  *   or, across a close, one not yet retired (an ack or commit that failed or
- *   was still waiting on an older reservation);
+ *   was still waiting on an older reservation). A requeued copy carries its
+ *   original's value, so one id can name two records, and each of them earns
+ *   its own replay;
  * - FIFO in real time: a read never returns a record older than one a read
  *   that had already finished returned (while the log order is the add order:
  *   no requeue, rewind or addWait in the epoch);
@@ -117,6 +119,13 @@ class Run {
    * original and its copy. Each such requeue allows one second delivery.
    */
   requeuesSinceQuiet = 0;
+  /**
+   * Second records of an id (a requeued copy, or the original once its copy
+   * was read) delivered since nothing was last outstanding. `mayReplay` and
+   * `sinceQuiet` hold ids, and a requeued copy carries its original's id: a
+   * close that replays both needs one more allowance for each of these.
+   */
+  copiesSinceQuiet = 0;
   extraDeliveries = 0;
   skips = 0;
   requeues = 0;
@@ -148,12 +157,14 @@ class Run {
     this.closedNow = false;
     this.consumedThisOpen = 0;
     this.sinceQuiet.clear();
+    this.copiesSinceQuiet = 0;
   }
 
   private quietCheck(): void {
     if (this.held.length === 0 && this.reserving === 0 && this.acking === 0 && this.loose.size === 0) {
       this.sinceQuiet.clear();
       this.requeuesSinceQuiet = 0;
+      this.copiesSinceQuiet = 0;
     }
   }
 
@@ -166,6 +177,7 @@ class Run {
     if (seen > 0 && !this.mayReplay.has(id)) {
       assert.ok(this.extraDeliveries > 0, `v${id} delivered twice with nothing to give it back`);
       this.extraDeliveries--;
+      this.copiesSinceQuiet++;
     }
     if (this.ordered && seen === 0) assert.ok(id > floor, `v${id} delivered after v${floor} had been`);
     this.deliveries.set(id, seen + 1);
@@ -191,11 +203,25 @@ class Run {
 
   /** An ack or commit that failed retired nothing: those records, and what was read behind them, may come back. */
   private failedAck(held: Held[]): void {
+    this.giveBack(held);
+    for (const id of this.sinceQuiet) this.mayReplay.add(id);
+  }
+
+  /**
+   * Reservations that come back: each may be delivered once more. A requeued
+   * copy and its original share an id, so when both are given back at once
+   * the second needs an allowance of its own.
+   */
+  private giveBack(held: Held[]): void {
     for (const h of held) {
       this.mayReplay.add(h.id);
       this.loose.add(h.id);
     }
-    for (const id of this.sinceQuiet) this.mayReplay.add(id);
+    const twins = held.length - new Set(held.map((h) => h.id)).size;
+    this.extraDeliveries += twins;
+    // Delivering such a twin again spends this allowance and counts as a copy
+    // read; it is the same record, so it must not earn a second allowance.
+    this.copiesSinceQuiet = Math.max(0, this.copiesSinceQuiet - twins);
   }
 
   private newIds(n: number): number[] {
@@ -403,10 +429,7 @@ class Run {
           return;
         }
         // Every outstanding reservation comes back; what was taken, acked, skipped or requeued does not.
-        for (const h of this.held) {
-          this.mayReplay.add(h.id);
-          this.loose.add(h.id);
-        }
+        this.giveBack(this.held);
         this.held = [];
         this.gen++;
         this.ordered = false;
@@ -464,8 +487,9 @@ class Run {
     if (this.closedNow || this.loose.size > 0) {
       // Closed with work outstanding, or behind a loose record no read took
       // again: what was read but not yet retired replays.
+      // A copy read since then replays as well as its original.
       for (const id of this.sinceQuiet) this.mayReplay.add(id);
-      this.extraDeliveries += this.requeuesSinceQuiet;
+      this.extraDeliveries += this.requeuesSinceQuiet + this.copiesSinceQuiet;
     }
     this.held = [];
     this.loose.clear();
