@@ -292,10 +292,13 @@ export class ClickHouseStore implements Store {
       }
       const touched = new Set(fresh.map((m) => m.topic));
       held();
-      // Sequence numbers first (a failure after this only leaves a gap), then
-      // deliveries, then the messages: a message row is the commit point.
-      await this.#insert('insert-topics', [...touched].map((t) => [t, next.get(t)!, next.get(t)!]));
-      await this.#insert('insert-deliveries', deliveryRows);
+      // Sequence numbers and deliveries first (a failure after them only
+      // leaves a gap, and deliveries no claim hands out), then the messages:
+      // a message row is the commit point.
+      await Promise.all([
+        this.#insert('insert-topics', [...touched].map((t) => [t, next.get(t)!, next.get(t)!])),
+        this.#insert('insert-deliveries', deliveryRows),
+      ]);
       held();
       await this.#insert('insert-messages', messageRows);
     });

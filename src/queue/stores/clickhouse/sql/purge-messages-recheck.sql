@@ -7,8 +7,8 @@ SELECT id FROM (
   WHERE topic = {topic} AND id IN {ids}
   GROUP BY id
 ) WHERE l_deleted = 0 AND l_due_at < {cutoff}
-  AND (topic, id) NOT IN (
-    SELECT topic, l_message_id FROM (
+  AND id NOT IN (
+    SELECT l_message_id FROM (
       SELECT topic, grp, delivery_id, argMax(message_id, ver) AS l_message_id, argMax(state, ver) AS l_state,
              argMax(finished_at, ver) AS l_finished_at
       FROM __DB__.deliveries
