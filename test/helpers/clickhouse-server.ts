@@ -4,12 +4,13 @@
  * directory. Used by test/stores/clickhouse-env.ts (a private server when no
  * shared one answers) and by .ci/run (`node --import tsx
  * test/helpers/clickhouse-server.ts start PORT DIR`, a shared one that
- * outlives the command).
+ * outlives the command). Data goes under /dev/shm where it exists.
  */
 import { spawn } from 'node:child_process';
 import type { ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, openSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 
 export const CLICKHOUSE_BINARY = ['/usr/bin/clickhouse-server', '/usr/sbin/clickhouse-server'].find((p) => existsSync(p));
@@ -35,6 +36,15 @@ export function serverConfig(dir: string, httpPort: number, tcpPort: number): st
   <quotas><default></default></quotas>
 </yandex>
 `;
+}
+
+/**
+ * Where test servers keep their data: /dev/shm when there is one. The data is
+ * thrown away after the run, and every ClickHouse write is a new part (a
+ * directory of files), which on a busy disk costs tens of milliseconds.
+ */
+export function scratchRoot(): string {
+  return existsSync('/dev/shm') ? '/dev/shm' : tmpdir();
 }
 
 /** A TCP port nobody listens on right now. */
@@ -89,7 +99,7 @@ export async function startServer(dir: string, httpPort: number, opts: { detache
 // CLI: start PORT DIR — a shared server for a CI run (no-op when one answers there already).
 if (process.argv[1]?.endsWith('clickhouse-server.ts') && process.argv[2] === 'start') {
   const port = Number(process.argv[3] ?? 18123);
-  const dir = process.argv[4] ?? '/tmp/ferry-clickhouse';
+  const dir = process.argv[4] ?? join(scratchRoot(), 'ferry-clickhouse');
   if (await answers(`http://127.0.0.1:${port}`)) {
     console.log(`clickhouse-server already answers on 127.0.0.1:${port}`);
   } else {

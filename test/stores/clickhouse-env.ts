@@ -2,27 +2,26 @@
  * The ClickHouse server the tests use: FERRY_TEST_CLICKHOUSE_URL, by default
  * http://127.0.0.1:18123 (.ci/run starts one there). When nothing answers
  * there and `clickhouse-server` is installed, this process starts a private
- * server on a free port under a temp dir and kills it on exit. When neither
+ * server on a free port under a temp dir (in /dev/shm when there is one) and kills it on exit. When neither
  * works the ClickHouse suites are skipped with one line saying why; under
  * CI=true that is a failure instead. Each harness gets a database of its own,
  * dropped in `cleanup`, and one `ProcessLocker` shared by its handles (the
  * distributed locker every instance would share).
  */
 import { mkdtempSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ProcessLocker } from '../../src/queue/lockers/process.js';
 import type { DistributedLocker } from '../../src/queue/lockers/types.js';
 import { ClickHouseStore } from '../../src/queue/stores/clickhouse/store.js';
 import type { Store } from '../../src/queue/types.js';
-import { CLICKHOUSE_BINARY, answers, freePort, startServer } from '../helpers/clickhouse-server.js';
+import { CLICKHOUSE_BINARY, answers, freePort, scratchRoot, startServer } from '../helpers/clickhouse-server.js';
 import type { StoreFactory, StoreHarness } from './factories.js';
 
 async function findServer(): Promise<{ url?: string; why?: string }> {
   const shared = process.env.FERRY_TEST_CLICKHOUSE_URL || 'http://127.0.0.1:18123';
   if (await answers(shared)) return { url: shared };
   if (!CLICKHOUSE_BINARY) return { why: `ClickHouse at ${shared} is unreachable and clickhouse-server is not installed; set FERRY_TEST_CLICKHOUSE_URL` };
-  const dir = mkdtempSync(join(tmpdir(), 'ferry-ch-'));
+  const dir = mkdtempSync(join(scratchRoot(), 'ferry-ch-'));
   try {
     const { url, child } = await startServer(dir, await freePort());
     process.once('exit', () => {

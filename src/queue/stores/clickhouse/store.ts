@@ -96,6 +96,7 @@ export class ClickHouseStore implements Store {
   readonly #clock: ServerClock;
   readonly #clockQuery: StatementName;
   #lastReading = -Infinity;
+  #reading: Promise<void> | undefined;
   #closed = false;
 
   private constructor(client: ClickHouseClient, owns: boolean, db: string, sql: Record<StatementName, string>, locker: DistributedLocker | undefined, lockTtlMs: number, clock: ServerClock) {
@@ -192,14 +193,19 @@ export class ClickHouseStore implements Store {
     if (rows.length > 0) await this.#exec(name, insertRows(this.#sql[name], rows));
   }
 
-  /** The server time in ms, re-reading the server clock when the last reading is over a second old. */
+  /**
+   * The server time in ms. When the last reading of the server clock is over
+   * a second old, another is taken in the background (one at a time): the
+   * estimate is already calibrated, so no operation waits for it.
+   */
   async #now(): Promise<number> {
-    if (performance.now() - this.#lastReading > CLOCK_REFRESH_MS) {
+    if (performance.now() - this.#lastReading > CLOCK_REFRESH_MS && !this.#reading) {
+      this.#lastReading = performance.now();
       const t0 = performance.now();
-      const [r] = await this.#rows<{ reading: string }>(this.#clockQuery);
-      const t1 = performance.now();
-      this.#clock.observe(Number(r!.reading), t0, t1);
-      this.#lastReading = t1;
+      this.#reading = this.#rows<{ reading: string }>(this.#clockQuery)
+        .then(([r]) => this.#clock.observe(Number(r!.reading), t0, performance.now()))
+        .catch(() => undefined)
+        .finally(() => (this.#reading = undefined));
     }
     return this.#clock.now();
   }
@@ -460,6 +466,7 @@ export class ClickHouseStore implements Store {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    await this.#reading;
     if (this.#owns) await this.#client.close().catch(() => undefined);
   }
 
