@@ -57,6 +57,8 @@ export class ProcessLocker implements DistributedLocker {
       }
       signal?.addEventListener('abort', onAbort, { once: true });
       queue.push(w);
+      // Someone waits for the TTL now: it must keep the process alive.
+      st.timer?.ref();
     });
   }
 
@@ -66,7 +68,8 @@ export class ProcessLocker implements DistributedLocker {
     st.held = fence;
     const expiresAt = performance.now() + ttlMs;
     st.timer = setTimeout(() => this.#free(key, fence), ttlMs);
-    st.timer.unref();
+    // A hold nobody waits for does not keep the process alive.
+    if (st.queue.length === 0) st.timer.unref();
     return {
       key,
       fence,
