@@ -326,6 +326,9 @@ export class ClickHouseStore implements Store {
       );
       const writes: SqlValue[][] = [];
       const out: Claimed[] = [];
+      // Leases start now, as the rows are written, not when the lock was taken:
+      // the reads above would otherwise eat into a short lease.
+      const leaseFrom = Math.max(now, this.#clock.now());
       for (const d of picked) {
         const message = messages.get(d.messageId);
         if (!message) {
@@ -336,7 +339,7 @@ export class ClickHouseStore implements Store {
           continue;
         }
         const token = randomUUID();
-        writes.push(deliveryValues({ ...d, state: LEASED, attempt: d.attempt + 1, token, holder: req.runnerId, leaseUntil: now + Math.ceil(req.leaseMs), ver: d.ver + 1 }));
+        writes.push(deliveryValues({ ...d, state: LEASED, attempt: d.attempt + 1, token, holder: req.runnerId, leaseUntil: leaseFrom + Math.ceil(req.leaseMs), ver: d.ver + 1 }));
         out.push({ deliveryId: d.deliveryId, claimToken: token, group: req.group, attempt: d.attempt + 1, message });
       }
       held();
