@@ -147,7 +147,7 @@ for (const kind of kinds) {
     it('refuses an empty key and a TTL that is not a positive integer', async () => {
       const [a] = await pair();
       for (const [key, ttl] of [['', 10], ['k', 0], ['k', -5], ['k', 1.5], ['k', Number.NaN]] as const) {
-        await assert.rejects(async () => a.acquire(key, ttl), InvalidArgumentError);
+        await assert.rejects(a.acquire(key, ttl), InvalidArgumentError);
       }
     });
   });

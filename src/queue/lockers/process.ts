@@ -35,7 +35,11 @@ export class ProcessLocker implements DistributedLocker {
    * @throws LockedError `opts.signal` aborted before the key was granted.
    */
   acquire(key: string, ttlMs: number, opts: AcquireOptions = {}): Promise<HeldLock> {
-    checkAcquire(key, ttlMs);
+    try {
+      checkAcquire(key, ttlMs);
+    } catch (err) {
+      return Promise.reject(err);
+    }
     const signal = opts.signal;
     if (signal?.aborted) return Promise.reject(abortedWait(key, signal));
     let st = this.#keys.get(key);
