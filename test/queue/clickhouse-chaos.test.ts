@@ -1,6 +1,6 @@
 /**
  * The multi-instance proof for ClickHouse on real processes: 2 worker
- * processes of one group share a Redis locker and consume 600 messages over
+ * processes of one group share a Redis locker and consume 400 messages over
  * 40 keys; one worker is SIGKILLed mid-run (twice, each time replaced). From
  * the workers' logs (see chaos-check.ts): every message succeeded, extra
  * successes follow a kill or a lost lease, per-key order held, no more than
