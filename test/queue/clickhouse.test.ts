@@ -107,6 +107,28 @@ describe('clickhouse store', { skip: CLICKHOUSE_SKIP }, () => {
     }
   });
 
+  it('fenced writes of one claim run at once: ack with extend, kill with release, on two handles', async () => {
+    const database = db();
+    const locker = new ProcessLocker();
+    const a = await ClickHouseStore.open({ url: CLICKHOUSE_URL, database, locker });
+    const b = await ClickHouseStore.open({ url: CLICKHOUSE_URL, database, locker });
+    try {
+      await a.ensureGroup('t', 'g', 'latest');
+      await a.append([msg('t', { id: 'x' }), msg('t', { id: 'y' })]);
+      const [x, y] = await a.claim(claimReq('t', 'g'));
+      // Whichever lands first, the ack wins: an extend after it finds the delivery no longer leased.
+      const [acked] = await Promise.all([a.ack([x!]), b.extend([x!], 60_000), a.extend([x!], 60_000)]);
+      assert.deepEqual(acked, [x!.deliveryId]);
+      // Kill and release of one claim: exactly one of them applies.
+      const [killed] = await Promise.all([b.kill(y!, 'boom'), a.release([y!])]);
+      const st = await a.stats('t', 'g');
+      assert.equal(st.leased, 0);
+      assert.deepEqual(killed ? { pending: 0, dead: 1 } : { pending: 1, dead: 0 }, { pending: st.pending, dead: st.dead });
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+    }
+  });
+
   it('a delivery whose append never committed its message is not handed out', async () => {
     const database = db();
     const s = await ClickHouseStore.open({ url: CLICKHOUSE_URL, database, locker: new ProcessLocker(), lockTtlMs: 400 });

@@ -75,6 +75,13 @@ function loadDriver(): Promise<typeof import('@clickhouse/client')> {
   return driver;
 }
 
+/**
+ * The process-wide lock of the fenced-write fast path (see `#fenced`), shared
+ * by every store of the process: a claim token is used by the process that
+ * claimed it, so its writes never interleave, whichever store handle makes them.
+ */
+const processLocks = new ProcessLocker();
+
 /** One calibrated server clock per endpoint and process: stores on one server share it. */
 const clocks = new Map<string, Promise<ServerClock>>();
 
@@ -95,8 +102,8 @@ export class ClickHouseStore implements Store {
   readonly #sql: Record<StatementName, string>;
   readonly #locker: DistributedLocker | undefined;
   readonly #lockOf: DistributedLocker;
-  /** This process's locks: fenced writes of one group in this store never interleave. */
-  readonly #local = new ProcessLocker();
+  /** This process's locks, shared by every store in it: fenced writes of one group never interleave within the process. */
+  readonly #local = processLocks;
   readonly #lockTtlMs: number;
   readonly #clock: ServerClock;
   readonly #clockQuery: StatementName;
@@ -365,7 +372,8 @@ export class ClickHouseStore implements Store {
    * its lease has expired. So while every lease involved has more than
    * `FAST_MARGIN_MS` to run, the write needs no distributed lock, only this
    * process's lock on the group (its own heartbeats and acks of one delivery
-   * must not interleave). Closer to expiry, it runs under the group's
+   * must not interleave; a claim token is only ever used by the process that
+   * claimed it, as the engine does). Closer to expiry, it runs under the group's
    * distributed lock like a claim. Should a fast write still land after a
    * claim read the row (a stall longer than the margin), the claim's version
    * is the larger (`ver + 2` against `ver + 1`) and wins: the lease was lost,
