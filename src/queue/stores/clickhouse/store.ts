@@ -323,15 +323,22 @@ export class ClickHouseStore implements Store {
   }
 
   async claim(req: ClaimRequest): Promise<Claimed[]> {
-    return this.#locked([groupKey(this.#db, req.topic, req.group)], async (now, held) => {
+    const due = async (now: number) => {
       const live = (await this.#rows<DeliveryRecord>('live-deliveries', { topic: req.topic, grp: req.group })).map((r) => toDeliveryRow(req.topic, req.group, r));
       let limit = req.max;
       if (req.maxInFlight > 0) {
         const inFlight = live.filter((d) => d.state === LEASED && d.leaseUntil > now).length;
         limit = Math.min(limit, req.maxInFlight - inFlight);
       }
-      if (limit <= 0) return [];
-      const picked = pickDue(live, now, limit);
+      return limit > 0 ? pickDue(live, now, limit) : [];
+    };
+    // A look without the lock first: a claim that finds nothing due is the
+    // same as one made a moment earlier, and idle pollers then never hold up
+    // the group's heartbeats and acks.
+    this.#assertOpen();
+    if ((await due(await this.#now())).length === 0) return [];
+    return this.#locked([groupKey(this.#db, req.topic, req.group)], async (now, held) => {
+      const picked = await due(now);
       if (picked.length === 0) return [];
       const messages = new Map(
         (await this.#rows<MessageRecord>('messages-by-id', { topic: req.topic, ids: picked.map((d) => d.messageId) })).map((r) => [r.id, toMessage(req.topic, r)]),
