@@ -108,6 +108,8 @@ export class ClickHouseStore implements Store {
   readonly #clock: ServerClock;
   readonly #clockQuery: StatementName;
   #lastReading = -Infinity;
+  /** Groups whose last claim here found work (see `claim`). */
+  readonly #busy = new Set<string>();
   #reading: Promise<void> | undefined;
   #closed = false;
 
@@ -332,13 +334,17 @@ export class ClickHouseStore implements Store {
       }
       return limit > 0 ? pickDue(live, now, limit) : [];
     };
-    // A look without the lock first: a claim that finds nothing due is the
-    // same as one made a moment earlier, and idle pollers then never hold up
-    // the group's heartbeats and acks.
+    // When the group's last claim here found nothing, look without the lock
+    // first: a claim that finds nothing due is the same as one made a moment
+    // earlier, and idle pollers then never hold up the group's heartbeats and
+    // acks. While claims find work, they go straight to the lock.
     this.#assertOpen();
-    if ((await due(await this.#now())).length === 0) return [];
-    return this.#locked([groupKey(this.#db, req.topic, req.group)], async (now, held) => {
+    const key = groupKey(this.#db, req.topic, req.group);
+    if (!this.#busy.has(key) && (await due(await this.#now())).length === 0) return [];
+    return this.#locked([key], async (now, held) => {
       const picked = await due(now);
+      if (picked.length === 0) this.#busy.delete(key);
+      else if (this.#busy.size < 10_000) this.#busy.add(key);
       if (picked.length === 0) return [];
       const messages = new Map(
         (await this.#rows<MessageRecord>('messages-by-id', { topic: req.topic, ids: picked.map((d) => d.messageId) })).map((r) => [r.id, toMessage(req.topic, r)]),
