@@ -81,3 +81,9 @@ export type { SqliteStoreOptions } from './stores/sqlite.js';
 // pg itself is imported only when PostgresStore.open runs.
 export { PostgresStore } from './stores/postgres/store.js';
 export type { PostgresStoreOptions } from './stores/postgres/store.js';
+// @clickhouse/client itself is imported only when ClickHouseStore.open runs.
+export { ClickHouseStore } from './stores/clickhouse/store.js';
+export type { ClickHouseStoreOptions } from './stores/clickhouse/store.js';
+// Lockers: pg and ioredis load only when a locker opens its own connection.
+export { PostgresLocker, ProcessLocker, RedisLocker } from './lockers/index.js';
+export type { AcquireOptions, DistributedLocker, HeldLock, PostgresLockerOptions, RedisLockerOptions } from './lockers/index.js';

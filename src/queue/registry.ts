@@ -2,7 +2,7 @@
  * Building a queue from configuration (Bifrost's `NewQueue`, `Register`,
  * `Registered`). A config is JSON-shaped, `{ enabled, type, config }`; the
  * registered factory for `type` turns its `config` block into a `Queue`.
- * `memory`, `sqlite` and `postgres` are registered here; other packages add theirs with
+ * `memory`, `sqlite`, `postgres` and `clickhouse` are registered here; other packages add theirs with
  * `registerQueueType`.
  */
 import type { Codec } from '../codecs.js';
@@ -20,7 +20,7 @@ export interface QueueConfig {
   enabled?: boolean;
   /** A registered type: `memory`, `sqlite`, or one added with `registerQueueType`. */
   type: string;
-  /** The type's own settings, as parsed JSON. `memory`: the engine fields. `sqlite`: `path` plus the engine fields. `postgres`: `connectionString` (or a `pg.Pool` as `deps.pool`, never closed by the queue) and `schema`, plus the engine fields. */
+  /** The type's own settings, as parsed JSON. `memory`: the engine fields. `sqlite`: `path` plus the engine fields. `postgres`: `connectionString` (or a `pg.Pool` as `deps.pool`, never closed by the queue) and `schema`, plus the engine fields. `clickhouse`: `url`, optional `username`, `password`, `database`, plus the engine fields, with the shared locker as `deps.locker` (required to consume). */
   config?: unknown;
 }
 
@@ -37,6 +37,8 @@ export interface QueueDependencies<T = Uint8Array> {
   logger?: QueueLogger;
   /** `postgres`: a `pg.Pool` to use instead of a `connectionString`; the queue never ends it. */
   pool?: unknown;
+  /** `clickhouse`: the `DistributedLocker` every instance shares; without it the queue can publish but `subscribe` throws `NoLockerError`. Never closed by the queue. */
+  locker?: unknown;
   /** Anything a registered type needs (a connection pool, a locker…), by name. */
   [name: string]: unknown;
 }
@@ -188,6 +190,29 @@ registerQueueType('sqlite', async (block, deps) => {
   const store = await SqliteStore.open({ path: fields.path });
   try {
     return createStoreQueue(store, { ...engine, ...engineFromDeps(deps) });
+  } catch (err) {
+    await store.close();
+    throw err;
+  }
+});
+
+registerQueueType('clickhouse', async (block, deps) => {
+  const { engine, fields } = parseConfigBlock('clickhouse', block, ['url', 'username', 'password', 'database']);
+  if (!fields.url) throw new InvalidArgumentError('clickhouse queue config: url is required');
+  const locker = deps.locker;
+  if (locker !== undefined && (typeof locker !== 'object' || locker === null || typeof (locker as { acquire?: unknown }).acquire !== 'function')) {
+    throw new InvalidArgumentError('clickhouse queue: deps.locker must be a DistributedLocker');
+  }
+  const { ClickHouseStore } = await import('./stores/clickhouse/store.js');
+  const store = await ClickHouseStore.open({
+    url: fields.url,
+    ...(fields.username !== undefined ? { username: fields.username } : {}),
+    ...(fields.password !== undefined ? { password: fields.password } : {}),
+    ...(fields.database !== undefined ? { database: fields.database } : {}),
+    ...(locker !== undefined ? { locker: locker as import('./lockers/types.js').DistributedLocker } : {}),
+  });
+  try {
+    return createStoreQueue(store, { ...engine, onError: deps.onError });
   } catch (err) {
     await store.close();
     throw err;

@@ -94,6 +94,8 @@ export class StoreSubscription implements Subscription {
   #loopDone: Promise<void> = Promise.resolve();
   #heartbeat: NodeJS.Timeout | undefined;
   #beating = false;
+  /** The heartbeat in flight, awaited by close so no store call outlives it. */
+  #beatInFlight: Promise<void> = Promise.resolve();
   // Poll-loop wake-up: a flag so a wake during a claim is not lost, and the resolver of the current wait.
   #woken = false;
   #wakeWait: (() => void) | undefined;
@@ -115,7 +117,9 @@ export class StoreSubscription implements Subscription {
 
   /** Starts polling and heartbeating. @internal */
   start(): void {
-    this.#heartbeat = setInterval(() => void this.#beat(), this.#o.leaseDurationMs / 3);
+    this.#heartbeat = setInterval(() => {
+      if (!this.#beating) this.#beatInFlight = this.#beat();
+    }, this.#o.leaseDurationMs / 3);
     this.#loopDone = this.#loop().catch((err) => this.#host.onError(err, 'subscription loop'));
   }
 
@@ -466,6 +470,7 @@ export class StoreSubscription implements Subscription {
       }
     }
     clearInterval(this.#heartbeat);
+    await this.#beatInFlight;
     this.#host.forget(this);
     if (this.#releaseError !== undefined) throw this.#releaseError;
   }

@@ -86,6 +86,8 @@ for (const factory of STORE_FACTORIES) {
       });
       assert.equal(Buffer.byteLength(errHeader), MAX_ERROR_BYTES - (MAX_ERROR_BYTES % 3), 'cut at a character boundary');
       assert.ok(longError.startsWith(errHeader) && !errHeader.includes('\uFFFD'));
+      // The copy is published before the delivery is dead-lettered, so the kill may still be in flight.
+      await waitFor(async () => (await q.stats('jobs', 'workers')).dead === 1);
       assert.deepEqual(counts(await q.stats('jobs', 'workers')), { pending: 0, leased: 0, dead: 1 });
 
       let runs = 0;

@@ -1,7 +1,8 @@
 /**
  * The stores the conformance suite runs against. Adding a store is one line in
- * `STORE_FACTORIES`. The Postgres factory needs a server (see
- * ./postgres-env.ts); without one its suites are skipped, except under CI.
+ * `STORE_FACTORIES`. The Postgres and ClickHouse factories need a server (see
+ * ./postgres-env.ts, ./clickhouse-env.ts); without one their suites are
+ * skipped, except under CI.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -9,6 +10,7 @@ import { join } from 'node:path';
 import { MemoryBacking, MemoryStore } from '../../src/queue/stores/memory.js';
 import { SqliteStore } from '../../src/queue/stores/sqlite.js';
 import type { Store } from '../../src/queue/types.js';
+import { clickhouseFactory } from './clickhouse-env.js';
 import { postgresFactory } from './postgres-env.js';
 
 /** One isolated data set; every `open()` is another instance over it. */
@@ -59,4 +61,4 @@ export const sqliteFactory: StoreFactory = {
   },
 };
 
-export const STORE_FACTORIES: StoreFactory[] = [memoryFactory, sqliteFactory, postgresFactory];
+export const STORE_FACTORIES: StoreFactory[] = [memoryFactory, sqliteFactory, postgresFactory, clickhouseFactory];

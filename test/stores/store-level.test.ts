@@ -173,12 +173,12 @@ for (const factory of STORE_FACTORIES) {
       assert.deepEqual(ids(first), ['a1', 'b1', 'u1']);
       const [a1, b1] = first;
       assert.deepEqual(counts(await s.stats('t', 'g')), { pending: 2, leased: 3, dead: 0 });
-      assert.equal(await s.retry(a1!, 400, 'later'), true);
+      assert.equal(await s.retry(a1!, 1000, 'later'), true);
       await s.append([msg('t', { id: 'u2' })]);
       assert.deepEqual(ids(await s.claim(claimReq('t', 'g'))), ['u2'], 'unkeyed messages pass a blocked lane');
       await s.ack([b1!]);
       assert.deepEqual(await s.claim(claimReq('t', 'g')), [], 'a retried head keeps its lane blocked');
-      await sleep(450);
+      await sleep(1050);
       const again = await s.claim(claimReq('t', 'g'));
       assert.deepEqual(ids(again), ['a1']);
       assert.equal(again[0]!.attempt, 2);
@@ -211,7 +211,7 @@ for (const factory of STORE_FACTORIES) {
     it('10. deliverAt: never early, past is immediate, a scheduled head blocks its lane, a promoted successor waits for its time', async () => {
       await s.ensureGroup('t', 'g', 'latest');
       const now = Date.now();
-      const due = now + 400;
+      const due = now + 1000;
       await s.append([
         msg('t', { id: 'future', deliverAt: new Date(due) }),
         msg('t', { id: 'past', deliverAt: new Date(now - 60_000) }),

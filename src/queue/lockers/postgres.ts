@@ -1,0 +1,145 @@
+/**
+ * `PostgresLocker`: the distributed-locker SPI on PostgreSQL session-level
+ * advisory locks. A hold keeps one pooled connection checked out, on which
+ * `pg_try_advisory_lock` took the key's 64-bit hash; release unlocks it and
+ * returns the connection. When the holding process dies its connection
+ * closes and the server frees the lock at once; a holder that outlives its
+ * TTL gives the lock up itself when the TTL passes.
+ *
+ * The fence is a transaction ID (`txid_current()`) taken in the same
+ * statement as the lock: transaction IDs only grow, across the whole server,
+ * so every later acquisition of a key has a larger fence.
+ *
+ * `pg` is loaded only when the locker opens its own pool.
+ */
+import { performance } from 'node:perf_hooks';
+import type pg from 'pg';
+import { ClosedError, FerryError, InvalidArgumentError, IOError } from '../../errors.js';
+import { checkAcquire, pause, retryDelay } from './checks.js';
+import type { AcquireOptions, DistributedLocker, HeldLock } from './types.js';
+
+/** Options of `PostgresLocker.open`: a connection string, or a pool the caller owns. */
+export interface PostgresLockerOptions {
+  /** A libpq-style URL; the locker opens (and closes) its own pool. */
+  connectionString?: string;
+  /** A `pg.Pool` to borrow; every held lock keeps one of its connections checked out. Never ended by the locker. */
+  pool?: pg.Pool;
+  /** Size of the locker's own pool, which bounds the locks this process can hold at once (ignored with `pool`). Default 10. */
+  poolSize?: number;
+  /** Prefix hashed with each key, so two applications on one server do not share keys. Default `ferry:lock:`. */
+  prefix?: string;
+}
+
+const TRY_LOCK = 'SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS ok, txid_current()::text AS fence';
+const UNLOCK = 'SELECT pg_advisory_unlock(hashtextextended($1, 0)) AS ok';
+
+function wrap(err: unknown, what: string): FerryError {
+  if (err instanceof FerryError) return err;
+  const e = err as { message?: string; code?: string };
+  return new IOError(`postgres locker: ${what} failed: ${e?.message ?? String(err)}${e?.code ? ` (${e.code})` : ''}`, { cause: err });
+}
+
+/**
+ * A `DistributedLocker` on PostgreSQL advisory locks, shared by every process
+ * using the same server and prefix. Waiting polls with a jittered backoff
+ * (2–50 ms), returning the connection to the pool between attempts.
+ * Use `PostgresLocker.open`.
+ */
+export class PostgresLocker implements DistributedLocker {
+  readonly #pool: pg.Pool;
+  readonly #owns: boolean;
+  readonly #prefix: string;
+  #closed = false;
+
+  private constructor(pool: pg.Pool, owns: boolean, prefix: string) {
+    this.#pool = pool;
+    this.#owns = owns;
+    this.#prefix = prefix;
+  }
+
+  /**
+   * Opens a pool (with `connectionString`) or wraps `pool`, and checks the server answers.
+   * @throws InvalidArgumentError neither or both of `connectionString` and `pool`, or a bad `poolSize`.
+   * @throws IOError the server cannot be reached.
+   */
+  static async open(opts: PostgresLockerOptions): Promise<PostgresLocker> {
+    const hasUrl = typeof opts?.connectionString === 'string' && opts.connectionString !== '';
+    if (hasUrl === (opts?.pool !== undefined)) throw new InvalidArgumentError('postgres locker needs exactly one of connectionString and pool');
+    if (opts.poolSize !== undefined && (!Number.isInteger(opts.poolSize) || opts.poolSize < 1)) throw new InvalidArgumentError('postgres locker: poolSize must be a positive integer');
+    let pool = opts.pool;
+    if (!pool) {
+      const mod = (await import('pg')) as unknown as { default?: typeof pg } & typeof pg;
+      const Driver = mod.default ?? mod;
+      pool = new Driver.Pool({ connectionString: opts.connectionString, max: opts.poolSize ?? 10 });
+      pool.on('error', () => undefined);
+    }
+    const locker = new PostgresLocker(pool, opts.pool === undefined, opts.prefix ?? 'ferry:lock:');
+    try {
+      await pool.query('SELECT 1');
+    } catch (err) {
+      await locker.close();
+      throw wrap(err, 'connecting');
+    }
+    return locker;
+  }
+
+  /**
+   * Waits until `key` is free and takes it for `ttlMs`.
+   * @throws InvalidArgumentError empty key or bad `ttlMs`.
+   * @throws LockedError `opts.signal` aborted while the key was held.
+   * @throws ClosedError the locker was closed.
+   * @throws IOError the database failed.
+   */
+  async acquire(key: string, ttlMs: number, opts: AcquireOptions = {}): Promise<HeldLock> {
+    checkAcquire(key, ttlMs);
+    const full = this.#prefix + key;
+    for (let attempt = 0; ; attempt++) {
+      if (this.#closed) throw new ClosedError('postgres locker is closed');
+      if (opts.signal?.aborted) await pause(0, key, opts.signal);
+      const startedAt = performance.now();
+      let client: pg.PoolClient;
+      try {
+        client = await this.#pool.connect();
+      } catch (err) {
+        throw wrap(err, `acquiring ${key}`);
+      }
+      let row: { ok: boolean; fence: string };
+      try {
+        row = (await client.query<{ ok: boolean; fence: string }>(TRY_LOCK, [full])).rows[0]!;
+      } catch (err) {
+        client.release(err as Error);
+        throw wrap(err, `acquiring ${key}`);
+      }
+      if (row.ok) return this.#held(key, full, client, Number(row.fence), startedAt + ttlMs);
+      client.release();
+      await pause(retryDelay(attempt), key, opts.signal);
+    }
+  }
+
+  #held(key: string, full: string, client: pg.PoolClient, fence: number, expiresAt: number): HeldLock {
+    let done: Promise<void> | undefined;
+    const free = () =>
+      (done ??= (async () => {
+        clearTimeout(timer);
+        try {
+          await client.query(UNLOCK, [full]);
+          client.release();
+        } catch (err) {
+          // A connection in an unknown state must not go back to the pool
+          // holding the lock: destroying it frees the lock on the server.
+          client.release(err as Error);
+          throw wrap(err, `releasing ${key}`);
+        }
+      })());
+    const timer = setTimeout(() => void free().catch(() => undefined), Math.max(0, expiresAt - performance.now()));
+    timer.unref();
+    return { key, fence, expiresAt, release: free };
+  }
+
+  /** Ends the pool the locker opened (held locks are freed with their connections); a borrowed pool stays open. Idempotent. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    if (this.#owns) await this.#pool.end().catch(() => undefined);
+  }
+}

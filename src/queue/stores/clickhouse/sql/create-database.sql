@@ -1,0 +1,2 @@
+-- The store's database, created when missing.
+CREATE DATABASE IF NOT EXISTS __DB__

@@ -1,0 +1,597 @@
+/**
+ * The ClickHouse store (queue type `clickhouse`). `@clickhouse/client` is
+ * imported only when a store is opened.
+ *
+ * ClickHouse has no row locks and no transactions, so every read-then-write
+ * runs under a distributed lock (Bifrost's queue package requires one to
+ * consume on ClickHouse): appends, group registrations and purges lock their
+ * topics; claims lock their (topic, group), and so do writes fenced on a
+ * claim token (ack, retry, kill, extend, release) when a lease they touch is
+ * within a second of expiring (see `#fenced`). Without a `locker` the store
+ * uses a process-local one, which serialises this instance only: publishing
+ * works, consuming is refused with `NoLockerError` (`canConsume`).
+ *
+ * A change is never an UPDATE: it is a new row with a larger version in a
+ * ReplacingMergeTree, and every read takes each key's latest version
+ * (`argMax(column, ver)`), so background merges never change what is read.
+ * Purged rows get a tombstone version. Leases and due times are milliseconds
+ * on the server's clock (see clock.ts). The statements live in `sql/`.
+ */
+import { randomUUID } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import type { ClickHouseClient } from '@clickhouse/client';
+import { ClosedError, FerryError, InvalidArgumentError, IOError, NoLockerError } from '../../../errors.js';
+import { deliveryId } from '../../delivery-id.js';
+import { ProcessLocker } from '../../lockers/process.js';
+import type { DistributedLocker, HeldLock } from '../../lockers/types.js';
+import type { Claimed, ClaimRequest, PurgePolicy, QueueStats, StartFrom, Store, StoredMessage } from '../../types.js';
+import { ServerClock } from './clock.js';
+import type { SqlValue } from './escape.js';
+import { ACKED, DEAD, deliveryValues, LEASED, messageValues, PENDING, PURGED, toDeliveryRow, toMessage } from './rows.js';
+import type { DeliveryRecord, DeliveryRow, MessageRecord } from './rows.js';
+import { insertRows, quoteDatabase, render, splitStatements, statements } from './sql.js';
+import type { StatementName } from './sql.js';
+
+/** Options of `ClickHouseStore.open`. */
+export interface ClickHouseStoreOptions {
+  /** HTTP endpoint, e.g. `http://127.0.0.1:8123`. The store opens (and closes) its own client. */
+  url?: string;
+  /** A `@clickhouse/client` client to borrow instead; the store never closes it. */
+  client?: ClickHouseClient;
+  /** User for `url`. Default `default`. */
+  username?: string;
+  /** Password for `url`. Default empty. */
+  password?: string;
+  /** Database holding the queue's tables, created when missing. Identifier, default `ferry`. */
+  database?: string;
+  /** The lock shared by every instance: required to consume (see `canConsume`). */
+  locker?: DistributedLocker;
+  /** How long one operation may hold a lock, ms; an operation that would write past it fails instead. Default 30000. */
+  lockTtlMs?: number;
+}
+
+const DEFAULT_LOCK_TTL_MS = 30_000;
+/** A fenced write whose leases all have longer than this to run skips the distributed lock (see `#fenced`). */
+const FAST_MARGIN_MS = 1000;
+/** Rows of a backfill page. */
+const BACKFILL_PAGE = 5000;
+/** Re-read the server clock before a locked operation when the last reading is older than this. */
+const CLOCK_REFRESH_MS = 1000;
+/** The server settings every statement runs with: statements carry their values inline, so allow long ones. */
+const SETTINGS = { max_query_size: '268435456' } as const;
+
+/** Driver and server errors become `IOError`s (transient to the engine) with the original as `cause`. */
+function wrap(err: unknown, what: string): FerryError {
+  if (err instanceof FerryError) return err;
+  const e = err as { message?: string };
+  return new IOError(`clickhouse store: ${what} failed: ${(e?.message ?? String(err)).split('\n')[0]}`, { cause: err });
+}
+
+let driver: Promise<typeof import('@clickhouse/client')> | undefined;
+
+/** Imports `@clickhouse/client` on first use, so importing `ferry/queue` never loads it. */
+function loadDriver(): Promise<typeof import('@clickhouse/client')> {
+  driver ??= import('@clickhouse/client');
+  return driver;
+}
+
+/**
+ * The process-wide lock of the fenced-write fast path (see `#fenced`), shared
+ * by every store of the process: a claim token is used by the process that
+ * claimed it, so its writes never interleave, whichever store handle makes them.
+ */
+const processLocks = new ProcessLocker();
+
+/** One calibrated server clock per endpoint and process: stores on one server share it. */
+const clocks = new Map<string, Promise<ServerClock>>();
+
+/** Lock keys. Topic and group names are `[A-Za-z0-9._-]`, so `/` cannot occur inside one. */
+const topicKey = (db: string, topic: string) => `ferry/${db}/topic/${topic}`;
+const groupKey = (db: string, topic: string, group: string) => `ferry/${db}/group/${topic}/${group}`;
+
+/**
+ * A `Store` in a ClickHouse database (queue type `clickhouse`). Safe to share
+ * between instances when they share a `locker`. Implements `canConsume` and
+ * `acquireJanitor`; no wake source (polling, plus the engine's local wakes).
+ * Use `ClickHouseStore.open`.
+ */
+export class ClickHouseStore implements Store {
+  readonly #client: ClickHouseClient;
+  readonly #owns: boolean;
+  readonly #db: string;
+  readonly #sql: Record<StatementName, string>;
+  readonly #locker: DistributedLocker | undefined;
+  readonly #lockOf: DistributedLocker;
+  /** This process's locks, shared by every store in it: fenced writes of one group never interleave within the process. */
+  readonly #local = processLocks;
+  readonly #lockTtlMs: number;
+  readonly #clock: ServerClock;
+  readonly #clockQuery: StatementName;
+  #lastReading = -Infinity;
+  /** Groups whose last claim here found work (see `claim`). */
+  readonly #busy = new Set<string>();
+  #reading: Promise<void> | undefined;
+  #closed = false;
+
+  private constructor(client: ClickHouseClient, owns: boolean, db: string, sql: Record<StatementName, string>, locker: DistributedLocker | undefined, lockTtlMs: number, clock: ServerClock) {
+    this.#client = client;
+    this.#owns = owns;
+    this.#db = db;
+    this.#sql = sql;
+    this.#locker = locker;
+    this.#lockOf = locker ?? new ProcessLocker();
+    this.#lockTtlMs = lockTtlMs;
+    this.#clock = clock;
+    this.#clockQuery = clock.resolutionMs === 1 ? 'server-milliseconds' : 'server-seconds';
+  }
+
+  /**
+   * Connects, creates the database and tables when missing, and calibrates
+   * the server clock (up to 1.5 s, once per endpoint and process).
+   *
+   * @throws InvalidArgumentError neither or both of `url` and `client`, a bad database name or `lockTtlMs`.
+   * @throws IOError the server is unreachable or refuses the schema.
+   */
+  static async open(opts: ClickHouseStoreOptions): Promise<ClickHouseStore> {
+    const hasUrl = typeof opts?.url === 'string' && opts.url !== '';
+    if (hasUrl === (opts?.client !== undefined)) throw new InvalidArgumentError('clickhouse store needs exactly one of url and client');
+    const db = opts.database ?? 'ferry';
+    const sql = statements(quoteDatabase(db));
+    const lockTtlMs = opts.lockTtlMs ?? DEFAULT_LOCK_TTL_MS;
+    if (!Number.isSafeInteger(lockTtlMs) || lockTtlMs < 100) throw new InvalidArgumentError('clickhouse store: lockTtlMs must be an integer of at least 100');
+    if (opts.locker !== undefined && typeof opts.locker?.acquire !== 'function') throw new InvalidArgumentError('clickhouse store: locker must have an acquire method');
+    let client = opts.client;
+    if (!client) {
+      const { createClient, ClickHouseLogLevel } = await loadDriver();
+      client = createClient({
+        url: opts.url,
+        username: opts.username ?? 'default',
+        password: opts.password ?? '',
+        clickhouse_settings: SETTINGS,
+        log: { level: ClickHouseLogLevel.OFF },
+      });
+    }
+    const owns = opts.client === undefined;
+    try {
+      const run = (q: string) => client.command({ query: q, clickhouse_settings: SETTINGS });
+      await run(sql['create-database']);
+      for (const s of splitStatements(sql['create-tables'])) await run(s);
+      const endpoint = hasUrl ? opts.url! : `client:${db}`;
+      let clock = clocks.get(endpoint);
+      if (!clock) {
+        clock = calibrated(client, sql);
+        clocks.set(endpoint, clock);
+        clock.catch(() => clocks.delete(endpoint));
+      }
+      return new ClickHouseStore(client, owns, db, sql, opts.locker, lockTtlMs, await clock);
+    } catch (err) {
+      if (owns) await client.close().catch(() => undefined);
+      throw wrap(err, `opening database ${db}`);
+    }
+  }
+
+  /** The database this store uses. */
+  get database(): string {
+    return this.#db;
+  }
+
+  /** Refuses to consume without a shared locker: claims and fenced writes would race across instances. */
+  canConsume(): void {
+    if (!this.#locker) throw new NoLockerError('clickhouse store: consuming needs a distributed locker shared by every instance (the store was opened without `locker`)');
+  }
+
+  #assertOpen(): void {
+    if (this.#closed) throw new ClosedError('clickhouse store is closed');
+  }
+
+  async #rows<R>(name: StatementName, values: Record<string, SqlValue> = {}): Promise<R[]> {
+    this.#assertOpen();
+    try {
+      const rs = await this.#client.query({ query: render(this.#sql[name], values), format: 'JSONEachRow', clickhouse_settings: SETTINGS });
+      return await rs.json<R>();
+    } catch (err) {
+      throw wrap(err, name);
+    }
+  }
+
+  async #exec(name: StatementName, text: string): Promise<void> {
+    this.#assertOpen();
+    try {
+      await this.#client.command({ query: text, clickhouse_settings: SETTINGS });
+    } catch (err) {
+      throw wrap(err, name);
+    }
+  }
+
+  async #insert(name: StatementName, rows: SqlValue[][]): Promise<void> {
+    if (rows.length > 0) await this.#exec(name, insertRows(this.#sql[name], rows));
+  }
+
+  /**
+   * The server time in ms. When the last reading of the server clock is over
+   * a second old, another is taken in the background (one at a time): the
+   * estimate is already calibrated, so no operation waits for it.
+   */
+  async #now(): Promise<number> {
+    if (performance.now() - this.#lastReading > CLOCK_REFRESH_MS && !this.#reading) {
+      this.#lastReading = performance.now();
+      const t0 = performance.now();
+      this.#reading = this.#rows<{ reading: string }>(this.#clockQuery)
+        .then(([r]) => this.#clock.observe(Number(r!.reading), t0, performance.now()))
+        .catch(() => undefined)
+        .finally(() => (this.#reading = undefined));
+    }
+    return this.#clock.now();
+  }
+
+  /**
+   * Runs `fn` holding the locks of `keys` (taken in sorted order, so two
+   * callers never wait on each other in a cycle), with the server time read
+   * after the last lock was taken.
+   */
+  async #locked<T>(keys: string[], fn: (now: number, held: () => void) => Promise<T>): Promise<T> {
+    this.#assertOpen();
+    const sorted = [...new Set(keys)].sort();
+    const locks: HeldLock[] = [];
+    try {
+      for (const k of sorted) locks.push(await this.#lockOf.acquire(k, this.#lockTtlMs));
+      // Called before each write: a write made after a lock lapsed could race
+      // the next holder, so the operation fails instead (the engine retries).
+      const margin = Math.min(1000, this.#lockTtlMs / 10);
+      const held = () => {
+        const t = performance.now();
+        for (const l of locks) if (t > l.expiresAt - margin) throw new IOError(`clickhouse store: lock ${l.key} is about to lapse; operation abandoned before writing`);
+      };
+      return await fn(await this.#now(), held);
+    } finally {
+      for (const l of locks.reverse()) await l.release().catch(() => undefined);
+    }
+  }
+
+  async ensureGroup(topic: string, group: string, startFrom: StartFrom): Promise<void> {
+    await this.#locked([topicKey(this.#db, topic)], async (now, held) => {
+      if ((await this.#rows('group-exists', { topic, grp: group })).length > 0) return;
+      if (startFrom === 'earliest') {
+        // Deliveries a failed earlier registration left keep their state.
+        const have = new Set((await this.#rows<{ delivery_id: string }>('group-delivery-ids', { topic, grp: group })).map((r) => r.delivery_id));
+        for (let after = 0; ; ) {
+          const page = await this.#rows<{ id: string; l_seq: string; l_key: string | null; l_deliver_at: string | null }>('backfill-page', { topic, after, limit: BACKFILL_PAGE });
+          if (page.length === 0) break;
+          const rows: SqlValue[][] = [];
+          for (const m of page) {
+            const id = deliveryId(m.id, group);
+            if (have.has(id)) continue;
+            rows.push(deliveryValues(newDelivery(topic, group, id, m.id, Number(m.l_seq), m.l_key, m.l_deliver_at === null ? 0 : Number(m.l_deliver_at), now)));
+          }
+          held();
+          await this.#insert('insert-deliveries', rows);
+          after = Number(page[page.length - 1]!.l_seq);
+          if (page.length < BACKFILL_PAGE) break;
+        }
+      }
+      held();
+      // Last: the registration commits the group.
+      await this.#insert('insert-groups', [[topic, group, now, now * 1000]]);
+    });
+  }
+
+  async append(msgs: StoredMessage[]): Promise<void> {
+    this.#assertOpen();
+    if (msgs.length === 0) return;
+    const unique: StoredMessage[] = [];
+    const seen = new Set<string>();
+    for (const m of msgs) if (!seen.has(m.id)) (seen.add(m.id), unique.push(m));
+    const topics = [...new Set(unique.map((m) => m.topic))];
+    await this.#locked(topics.map((t) => topicKey(this.#db, t)), async (now, held) => {
+      const [seqs, groups, existing] = await Promise.all([
+        this.#rows<{ topic: string; l_next_seq: string }>('topic-sequences', { topics }),
+        this.#rows<{ topic: string; grp: string }>('groups-of', { topics }),
+        this.#rows<{ id: string }>('live-message-ids', { topics, ids: unique.map((m) => m.id) }),
+      ]);
+      const exists = new Set(existing.map((r) => r.id));
+      const fresh = unique.filter((m) => !exists.has(m.id));
+      if (fresh.length === 0) return;
+      const next = new Map(seqs.map((r) => [r.topic, Number(r.l_next_seq)]));
+      const groupsOf = new Map<string, string[]>();
+      for (const g of groups) {
+        let gs = groupsOf.get(g.topic);
+        if (!gs) groupsOf.set(g.topic, (gs = []));
+        gs.push(g.grp);
+      }
+      const ver = now * 1000;
+      const messageRows: SqlValue[][] = [];
+      const deliveryRows: SqlValue[][] = [];
+      for (const m of fresh) {
+        const seq = next.get(m.topic) ?? 1;
+        next.set(m.topic, seq + 1);
+        messageRows.push(messageValues(m, seq, ver));
+        const availableAt = m.deliverAt === undefined ? 0 : m.deliverAt.getTime();
+        for (const g of groupsOf.get(m.topic) ?? []) {
+          deliveryRows.push(deliveryValues(newDelivery(m.topic, g, deliveryId(m.id, g), m.id, seq, m.key ?? null, availableAt, now)));
+        }
+      }
+      const touched = new Set(fresh.map((m) => m.topic));
+      held();
+      // Sequence numbers and deliveries first (a failure after them only
+      // leaves a gap, and deliveries no claim hands out), then the messages:
+      // a message row is the commit point.
+      await Promise.all([
+        this.#insert('insert-topics', [...touched].map((t) => [t, next.get(t)!, next.get(t)!])),
+        this.#insert('insert-deliveries', deliveryRows),
+      ]);
+      held();
+      await this.#insert('insert-messages', messageRows);
+    });
+  }
+
+  async claim(req: ClaimRequest): Promise<Claimed[]> {
+    const due = async (now: number) => {
+      const live = (await this.#rows<DeliveryRecord>('live-deliveries', { topic: req.topic, grp: req.group })).map((r) => toDeliveryRow(req.topic, req.group, r));
+      let limit = req.max;
+      if (req.maxInFlight > 0) {
+        const inFlight = live.filter((d) => d.state === LEASED && d.leaseUntil > now).length;
+        limit = Math.min(limit, req.maxInFlight - inFlight);
+      }
+      return limit > 0 ? pickDue(live, now, limit) : [];
+    };
+    // When the group's last claim here found nothing, look without the lock
+    // first: a claim that finds nothing due is the same as one made a moment
+    // earlier, and idle pollers then never hold up the group's heartbeats and
+    // acks. While claims find work, they go straight to the lock.
+    this.#assertOpen();
+    const key = groupKey(this.#db, req.topic, req.group);
+    if (!this.#busy.has(key) && (await due(await this.#now())).length === 0) return [];
+    return this.#locked([key], async (now, held) => {
+      const picked = await due(now);
+      if (picked.length === 0) this.#busy.delete(key);
+      else if (this.#busy.size < 10_000) this.#busy.add(key);
+      if (picked.length === 0) return [];
+      const messages = new Map(
+        (await this.#rows<MessageRecord>('messages-by-id', { topic: req.topic, ids: picked.map((d) => d.messageId) })).map((r) => [r.id, toMessage(req.topic, r)]),
+      );
+      const writes: SqlValue[][] = [];
+      const out: Claimed[] = [];
+      // Leases start now, as the rows are written, not when the lock was taken:
+      // the reads above would otherwise eat into a short lease.
+      const leaseFrom = Math.max(now, this.#clock.now());
+      for (const d of picked) {
+        const message = messages.get(d.messageId);
+        if (!message) {
+          // No message row: its append has not committed. One older than a
+          // lock's lifetime never will (its appender failed or died), so the
+          // delivery is purged and its lane moves on; a younger one waits.
+          if (now - d.ver / 1000 > 2 * this.#lockTtlMs) writes.push(deliveryValues({ ...d, state: PURGED, ver: d.ver + 1 }));
+          continue;
+        }
+        const token = randomUUID();
+        // ver + 2: a fenced write racing this claim writes ver + 1 and loses (see #fenced).
+        writes.push(deliveryValues({ ...d, state: LEASED, attempt: d.attempt + 1, token, holder: req.runnerId, leaseUntil: leaseFrom + Math.ceil(req.leaseMs), ver: d.ver + 2 }));
+        out.push({ deliveryId: d.deliveryId, claimToken: token, group: req.group, attempt: d.attempt + 1, message });
+      }
+      held();
+      await this.#insert('insert-deliveries', writes);
+      return out;
+    });
+  }
+
+  /**
+   * Runs a fenced write for `cs`: per (topic, group), reads the latest
+   * versions, keeps the claims whose delivery is still leased under their
+   * token, and writes `next(row)` for each. Resolves with the IDs of the
+   * claims that were held, in the order of `cs`.
+   *
+   * Only a claim can race a fenced write (nothing else writes a leased row,
+   * and one token has one holder), and a claim takes a leased row only once
+   * its lease has expired. So while every lease involved has more than
+   * `FAST_MARGIN_MS` to run, the write needs no distributed lock, only this
+   * process's lock on the group (its own heartbeats and acks of one delivery
+   * must not interleave; a claim token is only ever used by the process that
+   * claimed it, as the engine does). Closer to expiry, it runs under the group's
+   * distributed lock like a claim. Should a fast write still land after a
+   * claim read the row (a stall longer than the margin), the claim's version
+   * is the larger (`ver + 2` against `ver + 1`) and wins: the lease was lost,
+   * as it would have been had the write come later.
+   */
+  async #fenced(what: string, cs: Claimed[], next: (d: DeliveryRow, now: number) => DeliveryRow): Promise<string[]> {
+    this.#assertOpen();
+    const byGroup = new Map<string, { topic: string; group: string; cs: Claimed[] }>();
+    for (const c of cs) {
+      const k = `${c.message.topic}/${c.group}`;
+      let e = byGroup.get(k);
+      if (!e) byGroup.set(k, (e = { topic: c.message.topic, group: c.group, cs: [] }));
+      e.cs.push(c);
+    }
+    const held = new Set<Claimed>();
+    for (const { topic, group, cs: mine } of byGroup.values()) {
+      const key = groupKey(this.#db, topic, group);
+      // Reads the rows and, when `fast` allows it, writes the next versions; false when the slow path must run.
+      const attempt = async (now: number, guard: () => void, fast: boolean): Promise<boolean> => {
+        const rows = await this.#rows<DeliveryRecord>('deliveries-by-id', { topic, grp: group, ids: [...new Set(mine.map((c) => c.deliveryId))] });
+        const current = new Map(rows.map((r) => [r.delivery_id, toDeliveryRow(topic, group, r)]));
+        const writes: SqlValue[][] = [];
+        const written = new Set<string>();
+        const mineHeld: Claimed[] = [];
+        let soonest = Infinity;
+        for (const c of mine) {
+          const d = current.get(c.deliveryId);
+          if (!d || d.state !== LEASED || d.token !== c.claimToken) continue;
+          mineHeld.push(c);
+          soonest = Math.min(soonest, d.leaseUntil);
+          if (written.has(d.deliveryId)) continue;
+          written.add(d.deliveryId);
+          writes.push(deliveryValues({ ...next(d, now), ver: d.ver + 1 }));
+        }
+        if (fast && soonest - this.#clock.now() <= FAST_MARGIN_MS) return false;
+        guard();
+        await this.#insert('insert-deliveries', writes);
+        for (const c of mineHeld) held.add(c);
+        return true;
+      };
+      try {
+        const local = await this.#local.acquire(key, this.#lockTtlMs);
+        try {
+          if (await attempt(await this.#now(), () => undefined, true)) continue;
+        } finally {
+          await local.release();
+        }
+        await this.#locked([key], async (now, guard) => {
+          const local = await this.#local.acquire(key, this.#lockTtlMs);
+          try {
+            await attempt(now, guard, false);
+          } finally {
+            await local.release();
+          }
+        });
+      } catch (err) {
+        throw wrap(err, what);
+      }
+    }
+    return cs.filter((c) => held.has(c)).map((c) => c.deliveryId);
+  }
+
+  ack(cs: Claimed[]): Promise<string[]> {
+    return this.#fenced('ack', cs, (d, now) => ({ ...d, state: ACKED, finishedAt: now, leaseUntil: 0 }));
+  }
+
+  async retry(c: Claimed, backoffMs: number, lastError: string): Promise<boolean> {
+    const held = await this.#fenced('retry', [c], (d, now) => ({ ...d, state: PENDING, availableAt: now + Math.ceil(backoffMs), lastError, token: '', holder: '', leaseUntil: 0 }));
+    return held.length === 1;
+  }
+
+  async kill(c: Claimed, lastError: string): Promise<boolean> {
+    const held = await this.#fenced('kill', [c], (d, now) => ({ ...d, state: DEAD, finishedAt: now, lastError, leaseUntil: 0 }));
+    return held.length === 1;
+  }
+
+  extend(cs: Claimed[], leaseMs: number): Promise<string[]> {
+    return this.#fenced('extend', cs, (d, now) => ({ ...d, leaseUntil: now + Math.ceil(leaseMs) }));
+  }
+
+  async release(cs: Claimed[]): Promise<void> {
+    await this.#fenced('release', cs, (d) => ({ ...d, state: PENDING, attempt: Math.max(0, d.attempt - 1), token: '', holder: '', leaseUntil: 0 }));
+  }
+
+  async purge(policy: PurgePolicy, batch: number): Promise<number> {
+    const now = await this.#now();
+    let removed = 0;
+    // Dead rows first: a message whose dead row goes now may then be finished.
+    const dead = await this.#rows<{ topic: string; delivery_id: string }>('purge-dead-candidates', { cutoff: Math.max(0, now - Math.floor(policy.deadRetentionMs)), batch });
+    for (const [topic, ids] of byTopic(dead.map((r) => [r.topic, r.delivery_id]))) {
+      await this.#locked([topicKey(this.#db, topic)], async (_now, held) => {
+        held();
+        await this.#exec('tombstone-dead', render(this.#sql['tombstone-dead'], { topic, ids }));
+      });
+      removed += ids.length;
+    }
+    const cutoff = Math.max(0, now - Math.floor(policy.ackedRetentionMs));
+    const done = await this.#rows<{ topic: string; id: string }>('purge-message-candidates', { cutoff, batch });
+    for (const [topic, candidates] of byTopic(done.map((r) => [r.topic, r.id]))) {
+      await this.#locked([topicKey(this.#db, topic)], async (_now, held) => {
+        const ids = (await this.#rows<{ id: string }>('purge-messages-recheck', { topic, ids: candidates, cutoff })).map((r) => r.id);
+        if (ids.length === 0) return;
+        held();
+        await this.#exec('tombstone-acked-of-messages', render(this.#sql['tombstone-acked-of-messages'], { topic, ids }));
+        await this.#exec('tombstone-messages', render(this.#sql['tombstone-messages'], { topic, ids }));
+        removed += ids.length;
+      });
+    }
+    return removed;
+  }
+
+  async stats(topic: string, group: string): Promise<QueueStats> {
+    const now = await this.#now();
+    const [r] = await this.#rows<{ live: string; leased: string; dead: string }>('stats', { topic, grp: group, now });
+    const live = Number(r!.live);
+    const leased = Number(r!.leased);
+    return { pending: live - leased, leased, dead: Number(r!.dead) };
+  }
+
+  async ping(): Promise<void> {
+    this.#assertOpen();
+    let res: { success: boolean; error?: Error };
+    try {
+      res = await this.#client.ping();
+    } catch (err) {
+      throw wrap(err, 'ping');
+    }
+    if (!res.success) throw wrap(res.error ?? new Error('no answer'), 'ping');
+  }
+
+  async acquireJanitor(holder: string, ttlMs: number): Promise<boolean> {
+    return this.#locked([`ferry/${this.#db}/janitor`], async (now, held) => {
+      const [r] = await this.#rows<{ l_holder: string; l_until: string; l_ver: string }>('janitor-holder');
+      if (r && r.l_holder !== '' && r.l_holder !== holder && Number(r.l_until) > now) return false;
+      held();
+      await this.#insert('insert-janitor', [['janitor', holder, now + Math.ceil(ttlMs), Math.max(Number(r?.l_ver ?? 0) + 1, now * 1000)]]);
+      return true;
+    });
+  }
+
+  /** Closes the client when the store opened it; a borrowed client (and the locker) stay open. Idempotent. */
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    await this.#reading;
+    if (this.#owns) await this.#client.close().catch(() => undefined);
+  }
+
+  [Symbol.asyncDispose](): Promise<void> {
+    return this.close();
+  }
+}
+
+/** A new pending delivery, first version. */
+function newDelivery(topic: string, grp: string, id: string, messageId: string, seq: number, key: string | null, availableAt: number, now: number): DeliveryRow {
+  return { topic, grp, deliveryId: id, messageId, seq, key, state: PENDING, attempt: 0, availableAt, leaseUntil: 0, token: '', holder: '', lastError: '', finishedAt: 0, ver: now * 1000 };
+}
+
+/**
+ * Up to `limit` due deliveries of `live` (pending or leased, in publish
+ * order). Due: pending past its `availableAt`, or leased with an expired
+ * lease. A keyed delivery must also head its lane: nothing earlier with its
+ * key is live, and nothing else with its key is leased.
+ */
+export function pickDue(live: DeliveryRow[], now: number, limit: number): DeliveryRow[] {
+  const leasedOfKey = new Map<string, number>();
+  for (const d of live) if (d.key !== null && d.state === LEASED) leasedOfKey.set(d.key, (leasedOfKey.get(d.key) ?? 0) + 1);
+  const laneSeen = new Set<string>();
+  const out: DeliveryRow[] = [];
+  for (const d of live) {
+    if (out.length >= limit) break;
+    const due = d.state === PENDING ? d.availableAt <= now : d.leaseUntil <= now;
+    if (d.key !== null) {
+      const isHead = !laneSeen.has(d.key);
+      laneSeen.add(d.key);
+      if (!isHead) continue;
+      const others = (leasedOfKey.get(d.key) ?? 0) - (d.state === LEASED ? 1 : 0);
+      if (others > 0) continue;
+    }
+    if (due) out.push(d);
+  }
+  return out;
+}
+
+/** Pairs grouped by their first element, in first-seen order. */
+function byTopic(pairs: Array<[string, string]>): Map<string, string[]> {
+  const m = new Map<string, string[]>();
+  for (const [t, id] of pairs) {
+    let l = m.get(t);
+    if (!l) m.set(t, (l = []));
+    l.push(id);
+  }
+  return m;
+}
+
+/** A server clock calibrated against `client`'s server: milliseconds where the server has `now64`, else seconds refined by sampling. */
+async function calibrated(client: ClickHouseClient, sql: Record<StatementName, string>): Promise<ServerClock> {
+  const read = async (q: string) => {
+    const rs = await client.query({ query: q, format: 'JSONEachRow' });
+    return (await rs.json<Record<string, string>>())[0]!;
+  };
+  const version = (await read(sql['server-version'])).v ?? '0';
+  const ms = Number.parseInt(version, 10) >= 20;
+  const clock = new ServerClock(ms ? 1 : 1000);
+  const q = ms ? sql['server-milliseconds'] : sql['server-seconds'];
+  await clock.calibrate(async () => Number((await read(q)).reading));
+  return clock;
+}
