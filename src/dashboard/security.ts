@@ -90,7 +90,7 @@ export class Guard {
   authorized(req: IncomingMessage): boolean {
     if (this.#token === undefined) return true;
     const auth = req.headers.authorization;
-    if (typeof auth === 'string' && auth.startsWith('Bearer ') && sameSecret(auth.slice(7), this.#token)) return true;
+    if (typeof auth === 'string' && /^bearer /i.test(auth) && sameSecret(auth.slice(7), this.#token)) return true; // the scheme is case-insensitive (RFC 9110)
     const c = cookie(req, TOKEN_COOKIE);
     return c !== undefined && sameSecret(c, this.#token);
   }

@@ -143,7 +143,7 @@ function statusOf(err: unknown): number {
 export async function startDashboard(o: DashboardOptions): Promise<Dashboard> {
   if ((o.queue === undefined) === (o.dir === undefined)) throw new InvalidArgumentError('give either a queue or a directory');
   const host = o.host ?? '127.0.0.1';
-  if (o.token !== undefined && o.token.length < 8) throw new InvalidArgumentError('the token must be at least 8 characters');
+  if (o.token !== undefined && (o.token.length < 8 || /\s/.test(o.token))) throw new InvalidArgumentError('the token must be at least 8 characters, without whitespace');
   if (!isLoopback(host) && o.token === undefined) throw new InvalidArgumentError(`binding to ${host} (not a loopback address) requires a token`);
   const port = o.port ?? 0;
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new InvalidArgumentError(`port must be 0 to 65535, got ${port}`);

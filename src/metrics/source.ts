@@ -18,7 +18,7 @@ export interface ObservedGroup {
 }
 
 /** The pairs to report gauges for: a fixed list, or a function asked at every scrape. */
-export type ObservedGroups = readonly ObservedGroup[] | (() => readonly ObservedGroup[]);
+export type ObservedGroups = readonly ObservedGroup[] | (() => readonly ObservedGroup[] | Promise<readonly ObservedGroup[]>);
 
 /** One pair's stats at a scrape; `stats` is undefined when reading them failed (the queue closed, the store is down). */
 export interface GroupSnapshot {
@@ -44,17 +44,22 @@ export function checkSource(source: unknown): MetricsSource {
  */
 export function snapshotter(source: MetricsSource, groups: ObservedGroups): () => Promise<GroupSnapshot[]> {
   let inflight: Promise<GroupSnapshot[]> | undefined;
+  // A scrape whose `groups` function throws fails alone: the next one asks again.
   const read = async (): Promise<GroupSnapshot[]> => {
-    try {
-      const list = typeof groups === 'function' ? groups() : groups;
-      return await Promise.all(
-        list.map(async ({ topic, group }) => ({ topic, group, stats: await source.stats(topic, group).catch(() => undefined) })),
-      );
-    } finally {
-      inflight = undefined;
-    }
+    const list = await (typeof groups === 'function' ? groups() : groups);
+    if (!Array.isArray(list)) throw new InvalidArgumentError('metrics groups must be an array of { topic, group }, or a function returning one');
+    return Promise.all(
+      list.map(async ({ topic, group }) => ({ topic, group, stats: await source.stats(topic, group).catch(() => undefined) })),
+    );
   };
-  return () => (inflight ??= read());
+  return () => {
+    if (inflight) return inflight;
+    const p = read().finally(() => {
+      if (inflight === p) inflight = undefined;
+    });
+    inflight = p;
+    return p;
+  };
 }
 
 /** Handler time of an event in seconds, or undefined when the handler did not run. */

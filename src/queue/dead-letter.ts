@@ -46,7 +46,9 @@ export function errorText(err: unknown): string {
       s = Object.prototype.toString.call(err);
     }
   }
-  return truncateUtf8(s, MAX_ERROR_BYTES);
+  // Postgres text cannot hold NUL: an error echoing binary input would make
+  // the retry or kill that records it fail, so NUL is written as U+FFFD.
+  return truncateUtf8(s.includes('\0') ? s.replaceAll('\0', '\uFFFD') : s, MAX_ERROR_BYTES);
 }
 
 /**

@@ -105,9 +105,17 @@ export function checkCodec(c: unknown, where: string): Codec<unknown> | undefine
   return c as Codec<unknown>;
 }
 
-function check(name: string, v: number, min: number, integer = true): number {
-  if (typeof v !== 'number' || !Number.isFinite(v) || v < min || (integer && !Number.isInteger(v))) {
-    throw new InvalidArgumentError(`${name} must be ${integer ? 'an integer' : 'a number'} ≥ ${min}, got ${String(v)}`);
+/** Longest delay a Node timer takes, ms (about 24.8 days); a longer one fires after 1 ms. */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
+function checkTimer(name: string, v: number): number {
+  if (v > MAX_TIMER_MS) throw new InvalidArgumentError(`${name} must be at most ${MAX_TIMER_MS} ms, got ${String(v)}`);
+  return v;
+}
+
+function check(name: string, v: number, min: number, integer = true, max = Number.MAX_SAFE_INTEGER): number {
+  if (typeof v !== 'number' || !Number.isFinite(v) || v < min || v > max || (integer && !Number.isInteger(v))) {
+    throw new InvalidArgumentError(`${name} must be ${integer ? 'an integer' : 'a number'} from ${min} to ${max}, got ${String(v)}`);
   }
   return v;
 }
@@ -123,11 +131,11 @@ export function resolveSubscribeOptions<T>(opts: SubscribeOptions<T> = {}): Reso
   const r: ResolvedSubscribeOptions = {
     concurrency: check('concurrency', opts.concurrency ?? DEFAULT_CONCURRENCY, 1),
     batchSize: check('batchSize', opts.batchSize ?? DEFAULT_BATCH_SIZE, 1),
-    pollIntervalMs: check('pollIntervalMs', opts.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS, 1, false),
-    leaseDurationMs: check('leaseDurationMs', opts.leaseDurationMs ?? DEFAULT_LEASE_DURATION_MS, 3, false),
+    pollIntervalMs: check('pollIntervalMs', opts.pollIntervalMs ?? DEFAULT_POLL_INTERVAL_MS, 1, false, MAX_TIMER_MS),
+    leaseDurationMs: check('leaseDurationMs', opts.leaseDurationMs ?? DEFAULT_LEASE_DURATION_MS, 3, false, MAX_TIMER_MS),
     maxAttempts: check('maxAttempts', opts.maxAttempts ?? DEFAULT_MAX_ATTEMPTS, 1),
-    backoffBaseMs: check('backoffBaseMs', opts.backoffBaseMs ?? DEFAULT_BACKOFF_BASE_MS, 0, false),
-    backoffMaxMs: check('backoffMaxMs', opts.backoffMaxMs ?? DEFAULT_BACKOFF_MAX_MS, 0, false),
+    backoffBaseMs: check('backoffBaseMs', opts.backoffBaseMs ?? DEFAULT_BACKOFF_BASE_MS, 0, false, MAX_TIMER_MS),
+    backoffMaxMs: check('backoffMaxMs', opts.backoffMaxMs ?? DEFAULT_BACKOFF_MAX_MS, 0, false, MAX_TIMER_MS),
     maxInFlight: check('maxInFlight', opts.maxInFlight ?? 0, 0),
     startFrom: opts.startFrom ?? 'latest',
     prefetch: check('prefetch', opts.prefetch ?? 0, 0),
@@ -233,7 +241,7 @@ export function resolveEngineConfig<T>(cfg: EngineConfig<T> = {}): ResolvedEngin
   const r: ResolvedEngineConfig = {
     retentionHours: positive('retentionHours', cfg.retentionHours ?? DEFAULT_RETENTION_HOURS, false),
     ackedRetentionHours: positive('ackedRetentionHours', cfg.ackedRetentionHours ?? DEFAULT_ACKED_RETENTION_HOURS, false),
-    janitorIntervalMs: positive('janitorIntervalMs', cfg.janitorIntervalMs ?? DEFAULT_JANITOR_INTERVAL_MS, false),
+    janitorIntervalMs: checkTimer('janitorIntervalMs', positive('janitorIntervalMs', cfg.janitorIntervalMs ?? DEFAULT_JANITOR_INTERVAL_MS, false)),
     maxPayloadBytes: positive('maxPayloadBytes', cfg.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES, true),
   };
   if (cfg.onError) r.onError = cfg.onError;
@@ -253,7 +261,7 @@ export const CLOSE_OPTION_KEYS = knownKeys<CloseOptions>({ signal: true, timeout
  */
 export function checkCloseOptions(opts: CloseOptions | undefined): void {
   rejectUnknownKeys('close option', opts, CLOSE_OPTION_KEYS);
-  if (opts?.timeoutMs !== undefined) check('timeoutMs', opts.timeoutMs, 0, false);
+  if (opts?.timeoutMs !== undefined) check('timeoutMs', opts.timeoutMs, 0, false, MAX_TIMER_MS);
   if (opts?.signal !== undefined && !(opts.signal instanceof AbortSignal)) throw new InvalidArgumentError('signal must be an AbortSignal');
 }
 

@@ -258,6 +258,10 @@ export class StoreSubscription implements Subscription {
     if (codec) {
       try {
         payload = codec.decode(c.message.payload);
+        if (typeof (payload as PromiseLike<unknown> | null)?.then === 'function') {
+          void Promise.resolve(payload).catch(() => undefined); // a rejecting promise must not go unhandled
+          throw new CodecError('codec.decode must return the value, not a promise');
+        }
       } catch (err) {
         // Decoding again would fail again: dead-letter it without running the handler.
         const e = err instanceof CodecError ? err : new CodecError(`payload of message ${c.message.id} could not be decoded: ${errorText(err)}`, { cause: err });
@@ -387,7 +391,8 @@ export class StoreSubscription implements Subscription {
       return;
     }
     if (held) {
-      const event: QueueEvents['deadLettered'][0] = { ...this.#describe(job.c), reason: cause.reason, error: cause.error };
+      // The attempts that ran: one less than the claim's when it was claimed only to die.
+      const event: QueueEvents['deadLettered'][0] = { ...this.#describe(job.c), attempt: ran, reason: cause.reason, error: cause.error };
       if (job.durationMs !== undefined) event.durationMs = job.durationMs;
       if (dlq !== undefined) event.deadLetterTopic = dlq;
       this.#host.emit('deadLettered', event);

@@ -35,6 +35,7 @@ test('options: one source, a token for a non-loopback bind, sane numbers', async
     await assert.rejects(startDashboard({ queue, dir: work }), InvalidArgumentError);
     await assert.rejects(startDashboard({ queue, host: '0.0.0.0' }), /requires a token/);
     await assert.rejects(startDashboard({ queue, token: 'short' }), /at least 8/);
+    await assert.rejects(startDashboard({ queue, token: '        ' }), /whitespace/);
     await assert.rejects(startDashboard({ queue, port: 70000 }), InvalidArgumentError);
     await assert.rejects(startDashboard({ queue, deadLetterTopics: ['no spaces'] }), /characters outside/);
   } finally {
@@ -247,6 +248,7 @@ test('ferry dashboard serves a queue from its config file until SIGTERM', async 
   try {
     assert.equal((await fetch(new URL('/api/overview', url))).status, 401);
     const o = (await (await fetch(new URL('/api/overview', url), { headers: { authorization: 'Bearer serve-token-1' } })).json()) as { groups: Record<string, unknown>[] };
+    assert.equal((await fetch(new URL('/api/overview', url), { headers: { authorization: 'bearer serve-token-1' } })).status, 200, 'the scheme is case-insensitive');
     assert.equal(o.groups.length, 1);
     const { oldestPendingAgeMs, ...counts } = o.groups[0]!;
     assert.deepEqual(counts, { topic: 't', group: 'g', pending: 2, leased: 0, dead: 0 });

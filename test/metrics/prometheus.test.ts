@@ -85,6 +85,27 @@ describe('prometheusMetrics', () => {
     assert.equal(after.has('ferry_queue_pending{topic="t",group="g"}'), false);
   });
 
+  it('a groups function that throws fails that scrape alone; an async one works', async () => {
+    const q = createStoreQueue(new MemoryStore());
+    await q.publish({ topic: 't', payload: enc('x') });
+    let fail = true;
+    const registry = new Registry();
+    await prometheusMetrics(q, {
+      registry,
+      groups: () => {
+        if (fail) throw new Error('groups boom');
+        return [{ topic: 't', group: 'g' }];
+      },
+    });
+    await assert.rejects(registry.metrics(), /groups boom/);
+    fail = false;
+    assert.equal((await scrape(registry)).get('ferry_queue_pending{topic="t",group="g"}'), 0);
+    const other = new Registry();
+    await prometheusMetrics(q, { registry: other, groups: async () => [{ topic: 't', group: 'g' }] });
+    assert.equal((await scrape(other)).get('ferry_queue_leased{topic="t",group="g"}'), 0);
+    await q.close();
+  });
+
   it('refuses a missing registry and a registry that already has the names', async () => {
     const q = createStoreQueue(new MemoryStore());
     await assert.rejects(prometheusMetrics(q, {} as never), InvalidArgumentError);

@@ -52,6 +52,20 @@ describe('unknown option keys', () => {
     assert.throws(() => createStoreQueue(new MemoryStore(), { onError: 'log' } as never), invalid(/onError/));
   });
 
+  it('durations past the longest Node timer are refused (they would fire after 1 ms)', async () => {
+    const q = createStoreQueue(new MemoryStore());
+    try {
+      for (const opts of [{ pollIntervalMs: 3e9 }, { leaseDurationMs: 1e12 }, { backoffBaseMs: 3e9, backoffMaxMs: 3e9 }, { backoffMaxMs: 2 ** 31 }]) {
+        await assert.rejects(q.subscribe('t', 'g', noop, opts), invalid(/at most|to 2147483647/), JSON.stringify(opts));
+      }
+      const sub = await q.subscribe('t', 'g', noop, { pollIntervalMs: 2 ** 31 - 1 });
+      await sub.close();
+    } finally {
+      await q.close();
+    }
+    assert.throws(() => createStoreQueue(new MemoryStore(), { janitorIntervalMs: 1e12 }), invalid(/janitorIntervalMs/));
+  });
+
   it('a JSON queue config refuses an unknown setting in its block', async () => {
     await assert.rejects(createQueue({ type: 'memory', config: { retentionHour: 3 } }), invalid(/unknown setting "retentionHour"/));
   });

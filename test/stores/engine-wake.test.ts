@@ -162,9 +162,12 @@ for (const factory of STORE_FACTORIES) {
       }
       // The fourth claim is past maxAttempts: dead-lettered without running.
       const { q } = await t.instance();
+      const events: number[] = [];
+      q.on('deadLettered', (e) => void events.push(e.attempt));
       await q.subscribe('t', 'g', async () => void runs++, opts);
-      await waitFor(() => dead.length === 1, 10_000, 'the dead-letter copy');
+      await waitFor(() => dead.length === 1 && events.length === 1, 10_000, 'the dead-letter copy and event');
       assert.equal(runs, 3);
+      assert.deepEqual(events, [3], 'the event counts the attempts that ran, as the header does');
       assert.equal(dead[0]!.headers![HEADER_DLQ_ATTEMPTS], String(runs));
       assert.match(dead[0]!.headers!['x-queue-dlq-error']!, /3 attempts/);
       assert.deepEqual(counts(await q.stats('t', 'g')), { pending: 0, leased: 0, dead: 1 });
