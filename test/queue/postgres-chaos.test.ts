@@ -18,6 +18,7 @@ import { fileURLToPath } from 'node:url';
 import { PostgresStore } from '../../src/queue/stores/postgres/store.js';
 import { createStoreQueue } from '../../src/queue/engine.js';
 import { sleep, counts } from '../stores/helpers.js';
+import { checkGroup, type Line } from './chaos-check.js';
 import { POSTGRES_SKIP, POSTGRES_URL, dropSchema, testSchema } from '../stores/postgres-env.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -26,18 +27,6 @@ const KEYS = 1000;
 const GROUPS = ['ga', 'gb'];
 const MAX_IN_FLIGHT = 8;
 
-interface Line {
-  w: string;
-  g: string;
-  t: 's' | 'e';
-  id: string;
-  n: number;
-  key: string;
-  a: number;
-  at: number;
-  ok?: boolean;
-  lost?: boolean;
-}
 
 describe('postgres store under SIGKILL', { skip: POSTGRES_SKIP }, () => {
   const schema = testSchema('chaos');
@@ -109,60 +98,10 @@ describe('postgres store under SIGKILL', { skip: POSTGRES_SKIP }, () => {
       .map((l) => JSON.parse(l) as Line);
 
     for (const g of GROUPS) {
-      const mine = lines.filter((l) => l.g === g);
-      // A handler's run: its start, and its end line, or the kill of its worker.
-      const runs = mine
-        .filter((l) => l.t === 's')
-        .map((s) => {
-          const e = mine.find((l) => l.t === 'e' && l.w === s.w && l.id === s.id && l.a === s.a);
-          return { ...s, end: e?.at ?? kills.get(s.w)!, ok: e?.ok === true, lost: e?.lost === true, killed: e === undefined };
-        });
-      assert.ok(runs.every((r) => r.end !== undefined), 'every unfinished run belongs to a killed worker');
-
-      // Every message succeeded; each extra success is explained by the earlier one's worker dying before its ack or by a lost lease.
-      const successes = new Map<string, typeof runs>();
-      for (const r of runs.filter((r) => r.ok)) successes.set(r.id, [...(successes.get(r.id) ?? []), r]);
-      assert.equal(successes.size, MESSAGES, `${g}: messages that never succeeded: ${MESSAGES - successes.size}`);
-      let duplicates = 0;
-      for (const rs of successes.values()) {
-        rs.sort((a, b) => a.at - b.at);
-        for (let i = 1; i < rs.length; i++) {
-          duplicates++;
-          const prev = rs[i - 1]!;
-          const killedAt = kills.get(prev.w);
-          const explained = prev.lost || (killedAt !== undefined && killedAt >= prev.end && killedAt <= rs[i]!.at);
-          assert.ok(explained, `${g}: ${prev.id} succeeded twice (on ${prev.w}, then ${rs[i]!.w}) without a kill or lost lease between`);
-        }
-      }
-
-      // Per key: runs in start order never go back to an earlier message, and a later message starts only after the one before succeeded.
-      const byKey = new Map<string, typeof runs>();
-      for (const r of runs) byKey.set(r.key, [...(byKey.get(r.key) ?? []), r]);
-      for (const [key, rs] of byKey) {
-        rs.sort((a, b) => a.at - b.at);
-        for (let i = 1; i < rs.length; i++) {
-          const prev = rs[i - 1]!;
-          const cur = rs[i]!;
-          assert.ok(cur.n >= prev.n, `${g}/${key}: message ${cur.n} started after ${prev.n}`);
-          if (cur.n > prev.n) {
-            const done = successes.get(prev.id)!.some((s) => s.end <= cur.at);
-            assert.ok(done, `${g}/${key}: ${cur.n} started before ${prev.n} had succeeded`);
-          }
-        }
-      }
-
-      // maxInFlight: sweep the starts and ends; ends sort before starts at the same millisecond.
-      const events = runs.flatMap((r) => [
-        { at: r.at, d: 1 },
-        { at: r.end, d: -1 },
-      ]);
-      events.sort((a, b) => a.at - b.at || a.d - b.d);
-      let running = 0;
-      let peak = 0;
-      for (const e of events) peak = Math.max(peak, (running += e.d));
-      assert.ok(peak <= MAX_IN_FLIGHT, `${g}: ${peak} handlers ran at once`);
+      // Every message succeeded, duplicates follow a kill or a lost lease, per-key order held, the cap held.
+      const { runs, duplicates, peak } = checkGroup(lines, kills, g, MESSAGES, MAX_IN_FLIGHT);
       assert.ok(peak >= 2, `${g}: handlers never overlapped (peak ${peak}), the cap was not exercised`);
-      process.stdout.write(`# ${g}: ${runs.length} runs, ${duplicates} duplicate successes, peak ${peak} in flight\n`);
+      process.stdout.write(`# ${g}: ${runs} runs, ${duplicates} duplicate successes, peak ${peak} in flight\n`);
     }
   });
 });
