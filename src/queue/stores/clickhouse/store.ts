@@ -285,7 +285,7 @@ export class ClickHouseStore implements Store {
             const id = deliveryId(m.id, group);
             const prior = have.get(id);
             if (prior && !prior.purged) continue;
-            const d = newDelivery(topic, group, id, m.id, Number(m.l_seq), m.l_key, m.l_deliver_at === null ? 0 : Number(m.l_deliver_at), now);
+            const d = newDelivery(topic, group, id, m.id, Number(m.l_seq), m.l_key, m.l_deliver_at === null ? 0 : this.#serverTime(Number(m.l_deliver_at)), now);
             if (prior) d.ver = Math.max(d.ver, prior.ver + 1);
             rows.push(deliveryValues(d));
           }
@@ -331,7 +331,7 @@ export class ClickHouseStore implements Store {
         const seq = next.get(m.topic) ?? 1;
         next.set(m.topic, seq + 1);
         messageRows.push(messageValues(m, seq, ver));
-        const availableAt = m.deliverAt === undefined ? 0 : m.deliverAt.getTime();
+        const availableAt = m.deliverAt === undefined ? 0 : this.#serverTime(m.deliverAt.getTime());
         for (const g of groupsOf.get(m.topic) ?? []) {
           deliveryRows.push(deliveryValues(newDelivery(m.topic, g, deliveryId(m.id, g), m.id, seq, m.key ?? null, availableAt, now)));
         }
@@ -349,6 +349,17 @@ export class ClickHouseStore implements Store {
       await this.#insert('insert-messages', messageRows);
       this.#notify(touched);
     });
+  }
+
+  /**
+   * `deliverAt` (an instant on this process's clock, ms) as a deadline on the
+   * server clock estimate, at least 1 (0 means "due at once"): the same time
+   * from now on both clocks. A subscription's wake-up at `deliverAt` then
+   * finds the delivery due even while the estimate runs a few milliseconds
+   * behind the server (a coarse server clock reads late).
+   */
+  #serverTime(deliverAt: number): number {
+    return Math.max(1, this.#clock.now() + (deliverAt - Date.now()));
   }
 
   /** Tells other handles on this database in this process that `topics` may have claimable work. */
