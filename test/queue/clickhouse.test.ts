@@ -188,8 +188,8 @@ describe('clickhouse store', { skip: CLICKHOUSE_SKIP }, () => {
     const listening = a.listen(stop.signal, (topic) => void heard.push(topic));
     try {
       await Promise.all([a.ensureGroup('t', 'g', 'latest'), other.ensureGroup('t', 'g', 'latest')]);
-      await a.append([msg('t', { id: 'own' })]);
-      await other.append([msg('t', { id: 'elsewhere' })]);
+      await a.append([msg('u', { id: 'own' })]);
+      await other.append([msg('u', { id: 'elsewhere' })]);
       assert.deepEqual(heard, []);
       await b.append([msg('t', { id: 'k1', key: 'k' }), msg('t', { id: 'k2', key: 'k' }), msg('t', { id: 'plain' })]);
       assert.deepEqual(heard, ['t'], 'a publish');
