@@ -15,7 +15,7 @@ import { ProcessLocker } from '../../src/queue/lockers/process.js';
 import { ServerClock } from '../../src/queue/stores/clickhouse/clock.js';
 import { ClickHouseStore } from '../../src/queue/stores/clickhouse/store.js';
 import { CLICKHOUSE_SKIP, CLICKHOUSE_URL, adminQuery, dropDatabase, testDatabase } from '../stores/clickhouse-env.js';
-import { claimReq, msg, waitFor } from '../stores/helpers.js';
+import { claimReq, counts, msg, waitFor } from '../stores/helpers.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 
@@ -99,7 +99,7 @@ describe('clickhouse store', { skip: CLICKHOUSE_SKIP }, () => {
         const lane = claimed.filter((id) => Number(id.slice(1)) % 3 === Number(k.slice(1)));
         assert.deepEqual(lane, [...lane].sort((x, y) => Number(x.slice(1)) - Number(y.slice(1))), `lane ${k} in order`);
       }
-      assert.deepEqual(await a.stats('t', 'late'), { pending: 60, leased: 0, dead: 0 }, 'the earliest group has every message once');
+      assert.deepEqual(counts(await a.stats('t', 'late')), { pending: 60, leased: 0, dead: 0 }, 'the earliest group has every message once');
       const late = await a.claim(claimReq('t', 'late', { max: 100 }));
       assert.deepEqual(late.map((c) => c.deliveryId), ['m0', 'm1', 'm2'].map((id) => deliveryId(id, 'late')), 'the heads of its three lanes');
     } finally {
@@ -145,6 +145,87 @@ describe('clickhouse store', { skip: CLICKHOUSE_SKIP }, () => {
       await new Promise((r) => setTimeout(r, 900));
       assert.deepEqual(await s.claim(claimReq('t', 'g')), [], 'the stale orphan is purged on this claim');
       assert.deepEqual((await s.claim(claimReq('t', 'g'))).map((c) => c.message.id), ['real']);
+    } finally {
+      await s.close();
+    }
+  });
+
+  it('a database whose groups table predates removal gains the column on open and keeps its groups', async () => {
+    const database = db();
+    // The groups table as the first version of the store made it: no `deleted` column.
+    await adminQuery(`CREATE DATABASE \`${database}\``);
+    await adminQuery(`CREATE TABLE \`${database}\`.groups (topic String, grp String, created_at UInt64, ver UInt64) ENGINE = ReplacingMergeTree(ver) ORDER BY (topic, grp)`);
+    await adminQuery(`INSERT INTO \`${database}\`.groups (topic, grp, created_at, ver) VALUES ('t', 'old', 1, 1000)`);
+    // Two handles open at once: both may try to add the column.
+    const [a, b] = await Promise.all([
+      ClickHouseStore.open({ url: CLICKHOUSE_URL, database, locker: new ProcessLocker() }),
+      ClickHouseStore.open({ url: CLICKHOUSE_URL, database, locker: new ProcessLocker() }),
+    ]);
+    try {
+      assert.deepEqual(await a.listGroups(), [{ topic: 't', group: 'old' }]);
+      await a.append([msg('t', { id: 'm1' })]);
+      assert.deepEqual((await b.claim(claimReq('t', 'old'))).map((c) => c.message.id), ['m1'], 'the old registration still fans out');
+      assert.equal(await b.removeGroup('t', 'old'), true);
+      assert.deepEqual(await a.listGroups('t'), []);
+      await a.ensureGroup('t', 'old', 'earliest');
+      assert.deepEqual(await b.listGroups(), [{ topic: 't', group: 'old' }]);
+      assert.deepEqual((await a.claim(claimReq('t', 'old'))).map((c) => [c.message.id, c.attempt]), [['m1', 1]]);
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+    }
+  });
+
+  it('listen hears the writes of other handles on the same database, not its own nor another database\'s', async () => {
+    const database = db();
+    const locker = new ProcessLocker();
+    const [a, b, other] = await Promise.all([
+      ClickHouseStore.open({ url: CLICKHOUSE_URL, database, locker }),
+      ClickHouseStore.open({ url: CLICKHOUSE_URL, database, locker }),
+      ClickHouseStore.open({ url: CLICKHOUSE_URL, database: db(), locker }),
+    ]);
+    const heard: string[] = [];
+    const stop = new AbortController();
+    const listening = a.listen(stop.signal, (topic) => void heard.push(topic));
+    try {
+      await Promise.all([a.ensureGroup('t', 'g', 'latest'), other.ensureGroup('t', 'g', 'latest')]);
+      await a.append([msg('u', { id: 'own' })]);
+      await other.append([msg('u', { id: 'elsewhere' })]);
+      assert.deepEqual(heard, []);
+      await b.append([msg('t', { id: 'k1', key: 'k' }), msg('t', { id: 'k2', key: 'k' }), msg('t', { id: 'plain' })]);
+      assert.deepEqual(heard, ['t'], 'a publish');
+      const [k1] = await b.claim(claimReq('t', 'g', { max: 1 }));
+      await b.ack([k1!]);
+      assert.deepEqual(heard, ['t', 't'], 'a keyed ack');
+      const [k2, plain] = await b.claim(claimReq('t', 'g', { max: 2 }));
+      assert.equal(await b.kill(k2!, 'x'), true);
+      assert.deepEqual(heard.length, 3, 'a keyed kill');
+      await b.ack([plain!]);
+      assert.deepEqual(heard.length, 3, 'an ack without a key frees no lane');
+      await b.append([msg('t', { id: 'r' })]);
+      const [r] = await b.claim(claimReq('t', 'g'));
+      await b.release([r!]);
+      assert.deepEqual(heard.length, 5, 'a publish and a release');
+      await b.release([r!]);
+      assert.deepEqual(heard.length, 5, 'a stale release changes nothing and wakes nobody');
+    } finally {
+      stop.abort();
+      await listening;
+      await Promise.all([a.close(), b.close(), other.close()]);
+    }
+  });
+
+  it('kill with unrun takes back the attempt its claim added', async () => {
+    const s = await ClickHouseStore.open({ url: CLICKHOUSE_URL, database: db(), locker: new ProcessLocker() });
+    try {
+      await s.ensureGroup('t', 'g', 'latest');
+      await s.append([msg('t', { id: 'a' }), msg('t', { id: 'b' })]);
+      const [a, b] = await s.claim(claimReq('t', 'g', { max: 2 }));
+      // Both at once: they are fenced writes of one group.
+      assert.deepEqual(await Promise.all([s.kill(a!, 'x', { unrun: true }), s.kill(b!, 'y')]), [true, true]);
+      const rows = await adminQuery(
+        `SELECT message_id, argMax(attempt, ver) FROM \`${s.database}\`.deliveries GROUP BY message_id ORDER BY message_id FORMAT TSV`,
+      );
+      assert.equal(rows.trim(), 'a\t0\nb\t1');
     } finally {
       await s.close();
     }

@@ -49,6 +49,11 @@ export const STATEMENTS = [
   'tombstone-acked-of-messages',
   'tombstone-messages',
   'janitor-holder',
+  'groups-deleted-column',
+  'add-groups-deleted',
+  'list-groups',
+  'list-messages',
+  'tombstone-group-deliveries',
 ] as const;
 
 export type StatementName = (typeof STATEMENTS)[number];

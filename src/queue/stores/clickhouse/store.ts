@@ -18,13 +18,15 @@
  * on the server's clock (see clock.ts). The statements live in `sql/`.
  */
 import { randomUUID } from 'node:crypto';
+import { EventEmitter } from 'node:events';
 import { performance } from 'node:perf_hooks';
 import type { ClickHouseClient } from '@clickhouse/client';
 import { ClosedError, FerryError, InvalidArgumentError, IOError, NoLockerError } from '../../../errors.js';
 import { deliveryId } from '../../delivery-id.js';
 import { ProcessLocker } from '../../lockers/process.js';
 import type { DistributedLocker, HeldLock } from '../../lockers/types.js';
-import type { Claimed, ClaimRequest, PurgePolicy, QueueStats, StartFrom, Store, StoredMessage } from '../../types.js';
+import type { Claimed, ClaimRequest, ConsumerGroup, KillOptions, MessagePage, PurgePolicy, QueueStats, StartFrom, Store, StoredMessage } from '../../types.js';
+import { parseSeqCursor } from '../seq-cursor.js';
 import { ServerClock } from './clock.js';
 import type { SqlValue } from './escape.js';
 import { ACKED, DEAD, deliveryValues, LEASED, messageValues, PENDING, PURGED, toDeliveryRow, toMessage } from './rows.js';
@@ -85,15 +87,23 @@ const processLocks = new ProcessLocker();
 /** One calibrated server clock per endpoint and process: stores on one server share it. */
 const clocks = new Map<string, Promise<ServerClock>>();
 
+/**
+ * Wake-ups between handles on one database in this process: the event name
+ * is the endpoint and database, the arguments the topic and the handle that
+ * wrote. Other processes are not told (they poll).
+ */
+const wakeEvents = new EventEmitter().setMaxListeners(0);
+
 /** Lock keys. Topic and group names are `[A-Za-z0-9._-]`, so `/` cannot occur inside one. */
 const topicKey = (db: string, topic: string) => `ferry/${db}/topic/${topic}`;
 const groupKey = (db: string, topic: string, group: string) => `ferry/${db}/group/${topic}/${group}`;
 
 /**
  * A `Store` in a ClickHouse database (queue type `clickhouse`). Safe to share
- * between instances when they share a `locker`. Implements `canConsume` and
- * `acquireJanitor`; no wake source (polling, plus the engine's local wakes).
- * Use `ClickHouseStore.open`.
+ * between instances when they share a `locker`. Implements `canConsume`,
+ * `acquireJanitor`, and a wake source (`listen`) that reaches only the
+ * handles on the same endpoint and database in this process (other
+ * processes poll). Use `ClickHouseStore.open`.
  */
 export class ClickHouseStore implements Store {
   readonly #client: ClickHouseClient;
@@ -112,8 +122,13 @@ export class ClickHouseStore implements Store {
   readonly #busy = new Set<string>();
   #reading: Promise<void> | undefined;
   #closed = false;
+  /** The `wakeEvents` channel of this endpoint and database. */
+  readonly #channel: string;
+  /** Aborts on close: ends `listen`. */
+  readonly #closing = new AbortController();
 
-  private constructor(client: ClickHouseClient, owns: boolean, db: string, sql: Record<StatementName, string>, locker: DistributedLocker | undefined, lockTtlMs: number, clock: ServerClock) {
+  private constructor(client: ClickHouseClient, owns: boolean, db: string, sql: Record<StatementName, string>, locker: DistributedLocker | undefined, lockTtlMs: number, clock: ServerClock, channel: string) {
+    this.#channel = channel;
     this.#client = client;
     this.#owns = owns;
     this.#db = db;
@@ -156,6 +171,7 @@ export class ClickHouseStore implements Store {
       const run = (q: string) => client.command({ query: q, clickhouse_settings: SETTINGS });
       await run(sql['create-database']);
       for (const s of splitStatements(sql['create-tables'])) await run(s);
+      await addGroupsDeleted(client, sql, db);
       const endpoint = hasUrl ? opts.url! : `client:${db}`;
       let clock = clocks.get(endpoint);
       if (!clock) {
@@ -163,7 +179,7 @@ export class ClickHouseStore implements Store {
         clocks.set(endpoint, clock);
         clock.catch(() => clocks.delete(endpoint));
       }
-      return new ClickHouseStore(client, owns, db, sql, opts.locker, lockTtlMs, await clock);
+      return new ClickHouseStore(client, owns, db, sql, opts.locker, lockTtlMs, await clock, `${endpoint}\n${db}`);
     } catch (err) {
       if (owns) await client.close().catch(() => undefined);
       throw wrap(err, `opening database ${db}`);
@@ -250,18 +266,28 @@ export class ClickHouseStore implements Store {
 
   async ensureGroup(topic: string, group: string, startFrom: StartFrom): Promise<void> {
     await this.#locked([topicKey(this.#db, topic)], async (now, held) => {
-      if ((await this.#rows('group-exists', { topic, grp: group })).length > 0) return;
+      const [reg] = await this.#rows<{ l_deleted: number; l_ver: string }>('group-exists', { topic, grp: group });
+      if (reg && Number(reg.l_deleted) === 0) return;
       if (startFrom === 'earliest') {
-        // Deliveries a failed earlier registration left keep their state.
-        const have = new Set((await this.#rows<{ delivery_id: string }>('group-delivery-ids', { topic, grp: group })).map((r) => r.delivery_id));
+        // Deliveries a failed earlier registration left keep their state;
+        // purged ones (a removed group's) are made anew above their tombstone.
+        const have = new Map(
+          (await this.#rows<{ delivery_id: string; l_state: number; l_ver: string }>('group-delivery-ids', { topic, grp: group })).map((r) => [
+            r.delivery_id,
+            { purged: Number(r.l_state) === PURGED, ver: Number(r.l_ver) },
+          ]),
+        );
         for (let after = 0; ; ) {
           const page = await this.#rows<{ id: string; l_seq: string; l_key: string | null; l_deliver_at: string | null }>('backfill-page', { topic, after, limit: BACKFILL_PAGE });
           if (page.length === 0) break;
           const rows: SqlValue[][] = [];
           for (const m of page) {
             const id = deliveryId(m.id, group);
-            if (have.has(id)) continue;
-            rows.push(deliveryValues(newDelivery(topic, group, id, m.id, Number(m.l_seq), m.l_key, m.l_deliver_at === null ? 0 : Number(m.l_deliver_at), now)));
+            const prior = have.get(id);
+            if (prior && !prior.purged) continue;
+            const d = newDelivery(topic, group, id, m.id, Number(m.l_seq), m.l_key, m.l_deliver_at === null ? 0 : this.#serverTime(Number(m.l_deliver_at)), now);
+            if (prior) d.ver = Math.max(d.ver, prior.ver + 1);
+            rows.push(deliveryValues(d));
           }
           held();
           await this.#insert('insert-deliveries', rows);
@@ -270,8 +296,8 @@ export class ClickHouseStore implements Store {
         }
       }
       held();
-      // Last: the registration commits the group.
-      await this.#insert('insert-groups', [[topic, group, now, now * 1000]]);
+      // Last: the registration commits the group (above a removal's version).
+      await this.#insert('insert-groups', [[topic, group, now, 0, Math.max(now * 1000, Number(reg?.l_ver ?? 0) + 1)]]);
     });
   }
 
@@ -305,7 +331,7 @@ export class ClickHouseStore implements Store {
         const seq = next.get(m.topic) ?? 1;
         next.set(m.topic, seq + 1);
         messageRows.push(messageValues(m, seq, ver));
-        const availableAt = m.deliverAt === undefined ? 0 : m.deliverAt.getTime();
+        const availableAt = m.deliverAt === undefined ? 0 : this.#serverTime(m.deliverAt.getTime());
         for (const g of groupsOf.get(m.topic) ?? []) {
           deliveryRows.push(deliveryValues(newDelivery(m.topic, g, deliveryId(m.id, g), m.id, seq, m.key ?? null, availableAt, now)));
         }
@@ -321,7 +347,31 @@ export class ClickHouseStore implements Store {
       ]);
       held();
       await this.#insert('insert-messages', messageRows);
+      this.#notify(touched);
     });
+  }
+
+  /**
+   * `deliverAt` (an instant on this process's clock, ms) as a deadline on the
+   * server clock estimate, at least 1 (0 means "due at once"): the same time
+   * from now on both clocks. A subscription's wake-up at `deliverAt` then
+   * finds the delivery due even while the estimate runs a few milliseconds
+   * behind the server (a coarse server clock reads late).
+   */
+  #serverTime(deliverAt: number): number {
+    return Math.max(1, this.#clock.now() + (deliverAt - Date.now()));
+  }
+
+  /** Tells other handles on this database in this process that `topics` may have claimable work. */
+  #notify(topics: Iterable<string>): void {
+    if (wakeEvents.listenerCount(this.#channel) === 0) return;
+    for (const t of new Set(topics)) wakeEvents.emit(this.#channel, t, this);
+  }
+
+  /** The topics of the keyed claims of `cs` whose IDs are in `held`: their lanes moved on. */
+  #notifyKeyed(cs: Claimed[], held: string[], keyedOnly: boolean): void {
+    const ids = new Set(held);
+    this.#notify(cs.filter((c) => ids.has(c.deliveryId) && (!keyedOnly || c.message.key !== undefined)).map((c) => c.message.topic));
   }
 
   async claim(req: ClaimRequest): Promise<Claimed[]> {
@@ -449,8 +499,10 @@ export class ClickHouseStore implements Store {
     return cs.filter((c) => held.has(c)).map((c) => c.deliveryId);
   }
 
-  ack(cs: Claimed[]): Promise<string[]> {
-    return this.#fenced('ack', cs, (d, now) => ({ ...d, state: ACKED, finishedAt: now, leaseUntil: 0 }));
+  async ack(cs: Claimed[]): Promise<string[]> {
+    const held = await this.#fenced('ack', cs, (d, now) => ({ ...d, state: ACKED, finishedAt: now, leaseUntil: 0 }));
+    this.#notifyKeyed(cs, held, true);
+    return held;
   }
 
   async retry(c: Claimed, backoffMs: number, lastError: string): Promise<boolean> {
@@ -458,8 +510,11 @@ export class ClickHouseStore implements Store {
     return held.length === 1;
   }
 
-  async kill(c: Claimed, lastError: string): Promise<boolean> {
-    const held = await this.#fenced('kill', [c], (d, now) => ({ ...d, state: DEAD, finishedAt: now, lastError, leaseUntil: 0 }));
+  /** With `opts.unrun` the claim's attempt is taken back, as `release` does: it ran no handler. */
+  async kill(c: Claimed, lastError: string, opts?: KillOptions): Promise<boolean> {
+    const unrun = opts?.unrun === true;
+    const held = await this.#fenced('kill', [c], (d, now) => ({ ...d, state: DEAD, attempt: unrun ? Math.max(0, d.attempt - 1) : d.attempt, finishedAt: now, lastError, leaseUntil: 0 }));
+    this.#notifyKeyed([c], held, true);
     return held.length === 1;
   }
 
@@ -468,7 +523,8 @@ export class ClickHouseStore implements Store {
   }
 
   async release(cs: Claimed[]): Promise<void> {
-    await this.#fenced('release', cs, (d) => ({ ...d, state: PENDING, attempt: Math.max(0, d.attempt - 1), token: '', holder: '', leaseUntil: 0 }));
+    const held = await this.#fenced('release', cs, (d) => ({ ...d, state: PENDING, attempt: Math.max(0, d.attempt - 1), token: '', holder: '', leaseUntil: 0 }));
+    this.#notifyKeyed(cs, held, false);
   }
 
   async purge(policy: PurgePolicy, batch: number): Promise<number> {
@@ -500,10 +556,69 @@ export class ClickHouseStore implements Store {
 
   async stats(topic: string, group: string): Promise<QueueStats> {
     const now = await this.#now();
-    const [r] = await this.#rows<{ live: string; leased: string; dead: string }>('stats', { topic, grp: group, now });
+    const [r] = await this.#rows<{ live: string; leased: string; dead: string; due: string; oldest_due: string }>('stats', { topic, grp: group, now });
     const live = Number(r!.live);
     const leased = Number(r!.leased);
-    return { pending: live - leased, leased, dead: Number(r!.dead) };
+    const oldestPendingAgeMs = Number(r!.due) > 0 ? Math.max(0, now - Number(r!.oldest_due)) : 0;
+    return { pending: live - leased, leased, dead: Number(r!.dead), oldestPendingAgeMs };
+  }
+
+  /**
+   * Under the topic's lock (as appends and registrations): tombstones every
+   * delivery of the group (their leases are lost), then marks the group
+   * removed. A failure part-way leaves the group registered; calling again
+   * finishes the job.
+   */
+  async removeGroup(topic: string, group: string): Promise<boolean> {
+    return this.#locked([topicKey(this.#db, topic)], async (now, held) => {
+      const [reg] = await this.#rows<{ l_deleted: number; l_ver: string }>('group-exists', { topic, grp: group });
+      held();
+      await this.#exec('tombstone-group-deliveries', render(this.#sql['tombstone-group-deliveries'], { topic, grp: group }));
+      if (!reg || Number(reg.l_deleted) !== 0) return false;
+      held();
+      await this.#insert('insert-groups', [[topic, group, now, 1, Math.max(now * 1000, Number(reg.l_ver) + 1)]]);
+      return true;
+    });
+  }
+
+  async listGroups(topic?: string): Promise<ConsumerGroup[]> {
+    const rows = await this.#rows<{ topic: string; grp: string }>('list-groups', { all: topic === undefined ? 1 : 0, topic: topic ?? '' });
+    return rows.map((r) => ({ topic: r.topic, group: r.grp }));
+  }
+
+  async listMessages(topic: string, page: { after?: string; limit: number }): Promise<MessagePage> {
+    const after = parseSeqCursor(page.after);
+    // One row more than asked tells whether another page follows.
+    const rows = await this.#rows<MessageRecord>('list-messages', { topic, after, limit: page.limit + 1 });
+    const more = rows.length > page.limit;
+    if (more) rows.pop();
+    const out: MessagePage = { messages: rows.map((r) => toMessage(topic, r)) };
+    if (more) out.next = String(rows[rows.length - 1]!.l_seq);
+    return out;
+  }
+
+  /**
+   * Calls `wake(topic)` whenever another handle on the same endpoint and
+   * database in this process publishes to `topic`, acks or kills a keyed
+   * delivery on it (freeing the next of its lane), or releases deliveries of
+   * it; until `signal` aborts or this store closes. Other processes are not
+   * heard: they are found by polling.
+   */
+  async listen(signal: AbortSignal, wake: (topic: string) => void): Promise<void> {
+    this.#assertOpen();
+    if (signal.aborted) return;
+    const onWake = (topic: string, from: ClickHouseStore) => {
+      if (from !== this) wake(topic);
+    };
+    wakeEvents.on(this.#channel, onWake);
+    try {
+      await new Promise<void>((resolve) => {
+        signal.addEventListener('abort', () => resolve(), { once: true });
+        this.#closing.signal.addEventListener('abort', () => resolve(), { once: true });
+      });
+    } finally {
+      wakeEvents.off(this.#channel, onWake);
+    }
   }
 
   async ping(): Promise<void> {
@@ -531,6 +646,7 @@ export class ClickHouseStore implements Store {
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
+    this.#closing.abort();
     await this.#reading;
     if (this.#owns) await this.#client.close().catch(() => undefined);
   }
@@ -580,6 +696,24 @@ function byTopic(pairs: Array<[string, string]>): Map<string, string[]> {
     l.push(id);
   }
   return m;
+}
+
+/**
+ * Gives a groups table made by an earlier version of the store its `deleted`
+ * column. Two opens racing may both try; the loser's error is ignored once
+ * the column is there.
+ */
+async function addGroupsDeleted(client: ClickHouseClient, sql: Record<StatementName, string>, db: string): Promise<void> {
+  const has = async () => {
+    const rs = await client.query({ query: render(sql['groups-deleted-column'], { db }), format: 'JSONEachRow', clickhouse_settings: SETTINGS });
+    return Number((await rs.json<{ n: string }>())[0]?.n ?? 0) > 0;
+  };
+  if (await has()) return;
+  try {
+    await client.command({ query: sql['add-groups-deleted'], clickhouse_settings: SETTINGS });
+  } catch (err) {
+    if (!(await has())) throw err;
+  }
 }
 
 /** A server clock calibrated against `client`'s server: milliseconds where the server has `now64`, else seconds refined by sampling. */

@@ -16,10 +16,13 @@ CREATE TABLE IF NOT EXISTS __DB__.topics (
 ;
 -- Consumer groups. A group's row is written last when it is registered, so a
 -- group whose backfill failed half-way is registered again, not half-filled.
+-- `deleted` = 1 marks a removed group (tables made before it existed gain
+-- the column on open, see groups-deleted-column.sql).
 CREATE TABLE IF NOT EXISTS __DB__.groups (
   topic String,
   grp String,
   created_at UInt64,
+  deleted UInt8 DEFAULT 0,
   ver UInt64
 ) ENGINE = ReplacingMergeTree(ver) ORDER BY (topic, grp)
 ;

@@ -1,2 +1,2 @@
--- A group's registration; rows follow as VALUES tuples.
-INSERT INTO __DB__.groups (topic, grp, created_at, ver) VALUES
+-- Group registration versions (deleted 1: removed); rows follow as VALUES tuples.
+INSERT INTO __DB__.groups (topic, grp, created_at, deleted, ver) VALUES
