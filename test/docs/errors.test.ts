@@ -116,6 +116,18 @@ const ROWS: Row[] = [
     coveredBy: 'test/queue/sqlite-migration.test.ts',
   },
   {
+    doc: 'docs/QUEUE.md', claim: 'which throws `NoLockerError` before anything is registered', error: 'NoLockerError',
+    coveredBy: 'test/queue/clickhouse.test.ts',
+  },
+  {
+    doc: 'docs/QUEUE.md', claim: 'rejects a waiting `acquire` with `LockedError`', error: 'LockedError',
+    coveredBy: 'test/queue/lockers.test.ts',
+  },
+  {
+    doc: 'docs/OPERATIONS.md', claim: 'the store refuses to\nconsume without one (`NoLockerError`)', error: 'NoLockerError',
+    coveredBy: 'test/queue/clickhouse.test.ts',
+  },
+  {
     doc: 'docs/QUEUE.md', claim: 'an unregistered type with `UnsupportedError`', error: 'UnsupportedError',
     trigger: () => createQueue({ type: 'kafka' }),
   },
