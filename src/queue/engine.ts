@@ -134,6 +134,8 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
   readonly #host: SubscriptionHost;
   /** Concurrent publishes share one append (group commit, publish-batcher.ts). */
   readonly #batcher: PublishBatcher<StoredMessage>;
+  /** Subscribes under way, which close waits for. */
+  readonly #subscribing = new Set<Promise<unknown>>();
   /** Orders registering and removing each (topic, group) in this queue. */
   readonly #groupLock = new KeyedLock();
 
@@ -296,15 +298,23 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
       validateName('dead-letter topic', o.deadLetterTopic);
       if (o.deadLetterTopic === topic) throw new DeadLetterLoopError(`dead-letter topic ${topic} is the subscribed topic`);
     }
-    return this.#groupLock.run(groupKey(topic, group), async () => {
+    // A subscribe called before close completes as if it ran first: close
+    // waits for it and then closes its subscription, so a group it
+    // registered is never left without the subscription the caller was given.
+    const pending = this.#groupLock.run(groupKey(topic, group), async () => {
       await this.#store.canConsume?.();
       await this.#store.ensureGroup(topic, group, o.startFrom);
-      this.#assertOpen();
       const sub = new StoreSubscription(this.#host, topic, group, handler, o);
       this.#subs.add(sub);
       sub.start();
       return sub;
     });
+    this.#subscribing.add(pending);
+    try {
+      return await pending;
+    } finally {
+      this.#subscribing.delete(pending);
+    }
   }
 
   /** See `Queue.removeGroup`. */
@@ -390,6 +400,7 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
 
   async #close(opts: CloseOptions): Promise<void> {
     this.#closed = true;
+    await Promise.allSettled([...this.#subscribing]);
     const results = await Promise.allSettled([...this.#subs].map((s) => s.close(opts)));
     this.#timer.stop();
     await this.#janitor.stop();

@@ -33,6 +33,23 @@ for (const factory of STORE_FACTORIES) {
       assert.deepEqual(t.errors.filter((e) => e.op !== 'claim'), []);
     });
 
+    it('a subscribe racing close completes as if it ran first and close closes it; one called after close registers nothing', async () => {
+      const { q } = await t.instance();
+      let ran = 0;
+      const sub = q.subscribe('t', 'raced', async () => void ran++, FAST);
+      const closed = q.close();
+      const [s] = await Promise.all([sub, closed]);
+      assert.ok(s, 'the subscribe resolved');
+      await s.close(); // idempotent: close already closed it
+      await assert.rejects(q.subscribe('t', 'late', async () => undefined, FAST), { code: 'ERR_CLOSED' });
+      const other = await t.instance();
+      assert.deepEqual(await other.q.listGroups('t'), [{ topic: 't', group: 'raced' }]);
+      await other.q.publish({ topic: 't', payload: enc('x') });
+      await new Promise((r) => setTimeout(r, 100));
+      assert.equal(ran, 0, 'the closed subscription runs nothing');
+      assert.equal((await other.q.stats('t', 'raced')).pending, 1);
+    });
+
     it('a decode that returns a promise dead-letters the delivery (reason decode) and the loop goes on', async () => {
       const died: string[] = [];
       const { q } = await t.instance();
