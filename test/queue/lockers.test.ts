@@ -144,9 +144,9 @@ for (const kind of kinds) {
       await next.release();
     });
 
-    it('refuses an empty key and a TTL that is not a positive integer', async () => {
+    it('refuses an empty key and a TTL that is not an integer from 1 to the longest Node timer', async () => {
       const [a] = await pair();
-      for (const [key, ttl] of [['', 10], ['k', 0], ['k', -5], ['k', 1.5], ['k', Number.NaN]] as const) {
+      for (const [key, ttl] of [['', 10], ['k', 0], ['k', -5], ['k', 1.5], ['k', Number.NaN], ['k', 2 ** 31], ['k', 1e10], ['a\0b', 10]] as const) {
         await assert.rejects(a.acquire(key, ttl), InvalidArgumentError);
       }
     });

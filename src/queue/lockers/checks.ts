@@ -1,10 +1,18 @@
 /** Argument checks and the retry wait shared by the lockers. */
 import { InvalidArgumentError, LockedError } from '../../errors.js';
+import { MAX_TIMER_MS } from '../options.js';
 
-/** Throws `InvalidArgumentError` unless `key` is a non-empty string and `ttlMs` a positive safe integer. */
+/**
+ * Throws `InvalidArgumentError` unless `key` is a non-empty string without NUL and
+ * `ttlMs` an integer from 1 to `MAX_TIMER_MS`: a lock's expiry runs on a
+ * Node timer, and a longer delay fires after 1 ms, freeing the key at once.
+ */
 export function checkAcquire(key: unknown, ttlMs: unknown): void {
-  if (typeof key !== 'string' || key === '') throw new InvalidArgumentError('locker: key must be a non-empty string');
-  if (typeof ttlMs !== 'number' || !Number.isSafeInteger(ttlMs) || ttlMs < 1) throw new InvalidArgumentError(`locker: ttlMs must be a positive integer, got ${String(ttlMs)}`);
+  // NUL is refused by every locker alike: Postgres text cannot hold it.
+  if (typeof key !== 'string' || key === '' || key.includes('\0')) throw new InvalidArgumentError('locker: key must be a non-empty string without NUL');
+  if (typeof ttlMs !== 'number' || !Number.isInteger(ttlMs) || ttlMs < 1 || ttlMs > MAX_TIMER_MS) {
+    throw new InvalidArgumentError(`locker: ttlMs must be an integer from 1 to ${MAX_TIMER_MS}, got ${String(ttlMs)}`);
+  }
 }
 
 /** The `LockedError` an aborted wait rejects with. */

@@ -31,7 +31,7 @@ export class ProcessLocker implements DistributedLocker {
 
   /**
    * Resolves once `key` is free, holding it for at most `ttlMs`.
-   * @throws InvalidArgumentError empty key or a `ttlMs` that is not a positive integer.
+   * @throws InvalidArgumentError empty key, a key with NUL, or a `ttlMs` that is not an integer from 1 to 2³¹−1.
    * @throws LockedError `opts.signal` aborted before the key was granted.
    */
   acquire(key: string, ttlMs: number, opts: AcquireOptions = {}): Promise<HeldLock> {

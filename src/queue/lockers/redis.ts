@@ -86,7 +86,7 @@ export class RedisLocker implements DistributedLocker {
 
   /**
    * Waits until `key` is free and takes it for `ttlMs`.
-   * @throws InvalidArgumentError empty key or bad `ttlMs`.
+   * @throws InvalidArgumentError empty key, a key with NUL, or a `ttlMs` that is not an integer from 1 to 2³¹−1.
    * @throws LockedError `opts.signal` aborted while the key was held.
    * @throws ClosedError the locker was closed.
    * @throws IOError Redis failed.

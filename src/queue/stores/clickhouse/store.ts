@@ -22,6 +22,7 @@ import { EventEmitter } from 'node:events';
 import { performance } from 'node:perf_hooks';
 import type { ClickHouseClient } from '@clickhouse/client';
 import { ClosedError, FerryError, InvalidArgumentError, IOError, NoLockerError } from '../../../errors.js';
+import { MAX_TIMER_MS } from '../../options.js';
 import { deliveryId } from '../../delivery-id.js';
 import { ProcessLocker } from '../../lockers/process.js';
 import type { DistributedLocker, HeldLock } from '../../lockers/types.js';
@@ -153,7 +154,7 @@ export class ClickHouseStore implements Store {
     const db = opts.database ?? 'ferry';
     const sql = statements(quoteDatabase(db));
     const lockTtlMs = opts.lockTtlMs ?? DEFAULT_LOCK_TTL_MS;
-    if (!Number.isSafeInteger(lockTtlMs) || lockTtlMs < 100) throw new InvalidArgumentError('clickhouse store: lockTtlMs must be an integer of at least 100');
+    if (!Number.isInteger(lockTtlMs) || lockTtlMs < 100 || lockTtlMs > MAX_TIMER_MS) throw new InvalidArgumentError(`clickhouse store: lockTtlMs must be an integer from 100 to ${MAX_TIMER_MS}`);
     if (opts.locker !== undefined && typeof opts.locker?.acquire !== 'function') throw new InvalidArgumentError('clickhouse store: locker must have an acquire method');
     let client = opts.client;
     if (!client) {
