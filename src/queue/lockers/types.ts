@@ -50,7 +50,7 @@ export interface DistributedLocker {
    * resolves with the held lock. Concurrent calls for one key are granted one
    * at a time; calls for different keys do not wait for each other.
    *
-   * @throws InvalidArgumentError `key` is empty or `ttlMs` is not a positive integer.
+   * @throws InvalidArgumentError `key` is empty or holds NUL, or `ttlMs` is not an integer from 1 to 2³¹−1 (the longest Node timer).
    * @throws LockedError `signal` aborted while the key was still held by someone else (cause: the signal's reason).
    * @throws IOError the backend cannot be reached.
    */
