@@ -225,8 +225,11 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
         throw new ScheduleTooFarError(`deliverAt ${m.deliverAt.toISOString()} is more than retentionHours (${this.#cfg.retentionHours}) ahead`);
       }
     }
-    const out: StoredMessage = { ...m, id: m.id ?? uuidV7(now), publishedAt: m.publishedAt ?? new Date(now) };
-    if (out.key === undefined) delete out.key;
+    // Built field by field: a spread copies unknown fields, and deleting one leaves a slow object.
+    const out: StoredMessage = { id: m.id ?? uuidV7(now), topic: m.topic, payload: m.payload, publishedAt: m.publishedAt ?? new Date(now) };
+    if (m.key !== undefined) out.key = m.key;
+    if (m.headers !== undefined) out.headers = m.headers;
+    if (m.deliverAt !== undefined) out.deliverAt = m.deliverAt;
     return out;
   }
 

@@ -21,10 +21,11 @@ import type { Claimed } from '../../src/queue/types.js';
 import { counts } from '../stores/helpers.js';
 
 const fixture = join(dirname(fileURLToPath(import.meta.url)), 'fixtures', 'sqlite-v1.db');
+const fixtureV2 = join(dirname(fileURLToPath(import.meta.url)), 'fixtures', 'sqlite-v2.db');
 const enc = (s: string) => new TextEncoder().encode(s);
 const req = (group: string) => ({ topic: 'jobs', group, runnerId: 'new', max: 100, leaseMs: 60_000, maxInFlight: 0 });
 
-describe('sqlite store: a database from schema version 1', () => {
+describe('sqlite store: a database from an earlier schema version', () => {
   let dir: string;
   let path: string;
   before(() => {
@@ -89,6 +90,45 @@ describe('sqlite store: a database from schema version 1', () => {
     assert.deepEqual(counts(await b.stats('jobs', 'audit')), { pending: 6, leased: 0, dead: 0 });
     await a.close();
     await b.close();
+  });
+
+  it('a version 2 database gets group cursors at its newest message and keeps every row, claim and start position', async () => {
+    // fixtures/sqlite-v2.db, written by the version 2 store: topic `jobs` as in
+    // the version 1 file; topic `other` with o1 published before group `late`
+    // ('latest') and o2 after it.
+    const p = join(dir, 'v2.db');
+    copyFileSync(fixtureV2, p);
+    const raw0 = new Database(p, { readonly: true });
+    assert.equal(raw0.pragma('user_version', { simple: true }), 2);
+    const oldToken = raw0.prepare(`SELECT claim_token FROM ferry_deliveries WHERE delivery_id = ?`).pluck().get(deliveryId('b', 'workers')) as string;
+    const newest = raw0.prepare(`SELECT max(seq) FROM ferry_messages`).pluck().get() as number;
+    raw0.close();
+    assert.ok(oldToken);
+
+    const s = await SqliteStore.open({ path: p });
+    const raw = new Database(p, { readonly: true });
+    assert.equal(raw.pragma('user_version', { simple: true }), SCHEMA_VERSION);
+    assert.deepEqual(raw.prepare(`SELECT DISTINCT cursor_seq FROM ferry_groups`).pluck().all(), [newest]);
+    assert.equal(raw.prepare(`SELECT count(*) FROM ferry_deliveries`).pluck().get(), 13);
+    raw.close();
+
+    const w = await s.stats('jobs', 'workers');
+    assert.deepEqual([w.pending + w.leased, w.dead], [4, 1]);
+    assert.deepEqual(counts(await s.stats('jobs', 'audit')), { pending: 6, leased: 0, dead: 0 });
+    assert.deepEqual(counts(await s.stats('other', 'late')), { pending: 1, leased: 0, dead: 0 });
+
+    const b: Claimed = { deliveryId: deliveryId('b', 'workers'), claimToken: oldToken, group: 'workers', attempt: 1, message: { id: 'b', topic: 'jobs', payload: enc(''), publishedAt: new Date() } };
+    assert.deepEqual(await s.ack([{ ...b, claimToken: 'stale' }]), []);
+    assert.deepEqual(await s.ack([b]), [b.deliveryId]);
+    assert.deepEqual((await s.claim(req('audit'))).map((c) => [c.message.id, c.deliveryId]), ['a', 'b', 'd', 'e'].map((id) => [id, deliveryId(id, 'audit')]));
+    assert.deepEqual((await s.claim({ ...req('late'), topic: 'other' })).map((c) => c.message.id), ['o2']);
+
+    // A new message reaches both groups through their cursors; a stored ID is still a no-op.
+    await s.append([{ id: 'a', topic: 'jobs', payload: enc('again'), publishedAt: new Date() }, { id: 'g', topic: 'jobs', payload: enc('new'), publishedAt: new Date() }]);
+    assert.deepEqual((await s.claim(req('audit'))).map((c) => c.message.id), ['g']);
+    const workers = (await s.claim(req('workers'))).map((c) => c.message.id);
+    assert.ok(workers.includes('g') && workers.includes('c') && !workers.includes('a'), workers.join());
+    await s.close();
   });
 
   it('a database from a newer ferry is refused with IOError, untouched', async () => {

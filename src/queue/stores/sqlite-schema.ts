@@ -9,18 +9,29 @@
  * index: at 200,000 rows, most of the pages a batch of publishes wrote. Now
  * a publish appends at the end of every index it touches, and writes to a
  * delivery find their row through the message's ID.
+ *
+ * Version 3 makes deliveries lazily. `ferry_groups.cursor_seq` is the highest
+ * message `seq` the group has a delivery row for (or chose to skip, for a
+ * group that starts from the latest message); a publish writes only its
+ * `ferry_messages` row, and a claim first turns the messages past its
+ * group's cursor into pending deliveries, in `seq` order. A publish no longer
+ * costs a row and two index entries per group, and a group that starts from
+ * the earliest message no longer copies the topic's backlog when created.
+ * The migration sets every cursor to the newest stored message, as version 2
+ * made every delivery at publish.
  */
 import type BetterSqlite3 from 'better-sqlite3';
 import { IOError } from '../../errors.js';
 
 /** The version this code creates and reads. */
-export const SCHEMA_VERSION = 2;
+export const SCHEMA_VERSION = 3;
 
 const GROUPS = `
 CREATE TABLE IF NOT EXISTS ferry_groups (
   topic TEXT NOT NULL,
   grp TEXT NOT NULL,
   created_at INTEGER NOT NULL,
+  cursor_seq INTEGER NOT NULL DEFAULT 0,
   PRIMARY KEY (topic, grp)
 ) WITHOUT ROWID;`;
 
@@ -36,7 +47,7 @@ CREATE TABLE IF NOT EXISTS ferry_messages (
   deliver_at INTEGER,
   due_at INTEGER NOT NULL
 );
--- Backfilling a new 'earliest' group.
+-- A claim's walk past its group's cursor.
 CREATE INDEX IF NOT EXISTS ferry_messages_topic ON ferry_messages (topic, seq);
 -- The janitor's oldest-first walk.
 CREATE INDEX IF NOT EXISTS ferry_messages_due ON ferry_messages (due_at);`;
@@ -87,6 +98,14 @@ ALTER TABLE ferry_deliveries_v2 RENAME TO ferry_deliveries;
 ${DELIVERY_INDEXES}`;
 
 /**
+ * Version 2 to 3: every group already has a delivery for each stored message
+ * it should see, so its cursor is the newest message.
+ */
+const V2_TO_V3 = `
+ALTER TABLE ferry_groups ADD COLUMN cursor_seq INTEGER NOT NULL DEFAULT 0;
+UPDATE ferry_groups SET cursor_seq = (SELECT coalesce(max(seq), 0) FROM ferry_messages);`;
+
+/**
  * Creates the tables in an empty database, or brings one made by an earlier
  * version up to `SCHEMA_VERSION`, in one `BEGIN IMMEDIATE` transaction (two
  * processes opening one file at once migrate it once).
@@ -101,8 +120,13 @@ export function setUpSchema(db: BetterSqlite3.Database): void {
     }
     if (version === SCHEMA_VERSION) return;
     const hasDeliveries = db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'ferry_deliveries'`).get() !== undefined;
-    db.exec(GROUPS + MESSAGES + JANITOR);
-    db.exec(hasDeliveries ? V1_TO_V2 : deliveriesTable('ferry_deliveries') + DELIVERY_INDEXES);
+    db.exec(GROUPS + MESSAGES + JANITOR); // those missing, at the current version
+    if (!hasDeliveries) {
+      db.exec(deliveriesTable('ferry_deliveries') + DELIVERY_INDEXES);
+    } else {
+      if (version < 2) db.exec(V1_TO_V2);
+      db.exec(V2_TO_V3);
+    }
     db.pragma(`user_version = ${SCHEMA_VERSION}`);
   }).immediate();
 }

@@ -2,10 +2,12 @@
  * The SQLite store (queue type `sqlite`), the embedded default: one file, one
  * process, better-sqlite3 loaded only when this store is opened.
  *
- * Rows (sqlite-schema.ts): `ferry_groups` (topic, group), `ferry_messages`
- * (one per message; its `seq` is publish order) and `ferry_deliveries` (one
- * per message and group, keyed by (message_seq, grp) and carrying its
- * `deliveryId`). A delivery's `state` is 0 pending, 1 leased,
+ * Rows (sqlite-schema.ts): `ferry_groups` (topic, group and its cursor),
+ * `ferry_messages` (one per message; its `seq` is publish order) and
+ * `ferry_deliveries` (one per message and group, keyed by (message_seq, grp)
+ * and carrying its `deliveryId`). A publish writes only the message; a claim
+ * makes the deliveries of the messages past its group's cursor before it
+ * looks for due ones (`#advance`). A delivery's `state` is 0 pending, 1 leased,
  * 2 acked, 3 dead; partial indexes over `state < 2` keep claims proportional
  * to live work however many finished rows wait for the janitor.
  *
@@ -62,6 +64,10 @@ const PENDING = 0;
 const LEASED = 1;
 const ACKED = 2;
 const DEAD = 3;
+/** A claim short of due deliveries makes those of at least this many newer messages at once (`#advance`)... */
+const ADVANCE_MIN = 256;
+/** ...and at most this many chunks per claim, so one claim's transaction stays short behind many scheduled messages. */
+const ADVANCE_ROUNDS = 16;
 
 
 interface MessageRowDb {
@@ -104,9 +110,16 @@ const FENCED = `message_seq = (SELECT seq FROM ferry_messages WHERE id = ?) AND 
 function statements(db: Database) {
   return {
     now: db.prepare(`SELECT ${NOW_MS}`).pluck(),
-    insertGroup: db.prepare(`INSERT INTO ferry_groups (topic, grp, created_at) VALUES (?, ?, ?) ON CONFLICT DO NOTHING`),
-    groupsOf: db.prepare(`SELECT grp FROM ferry_groups WHERE topic = ?`).pluck(),
-    topicMessages: db.prepare(`SELECT seq, id, msg_key, deliver_at FROM ferry_messages WHERE topic = ? ORDER BY seq`),
+    insertGroup: db.prepare(`INSERT INTO ferry_groups (topic, grp, created_at, cursor_seq) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`),
+    cursor: db.prepare(`SELECT cursor_seq FROM ferry_groups WHERE topic = ? AND grp = ?`).pluck(),
+    setCursor: db.prepare(`UPDATE ferry_groups SET cursor_seq = ? WHERE topic = ? AND grp = ?`),
+    // Every later message has a larger seq (AUTOINCREMENT never reuses one).
+    newestSeq: db.prepare(`SELECT coalesce(max(seq), 0) FROM ferry_messages`).pluck(),
+    messagesAfter: db.prepare(`SELECT seq, id, msg_key, deliver_at FROM ferry_messages WHERE topic = ? AND seq > ? ORDER BY seq LIMIT ?`),
+    // The messages past a group's cursor: all pending, due from due_at.
+    ahead: db.prepare(
+      `SELECT count(*) AS n, min(CASE WHEN due_at <= @c THEN due_at END) AS oldest FROM ferry_messages WHERE topic = @a AND seq > @s`,
+    ),
     insertMessage: db.prepare(
       `INSERT INTO ferry_messages (id, topic, msg_key, payload, headers, published_at, deliver_at, due_at)
        VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
@@ -159,11 +172,14 @@ function statements(db: Database) {
       `DELETE FROM ferry_deliveries WHERE (message_seq, grp) IN (
          SELECT message_seq, grp FROM ferry_deliveries WHERE state = ${DEAD} AND finished_at < ? LIMIT ?)`,
     ),
-    // Messages due before the cutoff whose every delivery was acked before it.
+    // Messages due before the cutoff that every group of their topic has passed
+    // and whose every delivery was acked before it.
     finishedMessages: db
       .prepare(
-        `SELECT seq FROM ferry_messages m WHERE m.due_at < @a AND NOT EXISTS (
-           SELECT 1 FROM ferry_deliveries d WHERE d.message_seq = m.seq AND (d.state <> ${ACKED} OR d.finished_at >= @a))
+        `SELECT seq FROM ferry_messages m WHERE m.due_at < @a
+           AND NOT EXISTS (SELECT 1 FROM ferry_groups g WHERE g.topic = m.topic AND g.cursor_seq < m.seq)
+           AND NOT EXISTS (
+             SELECT 1 FROM ferry_deliveries d WHERE d.message_seq = m.seq AND (d.state <> ${ACKED} OR d.finished_at >= @a))
          ORDER BY m.due_at LIMIT @b`,
       )
       .pluck(),
@@ -235,12 +251,15 @@ export class SqliteStore implements Store {
   readonly #q: Statements;
   /** The file's real path, the channel of `fileEvents`; undefined for a private (`:memory:` or temporary) database. */
   readonly #file: string | undefined;
+  /** One transaction function for every write (better-sqlite3 builds five wrappers per `transaction` call). */
+  readonly #tx: BetterSqlite3.Transaction<(fn: (now: number) => unknown) => unknown>;
   #closed = false;
 
   private constructor(db: Database, file: string | undefined) {
     this.#db = db;
     this.#q = statements(db);
     this.#file = file;
+    this.#tx = db.transaction((fn: (now: number) => unknown) => fn(this.#q.now.get() as number));
   }
 
   /**
@@ -279,35 +298,42 @@ export class SqliteStore implements Store {
   /** Runs `fn` in a `BEGIN IMMEDIATE` transaction and hands it the database clock read after the lock was taken. */
   #write<T>(fn: (now: number) => T): T {
     if (this.#closed) throw new ClosedError('sqlite store is closed');
-    return this.#db.transaction(() => fn(this.#q.now.get() as number)).immediate();
+    return this.#tx.immediate(fn) as T;
   }
 
-  #newDeliveries(seq: number, id: string, topic: string, key: string | null, deliverAt: number | null, groups: string[]): void {
-    for (const g of groups) this.#q.insertDelivery.run(deliveryId(id, g), seq, topic, g, key, deliverAt ?? 0);
+  /**
+   * Makes the group's pending deliveries of up to `max` messages past its
+   * cursor, in publish order, and moves the cursor past them. Returns how
+   * many it made (fewer than `max`: the cursor reached the newest message),
+   * or 0 when the group is not registered. Inside a write transaction.
+   */
+  #advance(topic: string, group: string, max: number): number {
+    const cursor = this.#q.cursor.get(topic, group) as number | undefined;
+    if (cursor === undefined) return 0;
+    const rows = this.#q.messagesAfter.all(topic, cursor, max) as Array<{ seq: number; id: string; msg_key: string | null; deliver_at: number | null }>;
+    if (rows.length === 0) return 0;
+    for (const r of rows) this.#q.insertDelivery.run(deliveryId(r.id, group), r.seq, topic, group, r.msg_key, r.deliver_at ?? 0);
+    this.#q.setCursor.run(rows[rows.length - 1]!.seq, topic, group);
+    return rows.length;
   }
 
   async ensureGroup(topic: string, group: string, startFrom: StartFrom): Promise<void> {
     this.#write((now) => {
-      if (this.#q.insertGroup.run(topic, group, now).changes === 0 || startFrom !== 'earliest') return;
-      const rows = this.#q.topicMessages.all(topic) as Array<{ seq: number; id: string; msg_key: string | null; deliver_at: number | null }>;
-      for (const r of rows) this.#newDeliveries(r.seq, r.id, topic, r.msg_key, r.deliver_at, [group]);
+      // 'earliest' starts before every stored message; 'latest' after the newest.
+      this.#q.insertGroup.run(topic, group, now, startFrom === 'earliest' ? 0 : (this.#q.newestSeq.get() as number));
     });
   }
 
   async append(msgs: StoredMessage[]): Promise<void> {
     this.#write(() => {
-      const groups = new Map<string, string[]>();
       for (const m of msgs) {
         const deliverAt = m.deliverAt?.getTime() ?? null;
         const publishedAt = m.publishedAt.getTime();
-        const res = this.#q.insertMessage.run(
-          m.id, m.topic, m.key ?? null, Buffer.from(m.payload.buffer, m.payload.byteOffset, m.payload.byteLength), m.headers === undefined ? null : JSON.stringify(m.headers),
+        // An ID already stored changes nothing (ON CONFLICT DO NOTHING): idempotent.
+        this.#q.insertMessage.run(
+          m.id, m.topic, m.key ?? null, m.payload, m.headers === undefined ? null : JSON.stringify(m.headers),
           publishedAt, deliverAt, deliverAt ?? publishedAt,
         );
-        if (res.changes === 0) continue; // already stored: idempotent
-        let gs = groups.get(m.topic);
-        if (!gs) groups.set(m.topic, (gs = this.#q.groupsOf.all(m.topic) as string[]));
-        this.#newDeliveries(Number(res.lastInsertRowid), m.id, m.topic, m.key ?? null, deliverAt, gs);
       }
     });
     this.#notify(msgs);
@@ -325,7 +351,16 @@ export class SqliteStore implements Store {
       let limit = req.max;
       if (req.maxInFlight > 0) limit = Math.min(limit, req.maxInFlight - (this.#q.leasedCount.get(req.topic, req.group, now) as number));
       if (limit <= 0) return [];
-      const rows = this.#q.due.all({ a: req.topic, b: req.group, c: now, d: limit }) as ClaimRowDb[];
+      const due = { a: req.topic, b: req.group, c: now, d: limit };
+      let rows = this.#q.due.all(due) as ClaimRowDb[];
+      // Too few due: make the deliveries of newer messages, a chunk at a time,
+      // until enough are due or the cursor reaches the newest message.
+      const chunk = Math.max(ADVANCE_MIN, 4 * limit);
+      for (let i = 0; i < ADVANCE_ROUNDS && rows.length < limit; i++) {
+        const made = this.#advance(req.topic, req.group, chunk);
+        if (made > 0) rows = this.#q.due.all(due) as ClaimRowDb[];
+        if (made < chunk) break;
+      }
       return rows.map((r) => {
         const token = randomUUID();
         this.#q.lease.run(token, req.runnerId, now + Math.ceil(req.leaseMs), r.seq, req.group);
@@ -380,8 +415,16 @@ export class SqliteStore implements Store {
       const now = this.#q.now.get() as number;
       const live = this.#q.liveStats.get({ a: topic, b: group, c: now }) as { total: number; leased: number };
       const dead = this.#q.deadCount.get(topic, group) as number;
-      const oldestDue = this.#q.oldestDue.get({ a: topic, b: group, c: now }) as number | null;
-      return { pending: live.total - live.leased, leased: live.leased, dead, oldestPendingAgeMs: oldestDue === null ? 0 : now - oldestDue };
+      let oldestDue = this.#q.oldestDue.get({ a: topic, b: group, c: now }) as number | null;
+      let pending = live.total - live.leased;
+      // Messages past the group's cursor have no delivery row yet: each is one pending delivery.
+      const cursor = this.#q.cursor.get(topic, group) as number | undefined;
+      if (cursor !== undefined) {
+        const ahead = this.#q.ahead.get({ a: topic, s: cursor, c: now }) as { n: number; oldest: number | null };
+        pending += ahead.n;
+        if (ahead.oldest !== null && (oldestDue === null || ahead.oldest < oldestDue)) oldestDue = ahead.oldest;
+      }
+      return { pending, leased: live.leased, dead, oldestPendingAgeMs: oldestDue === null ? 0 : now - oldestDue };
     })();
   }
 
