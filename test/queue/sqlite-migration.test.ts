@@ -110,6 +110,7 @@ describe('sqlite store: a database from an earlier schema version', () => {
     assert.equal(raw.pragma('user_version', { simple: true }), SCHEMA_VERSION);
     assert.deepEqual(raw.prepare(`SELECT DISTINCT cursor_seq FROM ferry_groups`).pluck().all(), [newest]);
     assert.equal(raw.prepare(`SELECT count(*) FROM ferry_deliveries`).pluck().get(), 13);
+    assert.equal(raw.pragma('page_size', { simple: true }), 4096); // an existing file keeps its page size
     raw.close();
 
     const w = await s.stats('jobs', 'workers');

@@ -9,7 +9,8 @@ import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { IOError } from '../../src/errors.js';
 import { createQueue } from '../../src/queue/index.js';
-import { SqliteStore } from '../../src/queue/stores/sqlite.js';
+import Database from 'better-sqlite3';
+import { PAGE_SIZE, SqliteStore } from '../../src/queue/stores/sqlite.js';
 import { counts } from '../stores/helpers.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -26,6 +27,9 @@ describe('sqlite store', () => {
     const path = join(dir, 'wal.db');
     const s = await SqliteStore.open({ path });
     assert.equal(s.journalMode, 'wal');
+    const raw = new Database(path, { readonly: true });
+    assert.equal(raw.pragma('page_size', { simple: true }), PAGE_SIZE); // a new file takes ferry's page size
+    raw.close();
     await s.ensureGroup('t', 'g', 'latest');
     await s.append([{ id: 'kept', topic: 't', payload: enc('x'), publishedAt: new Date() }]);
     await s.close();

@@ -45,6 +45,9 @@ export interface SqliteStoreOptions {
   busyTimeoutMs?: number;
 }
 
+/** Page size of a database file the store creates, bytes. */
+export const PAGE_SIZE = 8192;
+
 /** Mode of a database file the store creates; SQLite copies it to the `-wal` and `-shm` files. */
 const DATABASE_FILE_MODE = 0o600;
 
@@ -279,6 +282,9 @@ export class SqliteStore implements Store {
       throw new IOError(`cannot open SQLite database ${opts.path}: ${(err as Error).message}`, { cause: err });
     }
     try {
+      // Only a new, empty file takes it (before WAL mode): rows of about 1 KiB
+      // fill 8 KiB pages with less slack than 4 KiB ones, so a publish writes fewer bytes.
+      db.pragma(`page_size = ${PAGE_SIZE}`);
       db.pragma('journal_mode = WAL');
       db.pragma(`synchronous = ${opts.synchronous === 'normal' ? 'NORMAL' : 'FULL'}`);
       setUpSchema(db);
