@@ -4,24 +4,38 @@
  * time-ordered, they land at the end of a store's index on message IDs
  * instead of on a random page of it, so a publish dirties a page or two of
  * that index, not one per message.
+ *
+ * Random bits come from a pool filled by one `randomFillSync` and turned
+ * into hex once per `POOL_IDS` IDs; each ID then slices that string, and the
+ * time's hex is reused while the millisecond is unchanged.
  */
 import { randomFillSync } from 'node:crypto';
 
-const POOL_IDS = 256;
-const pool = Buffer.alloc(10 * POOL_IDS);
+const POOL_IDS = 512;
+/** Hex digits per ID taken from the pool: 10 random bytes. */
+const HEX_PER_ID = 20;
+const pool = Buffer.alloc((HEX_PER_ID / 2) * POOL_IDS);
+let hex = '';
 let next = POOL_IDS;
+let lastMs = -1;
+let timeHex = '';
+/** The RFC variant's two top bits are 10: the first hex digit of that group is 8, 9, a or b. */
+const VARIANT = '89ab';
 
 /** A new version-7 UUID, lower-case, for `ms` (default now). */
 export function uuidV7(ms: number = Date.now()): string {
   if (next === POOL_IDS) {
     randomFillSync(pool);
+    hex = pool.toString('hex');
     next = 0;
   }
-  const r = pool.subarray(next * 10, next * 10 + 10);
-  next++;
-  const t = Math.floor(ms).toString(16).padStart(12, '0').slice(-12);
-  r[0] = (r[0]! & 0x0f) | 0x70; // version 7
-  r[2] = (r[2]! & 0x3f) | 0x80; // RFC variant
-  const h = r.toString('hex');
-  return `${t.slice(0, 8)}-${t.slice(8)}-${h.slice(0, 4)}-${h.slice(4, 8)}-${h.slice(8)}`;
+  const at = next++ * HEX_PER_ID;
+  if (ms !== lastMs) {
+    lastMs = ms;
+    const t = Math.floor(ms).toString(16).padStart(12, '0').slice(-12);
+    timeHex = `${t.slice(0, 8)}-${t.slice(8)}-7`;
+  }
+  // 12 random bits after the version digit, then the variant digit (2 random bits) and 62 more.
+  const variant = VARIANT[Number.parseInt(hex[at + 3]!, 16) & 3];
+  return `${timeHex}${hex.slice(at, at + 3)}-${variant}${hex.slice(at + 4, at + 7)}-${hex.slice(at + 7, at + 19)}`;
 }
