@@ -310,36 +310,41 @@ export class SqliteStore implements Store {
   /**
    * Makes the group's pending deliveries of up to `max` messages past its
    * cursor, in publish order, and moves the cursor past them. Returns the
-   * cursor it started from and how many it made (fewer than `max`: the
+   * cursor before and after, and how many it made (fewer than `max`: the
    * cursor reached the newest message); none when the group is not
    * registered. Inside a write transaction.
    */
-  #advance(topic: string, group: string, max: number): { from: number; made: number } {
+  #advance(topic: string, group: string, max: number): { from: number; to: number; made: number } {
     const from = this.#q.cursor.get(topic, group) as number | undefined;
-    if (from === undefined) return { from: 0, made: 0 };
+    if (from === undefined) return { from: 0, to: 0, made: 0 };
     const rows = this.#q.messagesAfter.all(topic, from, max) as Array<{ seq: number; id: string; msg_key: string | null; deliver_at: number | null }>;
+    if (rows.length === 0) return { from, to: from, made: 0 };
     for (const r of rows) this.#q.insertDelivery.run(deliveryId(r.id, group), r.seq, topic, group, r.msg_key, r.deliver_at ?? 0);
-    if (rows.length > 0) this.#q.setCursor.run(rows[rows.length - 1]!.seq, topic, group);
-    return { from, made: rows.length };
+    const to = rows[rows.length - 1]!.seq;
+    this.#q.setCursor.run(to, topic, group);
+    return { from, to, made: rows.length };
   }
 
   /**
-   * One claim transaction: the due deliveries already made, then, while
-   * fewer than the limit are due, those of the next chunks of messages past
-   * the cursor (only the new range is searched: everything before it was).
-   * `more` tells that it stopped with messages past the cursor left.
+   * One claim transaction: the due deliveries already made past seq
+   * `after` (0: all of them), then, while fewer than the limit are due,
+   * those of the next chunks of messages past the cursor (only each new
+   * range is searched). `more` tells that it stopped with messages past the
+   * cursor left, and `cursor` where it stopped.
    */
-  #claimOnce(req: ClaimRequest): { claimed: Claimed[]; more: boolean } {
+  #claimOnce(req: ClaimRequest, after: number): { claimed: Claimed[]; more: boolean; cursor: number } {
     return this.#write((now) => {
       let limit = req.max;
       if (req.maxInFlight > 0) limit = Math.min(limit, req.maxInFlight - (this.#q.leasedCount.get(req.topic, req.group, now) as number));
-      if (limit <= 0) return { claimed: [], more: false };
-      const rows = this.#q.due.all({ a: req.topic, b: req.group, c: now, d: limit, s: 0 }) as ClaimRowDb[];
+      if (limit <= 0) return { claimed: [], more: false, cursor: after };
+      const rows = this.#q.due.all({ a: req.topic, b: req.group, c: now, d: limit, s: after }) as ClaimRowDb[];
       const chunk = Math.max(ADVANCE_MIN, 4 * limit);
       let more = false;
+      let cursor = after;
       for (let i = 0; i < ADVANCE_ROUNDS && rows.length < limit; i++) {
-        const { from, made } = this.#advance(req.topic, req.group, chunk);
+        const { from, to, made } = this.#advance(req.topic, req.group, chunk);
         if (made > 0) rows.push(...(this.#q.due.all({ a: req.topic, b: req.group, c: now, d: limit - rows.length, s: from }) as ClaimRowDb[]));
+        cursor = to;
         more = made === chunk;
         if (!more) break;
       }
@@ -348,7 +353,7 @@ export class SqliteStore implements Store {
         this.#q.lease.run(token, req.runnerId, now + Math.ceil(req.leaseMs), r.seq, req.group);
         return { deliveryId: r.delivery_id, claimToken: token, group: req.group, attempt: r.attempt + 1, message: toMessage(r) };
       });
-      return { claimed, more };
+      return { claimed, more, cursor };
     });
   }
 
@@ -400,15 +405,16 @@ export class SqliteStore implements Store {
   /**
    * Claims in short transactions: when one finds nothing due but stopped
    * with messages past the cursor left (many scheduled for later, say), the
-   * next goes on after a turn of the event loop, until something is due or
-   * the cursor reaches the newest message. So due messages behind a long
-   * run of scheduled ones are found in one call, without blocking the
-   * process for the whole run.
+   * next goes on from where it stopped after a turn of the event loop, until
+   * something is due or the cursor reaches the newest message. So due
+   * messages behind a long run of scheduled ones are found in one call, in
+   * time proportional to the run, without blocking the process for all of it.
    */
   async claim(req: ClaimRequest): Promise<Claimed[]> {
-    for (;;) {
-      const { claimed, more } = this.#claimOnce(req);
+    for (let after = 0; ; ) {
+      const { claimed, more, cursor } = this.#claimOnce(req, after);
       if (claimed.length > 0 || !more) return claimed;
+      after = cursor;
       await new Promise<void>((resolve) => setImmediate(resolve));
     }
   }
