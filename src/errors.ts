@@ -159,8 +159,8 @@ export class InvalidNameError extends FerryError {
 
 /** A message payload is larger than the queue's `maxPayloadBytes`. */
 export class PayloadTooLargeError extends FerryError {
-  constructor(message: string) {
-    super('ERR_PAYLOAD_TOO_LARGE', message);
+  constructor(message: string, options?: FerryErrorOptions) {
+    super('ERR_PAYLOAD_TOO_LARGE', message, options);
   }
 }
 

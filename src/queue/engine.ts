@@ -213,7 +213,13 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
     if (m.payload.byteLength > this.#cfg.maxPayloadBytes) {
       throw new PayloadTooLargeError(`payload is ${m.payload.byteLength} bytes, more than ${this.#cfg.maxPayloadBytes}`);
     }
+    if (m.publishedAt !== undefined && !(m.publishedAt instanceof Date && !Number.isNaN(m.publishedAt.getTime()))) {
+      throw new InvalidArgumentError('publishedAt must be a valid Date');
+    }
     if (m.headers !== undefined) {
+      if (typeof m.headers !== 'object' || m.headers === null || Array.isArray(m.headers)) {
+        throw new InvalidArgumentError('message headers must be an object of strings');
+      }
       for (const [k, v] of Object.entries(m.headers)) {
         if (typeof v !== 'string') throw new InvalidArgumentError(`header ${JSON.stringify(k)} is not a string`);
       }

@@ -39,7 +39,8 @@ export function validateName(kind: string, name: string): void {
  * @throws InvalidArgumentError the value breaks one of those rules.
  */
 export function validateId(kind: string, value: string): void {
-  if (typeof value !== 'string' || value.length === 0) throw new InvalidArgumentError(`message ${kind} is empty`);
+  if (typeof value !== 'string') throw new InvalidArgumentError(`message ${kind} must be a string, not ${value === null ? 'null' : typeof value}`);
+  if (value.length === 0) throw new InvalidArgumentError(`message ${kind} is empty`);
   if (value.length > MAX_ID_LENGTH) {
     throw new InvalidArgumentError(`message ${kind} is ${value.length} characters, more than ${MAX_ID_LENGTH}`);
   }

@@ -33,6 +33,11 @@ describe('validateId', () => {
       assert.throws(() => validateId('key', bad), (e: unknown) => e instanceof InvalidArgumentError && e.code === 'ERR_INVALID_ARGUMENT' && /key/.test(e.message));
     }
   });
+  it('says a value that is not a string is not one, rather than calling it empty', () => {
+    for (const [bad, what] of [[5, 'number'], [null, 'null'], [{}, 'object']] as const) {
+      assert.throws(() => validateId('id', bad as unknown as string), (e: unknown) => e instanceof InvalidArgumentError && e.message === `message id must be a string, not ${what}`);
+    }
+  });
 });
 
 describe('deliveryId', () => {

@@ -88,6 +88,21 @@ describe('sqlite store: deliveries made at claim time', () => {
     await s.close();
   });
 
+  it('one claim finds a due message behind scheduled ones in many transactions, letting the event loop run between them', async () => {
+    const s = await open();
+    await s.ensureGroup('t', 'g', 'latest');
+    const later = new Date(Date.now() + HOUR);
+    for (let i = 0; i < 10_000; i += 1000) await s.append(Array.from({ length: 1000 }, (_, j) => msg('t', { id: `s${i + j}`, deliverAt: later })));
+    await s.append([msg('t', { id: 'due' })]);
+    let turned = false;
+    setImmediate(() => (turned = true));
+    assert.deepEqual(ids(await s.claim(claimReq('t', 'g', { max: 4 }))), ['due']);
+    assert.ok(turned, 'the claim yielded to the event loop between its transactions');
+    assert.deepEqual(await s.claim(claimReq('t', 'g')), []); // the rest are made and not due
+    assert.deepEqual(counts(await s.stats('t', 'g')), { pending: 10_000, leased: 1, dead: 0 });
+    await s.close();
+  });
+
   it('two handles on one file claiming at once hand each message out once, in order per key', async () => {
     const path = join(dir, 'two.db');
     const [a, b] = await Promise.all([SqliteStore.open({ path }), SqliteStore.open({ path })]);

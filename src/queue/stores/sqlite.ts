@@ -22,7 +22,7 @@ import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { closeSync, constants, openSync, realpathSync } from 'node:fs';
 import type BetterSqlite3 from 'better-sqlite3';
-import { ClosedError, InvalidArgumentError, IOError } from '../../errors.js';
+import { ClosedError, InvalidArgumentError, IOError, PayloadTooLargeError } from '../../errors.js';
 import { deliveryId } from '../delivery-id.js';
 import { parseSeqCursor } from './seq-cursor.js';
 import { setUpSchema } from './sqlite-schema.js';
@@ -69,8 +69,8 @@ const ACKED = 2;
 const DEAD = 3;
 /** A claim short of due deliveries makes those of at least this many newer messages at once (`#advance`)... */
 const ADVANCE_MIN = 256;
-/** ...and at most this many chunks per claim, so one claim's transaction stays short behind many scheduled messages. */
-const ADVANCE_ROUNDS = 16;
+/** ...and at most this many chunks per transaction, so the process is never blocked for long behind many scheduled messages. */
+const ADVANCE_ROUNDS = 4;
 
 
 interface MessageRowDb {
@@ -135,11 +135,11 @@ function statements(db: Database) {
       // "state < 2" lets SQLite use the partial index of live rows.
       .prepare(`SELECT count(*) FROM ferry_deliveries WHERE topic = ? AND grp = ? AND state < 2 AND state = ${LEASED} AND lease_until > ?`)
       .pluck(),
-    // Due deliveries in publish order; a keyed one only when nothing earlier on its lane is live.
+    // Due deliveries past seq @s in publish order; a keyed one only when nothing earlier on its lane is live.
     due: db.prepare(
       `SELECT d.delivery_id, d.attempt, m.seq, m.id, m.topic, m.msg_key, m.payload, m.headers, m.published_at, m.deliver_at
        FROM ferry_deliveries d JOIN ferry_messages m ON m.seq = d.message_seq
-       WHERE d.topic = @a AND d.grp = @b AND d.state < 2
+       WHERE d.topic = @a AND d.grp = @b AND d.state < 2 AND d.message_seq > @s
          AND ((d.state = ${PENDING} AND d.available_at <= @c) OR (d.state = ${LEASED} AND d.lease_until <= @c))
          AND (d.msg_key IS NULL OR NOT EXISTS (
            SELECT 1 FROM ferry_deliveries e
@@ -309,18 +309,52 @@ export class SqliteStore implements Store {
 
   /**
    * Makes the group's pending deliveries of up to `max` messages past its
-   * cursor, in publish order, and moves the cursor past them. Returns how
-   * many it made (fewer than `max`: the cursor reached the newest message),
-   * or 0 when the group is not registered. Inside a write transaction.
+   * cursor, in publish order, and moves the cursor past them. Returns the
+   * cursor before and after, and how many it made (fewer than `max`: the
+   * cursor reached the newest message); none when the group is not
+   * registered. Inside a write transaction.
    */
-  #advance(topic: string, group: string, max: number): number {
-    const cursor = this.#q.cursor.get(topic, group) as number | undefined;
-    if (cursor === undefined) return 0;
-    const rows = this.#q.messagesAfter.all(topic, cursor, max) as Array<{ seq: number; id: string; msg_key: string | null; deliver_at: number | null }>;
-    if (rows.length === 0) return 0;
+  #advance(topic: string, group: string, max: number): { from: number; to: number; made: number } {
+    const from = this.#q.cursor.get(topic, group) as number | undefined;
+    if (from === undefined) return { from: 0, to: 0, made: 0 };
+    const rows = this.#q.messagesAfter.all(topic, from, max) as Array<{ seq: number; id: string; msg_key: string | null; deliver_at: number | null }>;
+    if (rows.length === 0) return { from, to: from, made: 0 };
     for (const r of rows) this.#q.insertDelivery.run(deliveryId(r.id, group), r.seq, topic, group, r.msg_key, r.deliver_at ?? 0);
-    this.#q.setCursor.run(rows[rows.length - 1]!.seq, topic, group);
-    return rows.length;
+    const to = rows[rows.length - 1]!.seq;
+    this.#q.setCursor.run(to, topic, group);
+    return { from, to, made: rows.length };
+  }
+
+  /**
+   * One claim transaction: the due deliveries already made past seq
+   * `after` (0: all of them), then, while fewer than the limit are due,
+   * those of the next chunks of messages past the cursor (only each new
+   * range is searched). `more` tells that it stopped with messages past the
+   * cursor left, and `cursor` where it stopped.
+   */
+  #claimOnce(req: ClaimRequest, after: number): { claimed: Claimed[]; more: boolean; cursor: number } {
+    return this.#write((now) => {
+      let limit = req.max;
+      if (req.maxInFlight > 0) limit = Math.min(limit, req.maxInFlight - (this.#q.leasedCount.get(req.topic, req.group, now) as number));
+      if (limit <= 0) return { claimed: [], more: false, cursor: after };
+      const rows = this.#q.due.all({ a: req.topic, b: req.group, c: now, d: limit, s: after }) as ClaimRowDb[];
+      const chunk = Math.max(ADVANCE_MIN, 4 * limit);
+      let more = false;
+      let cursor = after;
+      for (let i = 0; i < ADVANCE_ROUNDS && rows.length < limit; i++) {
+        const { from, to, made } = this.#advance(req.topic, req.group, chunk);
+        if (made > 0) rows.push(...(this.#q.due.all({ a: req.topic, b: req.group, c: now, d: limit - rows.length, s: from }) as ClaimRowDb[]));
+        cursor = to;
+        more = made === chunk;
+        if (!more) break;
+      }
+      const claimed = rows.map((r) => {
+        const token = randomUUID();
+        this.#q.lease.run(token, req.runnerId, now + Math.ceil(req.leaseMs), r.seq, req.group);
+        return { deliveryId: r.delivery_id, claimToken: token, group: req.group, attempt: r.attempt + 1, message: toMessage(r) };
+      });
+      return { claimed, more, cursor };
+    });
   }
 
   async ensureGroup(topic: string, group: string, startFrom: StartFrom): Promise<void> {
@@ -330,7 +364,24 @@ export class SqliteStore implements Store {
     });
   }
 
+  /**
+   * @throws PayloadTooLargeError a message is larger than a SQLite value may be here (better-sqlite3 sets
+   *   that limit to V8's longest string, 2^29 - 24 bytes on 64-bit); nothing is stored.
+   */
   async append(msgs: StoredMessage[]): Promise<void> {
+    try {
+      this.#appendRows(msgs);
+    } catch (err) {
+      // The driver refuses a value over the limit as it binds it (RangeError), SQLite a row over it (SQLITE_TOOBIG).
+      if (err instanceof RangeError || (err as { code?: unknown }).code === 'SQLITE_TOOBIG') {
+        throw new PayloadTooLargeError(`a message is too large for SQLite: ${(err as Error).message}`, { cause: err });
+      }
+      throw err;
+    }
+    this.#notify(msgs);
+  }
+
+  #appendRows(msgs: StoredMessage[]): void {
     this.#write(() => {
       for (const m of msgs) {
         const deliverAt = m.deliverAt?.getTime() ?? null;
@@ -342,7 +393,6 @@ export class SqliteStore implements Store {
         );
       }
     });
-    this.#notify(msgs);
   }
 
   /** Tells other handles on this file in this process that the topics of `items` may have claimable work. */
@@ -352,27 +402,21 @@ export class SqliteStore implements Store {
     for (const t of topics) fileEvents.emit(this.#file, t, this);
   }
 
+  /**
+   * Claims in short transactions: when one finds nothing due but stopped
+   * with messages past the cursor left (many scheduled for later, say), the
+   * next goes on from where it stopped after a turn of the event loop, until
+   * something is due or the cursor reaches the newest message. So due
+   * messages behind a long run of scheduled ones are found in one call, in
+   * time proportional to the run, without blocking the process for all of it.
+   */
   async claim(req: ClaimRequest): Promise<Claimed[]> {
-    return this.#write((now) => {
-      let limit = req.max;
-      if (req.maxInFlight > 0) limit = Math.min(limit, req.maxInFlight - (this.#q.leasedCount.get(req.topic, req.group, now) as number));
-      if (limit <= 0) return [];
-      const due = { a: req.topic, b: req.group, c: now, d: limit };
-      let rows = this.#q.due.all(due) as ClaimRowDb[];
-      // Too few due: make the deliveries of newer messages, a chunk at a time,
-      // until enough are due or the cursor reaches the newest message.
-      const chunk = Math.max(ADVANCE_MIN, 4 * limit);
-      for (let i = 0; i < ADVANCE_ROUNDS && rows.length < limit; i++) {
-        const made = this.#advance(req.topic, req.group, chunk);
-        if (made > 0) rows = this.#q.due.all(due) as ClaimRowDb[];
-        if (made < chunk) break;
-      }
-      return rows.map((r) => {
-        const token = randomUUID();
-        this.#q.lease.run(token, req.runnerId, now + Math.ceil(req.leaseMs), r.seq, req.group);
-        return { deliveryId: r.delivery_id, claimToken: token, group: req.group, attempt: r.attempt + 1, message: toMessage(r) };
-      });
-    });
+    for (let after = 0; ; ) {
+      const { claimed, more, cursor } = this.#claimOnce(req, after);
+      if (claimed.length > 0 || !more) return claimed;
+      after = cursor;
+      await new Promise<void>((resolve) => setImmediate(resolve));
+    }
   }
 
   async ack(cs: Claimed[]): Promise<string[]> {

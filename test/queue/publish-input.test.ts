@@ -1,0 +1,70 @@
+/**
+ * Message fields `publish` checks before anything reaches the store:
+ * `publishedAt` and `headers` of the wrong shape are an InvalidArgumentError
+ * at once (not a driver error, retried as if transient), and nothing of the
+ * publish is stored. A message too large for SQLite is a PayloadTooLargeError.
+ */
+import assert from 'node:assert/strict';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { after, before, describe, it } from 'node:test';
+import { InvalidArgumentError, PayloadTooLargeError } from '../../src/errors.js';
+import { createQueue, createStoreQueue } from '../../src/queue/index.js';
+import { MemoryStore } from '../../src/queue/stores/memory.js';
+
+const payload = new Uint8Array([1]);
+
+describe('publish input', () => {
+  let dir: string;
+  before(() => {
+    dir = mkdtempSync(join(tmpdir(), 'ferry-publish-input-'));
+  });
+  after(() => rmSync(dir, { recursive: true, force: true }));
+
+  it('refuses a publishedAt that is not a valid Date, and headers that are not an object, storing nothing', async () => {
+    const errors: unknown[] = [];
+    const store = new MemoryStore();
+    const q = createStoreQueue(store, { onError: (e) => errors.push(e) });
+    const bad: Array<[string, Record<string, unknown>]> = [
+      ['publishedAt', { publishedAt: new Date('nope') }],
+      ['publishedAt', { publishedAt: '2020-01-01' }],
+      ['publishedAt', { publishedAt: 1_700_000_000_000 }],
+      ['headers', { headers: null }],
+      ['headers', { headers: 'x' }],
+      ['headers', { headers: ['a'] }],
+    ];
+    for (const [field, extra] of bad) {
+      const started = Date.now();
+      await assert.rejects(
+        q.publish({ topic: 't', payload, id: 'ok' }, { topic: 't', payload, ...extra } as never),
+        (e: unknown) => e instanceof InvalidArgumentError && e.message.includes(field),
+        `${field}: ${JSON.stringify(extra)}`,
+      );
+      assert.ok(Date.now() - started < 100, 'refused at once, not retried');
+    }
+    assert.deepEqual(errors, []);
+    assert.deepEqual((await store.listMessages('t', { limit: 10 })).messages, []);
+    // A valid publishedAt is kept as given.
+    const at = new Date('2020-01-02T03:04:05.006Z');
+    await q.publish({ topic: 't', payload, id: 'dated', publishedAt: at, headers: { a: 'b' } });
+    const [m] = (await store.listMessages('t', { limit: 10 })).messages;
+    assert.deepEqual([m!.publishedAt.toISOString(), m!.headers], [at.toISOString(), { a: 'b' }]);
+    await q.close();
+  });
+
+  it('on sqlite, a message over the largest value the driver binds is a PayloadTooLargeError; the other messages of a shared commit are stored', async () => {
+    const q = (await createQueue({ enabled: true, type: 'sqlite', config: { path: join(dir, 'big.db'), maxPayloadBytes: 2 ** 31 - 1 } }, { onError: () => {} }))!;
+    const huge = Buffer.allocUnsafe(600_000_000);
+    const results = await Promise.allSettled([
+      q.publish({ topic: 't', payload, id: 'before' }),
+      q.publish({ topic: 't', payload: huge, id: 'huge' }),
+      q.publish({ topic: 't', payload, id: 'after' }),
+    ]);
+    assert.deepEqual(results.map((r) => r.status), ['fulfilled', 'rejected', 'fulfilled']);
+    const err = (results[1] as PromiseRejectedResult).reason;
+    assert.ok(err instanceof PayloadTooLargeError && err.code === 'ERR_PAYLOAD_TOO_LARGE', String(err));
+    assert.deepEqual((await q.listMessages('t')).messages.map((m) => m.id), ['before', 'after']);
+    await q.close();
+  });
+});
