@@ -26,6 +26,8 @@ export interface RunInfo {
   startedAt: string;
   loadBefore: number[];
   loadAfter: number[];
+  /** The commit measured (samples saved before it was recorded lack it: the current one is shown). */
+  commit?: string;
 }
 
 const WORKLOADS: Array<{ id: string; title: string; text: string }> = [
@@ -52,7 +54,8 @@ const WORKLOADS: Array<{ id: string; title: string; text: string }> = [
     text:
       '1,000 keys × 50 messages (1 KiB; 100 keys with `--quick`), published key-major (all of one key, then the next) or interleaved (message 0 of every key, then message 1, …); ' +
       'the first attempt of key k0\'s first message fails. One consumer process, concurrency 16, no-op handler. The figure is msgs/s over the ' +
-      'messages of the other keys, to the last of them: it drops if they stall behind k0. `all_s` is the time until k0 finished too (its retry delay included); ' +
+      'messages of the other keys, to the last of them: it drops if they stall behind k0. A dash: the other keys had not all been handled 45 s after the ' +
+      'consumer started (stalled or only slow; `unfinished` says how many messages were left). `all_s` is the time until k0 finished too (its retry delay included); ' +
       '`order_violations` counts handlers that ran a message of a key before the previous message of that key had succeeded. ' +
       'ferry: message `key`; pg-boss: the `key_strict_fifo` queue policy with the key as `singletonKey`; graphile-worker: one named queue per key. ' +
       'BullMQ has per-key order only in BullMQ Pro (groups) and is left out.',
@@ -146,7 +149,7 @@ async function serverVersions(): Promise<{ postgres: string; redis: string }> {
   return { postgres, redis };
 }
 
-function gitCommit(root: string): string {
+export function gitCommit(root: string): string {
   try {
     return execFileSync('git', ['rev-parse', '--short', 'HEAD'], { cwd: root, encoding: 'utf8' }).trim();
   } catch {
@@ -195,7 +198,7 @@ export async function writeDocument(root: string, rows: Row[], info: RunInfo): P
   doc.push('');
   doc.push('| software | version |');
   doc.push('| --- | --- |');
-  doc.push(`| ferry | ${(JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { version: string }).version} (commit ${gitCommit(root)}) |`);
+  doc.push(`| ferry | ${(JSON.parse(readFileSync(join(root, 'package.json'), 'utf8')) as { version: string }).version} (commit ${info.commit ?? gitCommit(root)}) |`);
   for (const p of ['pg-boss', 'graphile-worker', 'bullmq', 'ioredis', 'plainjob', 'better-sqlite3', 'pg']) doc.push(`| ${p} | ${packageVersion(p)} |`);
   const sqlite = EMBEDDED_SYSTEMS.filter((s) => s.sqlite).map((s) => `${s.name}: ${s.sqlite!()}`);
   doc.push(`| SQLite (\`select sqlite_version()\`) | ${sqlite.join('; ')} |`);
