@@ -372,7 +372,7 @@ export class SqliteStore implements Store {
     try {
       this.#appendRows(msgs);
     } catch (err) {
-      // The driver refuses a value over the limit as it binds it (RangeError), SQLite a row over it (SQLITE_TOOBIG).
+      // The driver refuses a value over the limit as it binds it (a range error), SQLite a row over it (SQLITE_TOOBIG).
       if (err instanceof RangeError || (err as { code?: unknown }).code === 'SQLITE_TOOBIG') {
         throw new PayloadTooLargeError(`a message is too large for SQLite: ${(err as Error).message}`, { cause: err });
       }
