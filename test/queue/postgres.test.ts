@@ -75,10 +75,10 @@ describe('postgres store', { skip: POSTGRES_SKIP }, () => {
     const schema = fresh();
     const stores = await Promise.all(Array.from({ length: 6 }, () => open(schema)));
     const rows = await adminPool.query(`SELECT version, name FROM "${schema}".migrations ORDER BY version`);
-    assert.deepEqual(rows.rows, [{ version: 1, name: '001_init.sql' }]);
+    assert.deepEqual(rows.rows, [{ version: 1, name: '001_init.sql' }, { version: 2, name: '002_hash_message_index.sql' }]);
     await Promise.all(stores.map((s) => s.ping()));
     await open(schema);
-    assert.equal((await adminPool.query(`SELECT count(*)::int AS n FROM "${schema}".migrations`)).rows[0].n, 1);
+    assert.equal((await adminPool.query(`SELECT count(*)::int AS n FROM "${schema}".migrations`)).rows[0].n, 2);
   });
 
   it('works on a borrowed pool and leaves it open when the queue closes', async () => {
