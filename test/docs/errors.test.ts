@@ -124,6 +124,10 @@ const ROWS: Row[] = [
     coveredBy: 'test/queue/lockers.test.ts',
   },
   {
+    doc: 'docs/OPERATIONS.md', claim: 'Until then an open by another user fails with\n  `IOError`', error: 'IOError',
+    coveredBy: 'test/queue/postgres.test.ts',
+  },
+  {
     doc: 'docs/OPERATIONS.md', claim: 'the store refuses to\nconsume without one (`NoLockerError`)', error: 'NoLockerError',
     coveredBy: 'test/queue/clickhouse.test.ts',
   },

@@ -81,6 +81,37 @@ describe('postgres store', { skip: POSTGRES_SKIP }, () => {
     assert.equal((await adminPool.query(`SELECT count(*)::int AS n FROM "${schema}".migrations`)).rows[0].n, 2);
   });
 
+  it('migration 2 needs the tables\' owner: another user\'s open fails with IOError and changes nothing; the owner\'s open applies it', async () => {
+    const schema = fresh();
+    await open(schema);
+    // Back to migration 1, as a schema made by an earlier ferry.
+    await adminPool.query(`DROP INDEX "${schema}".deliveries_message`);
+    await adminPool.query(`CREATE INDEX deliveries_message ON "${schema}".deliveries (message_seq)`);
+    await adminPool.query(`DELETE FROM "${schema}".migrations WHERE version = 2`);
+    const role = `ferry_app_${process.pid}`;
+    const db = new URL(POSTGRES_URL).pathname.slice(1) || 'test';
+    await adminPool.query(`DROP ROLE IF EXISTS ${role}`);
+    await adminPool.query(`CREATE ROLE ${role} LOGIN`);
+    try {
+      await adminPool.query(`GRANT CREATE ON DATABASE "${db}" TO ${role}`);
+      await adminPool.query(`GRANT USAGE, CREATE ON SCHEMA "${schema}" TO ${role}`);
+      await adminPool.query(`GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA "${schema}" TO ${role}`);
+      const url = new URL(POSTGRES_URL);
+      url.username = role;
+      const err = await PostgresStore.open({ connectionString: url.toString(), schema }).catch((e: unknown) => e);
+      assert.ok(err instanceof IOError && /must be owner of index deliveries_message/.test(err.message), String(err));
+      const versions = async () => (await adminPool.query(`SELECT version FROM "${schema}".migrations ORDER BY version`)).rows.map((r) => r.version);
+      assert.deepEqual(await versions(), [1]);
+      await open(schema);
+      assert.deepEqual(await versions(), [1, 2]);
+      const kind = await adminPool.query(`SELECT am.amname FROM pg_class c JOIN pg_am am ON am.oid = c.relam JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = 'deliveries_message'`, [schema]);
+      assert.equal(kind.rows[0].amname, 'hash');
+    } finally {
+      await adminPool.query(`DROP OWNED BY ${role}`);
+      await adminPool.query(`DROP ROLE ${role}`);
+    }
+  });
+
   it('works on a borrowed pool and leaves it open when the queue closes', async () => {
     const schema = fresh();
     const pool = new pg.Pool({ connectionString: POSTGRES_URL, max: 3 });
