@@ -103,6 +103,19 @@ describe('sqlite store: deliveries made at claim time', () => {
     await s.close();
   });
 
+  it('claims run at once on one handle, both past scheduled messages, interleave their transactions and share nothing', async () => {
+    const s = await open();
+    await s.ensureGroup('t', 'g', 'latest');
+    const later = new Date(Date.now() + HOUR);
+    for (let i = 0; i < 6000; i += 1000) await s.append(Array.from({ length: 1000 }, (_, j) => msg('t', { id: `s${i + j}`, deliverAt: later })));
+    await s.append(['d1', 'd2', 'd3'].map((id) => msg('t', { id })));
+    const got = await Promise.all([s.claim(claimReq('t', 'g', { max: 2 })), s.claim(claimReq('t', 'g', { max: 2 })), s.claim(claimReq('t', 'g', { max: 2 }))]);
+    const all = got.flatMap(ids);
+    assert.deepEqual([...all].sort(), ['d1', 'd2', 'd3']);
+    assert.deepEqual(counts(await s.stats('t', 'g')), { pending: 6000, leased: 3, dead: 0 });
+    await s.close();
+  });
+
   it('two handles on one file claiming at once hand each message out once, in order per key', async () => {
     const path = join(dir, 'two.db');
     const [a, b] = await Promise.all([SqliteStore.open({ path }), SqliteStore.open({ path })]);
