@@ -17,6 +17,12 @@ import { claimReq, counts, ids, msg } from '../stores/helpers.js';
 
 const HOUR = 3_600_000;
 
+/** Publishes `n` messages to topic `t` scheduled an hour ahead, 1,000 per append. */
+async function scheduleAhead(s: SqliteStore, n: number): Promise<void> {
+  const later = new Date(Date.now() + HOUR);
+  for (let i = 0; i < n; i += 1000) await s.append(Array.from({ length: Math.min(1000, n - i) }, (_, j) => msg('t', { id: `s${i + j}`, deliverAt: later })));
+}
+
 describe('sqlite store: deliveries made at claim time', () => {
   let dir: string;
   let n = 0;
@@ -78,8 +84,7 @@ describe('sqlite store: deliveries made at claim time', () => {
   it('a claim reaches a due message behind more scheduled ones than one chunk, and counts them all', async () => {
     const s = await open();
     await s.ensureGroup('t', 'g', 'latest');
-    const later = new Date(Date.now() + HOUR);
-    await s.append(Array.from({ length: 700 }, (_, i) => msg('t', { id: `s${i}`, deliverAt: later })));
+    await scheduleAhead(s, 700);
     await s.append([msg('t', { id: 'now' }), msg('t', { id: 'then' })]);
     assert.deepEqual(counts(await s.stats('t', 'g')), { pending: 702, leased: 0, dead: 0 });
     assert.deepEqual(ids(await s.claim(claimReq('t', 'g', { max: 1 }))), ['now']);
@@ -91,8 +96,7 @@ describe('sqlite store: deliveries made at claim time', () => {
   it('one claim finds a due message behind scheduled ones in many transactions, letting the event loop run between them', async () => {
     const s = await open();
     await s.ensureGroup('t', 'g', 'latest');
-    const later = new Date(Date.now() + HOUR);
-    for (let i = 0; i < 10_000; i += 1000) await s.append(Array.from({ length: 1000 }, (_, j) => msg('t', { id: `s${i + j}`, deliverAt: later })));
+    await scheduleAhead(s, 10_000);
     await s.append([msg('t', { id: 'due' })]);
     let turned = false;
     setImmediate(() => (turned = true));
@@ -103,11 +107,10 @@ describe('sqlite store: deliveries made at claim time', () => {
     await s.close();
   });
 
-  it('claims run at once on one handle, both past scheduled messages, interleave their transactions and share nothing', async () => {
+  it('claims run at once on one handle, all past scheduled messages, interleave their transactions and share nothing', async () => {
     const s = await open();
     await s.ensureGroup('t', 'g', 'latest');
-    const later = new Date(Date.now() + HOUR);
-    for (let i = 0; i < 6000; i += 1000) await s.append(Array.from({ length: 1000 }, (_, j) => msg('t', { id: `s${i + j}`, deliverAt: later })));
+    await scheduleAhead(s, 6000);
     await s.append(['d1', 'd2', 'd3'].map((id) => msg('t', { id })));
     const got = await Promise.all([s.claim(claimReq('t', 'g', { max: 2 })), s.claim(claimReq('t', 'g', { max: 2 })), s.claim(claimReq('t', 'g', { max: 2 }))]);
     const all = got.flatMap(ids);
