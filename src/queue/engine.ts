@@ -69,7 +69,9 @@
 import { randomUUID } from 'node:crypto';
 import type { Codec } from '../codecs.js';
 import { ClosedError, CodecError, DeadLetterLoopError, FerryError, IOError, PayloadTooLargeError, ScheduleTooFarError, UnsupportedError, InvalidArgumentError } from '../errors.js';
+import { GuardedStore, raceSignal, settledBefore, stopController } from './abortable.js';
 import { KeyedLock, groupKey, requireStoreOp } from './admin.js';
+import { AttemptRegistry } from './attempt.js';
 import { knownKeys, rejectUnknownKeys } from '../known-keys.js';
 import { errorText } from './dead-letter.js';
 import { QueueSignals } from './events.js';
@@ -78,7 +80,7 @@ import { Janitor } from './janitor.js';
 import { uuidV7 } from './message-id.js';
 import { validateId, validateName } from './names.js';
 import { PublishBatcher } from './publish-batcher.js';
-import { checkCloseOptions, checkCodec, hoursToMs, resolveEngineConfig, resolveSubscribeOptions } from './options.js';
+import { DEFAULT_LEASE_DURATION_MS, checkCloseOptions, checkCodec, hoursToMs, resolveEngineConfig, resolveSubscribeOptions } from './options.js';
 import type { EngineConfig, ResolvedEngineConfig, SubscribeOptions } from './options.js';
 import { redrive } from './redrive.js';
 import { StoreSubscription } from './subscription.js';
@@ -121,6 +123,12 @@ function isPublishOptions(v: unknown): v is PublishOptions<unknown> {
  */
 export class StoreQueue<T = Uint8Array> implements Queue<T> {
   readonly #store: Store;
+  /** Aborted when close's deadline passes: the queue's own store calls still in flight are given up. */
+  readonly #stop = stopController();
+  /** The store, its calls cut short by `#stop`. */
+  readonly #guarded: GuardedStore;
+  /** The newest attempt of each delivery this queue's subscriptions hold (one attempt at a time). */
+  readonly #attempts = new AttemptRegistry();
   readonly #cfg: ResolvedEngineConfig;
   readonly #signals: QueueSignals;
   readonly #subs = new Set<StoreSubscription>();
@@ -141,11 +149,12 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
 
   constructor(store: Store, config: EngineConfig<T> = {}) {
     this.#store = store;
+    this.#guarded = new GuardedStore(store, this.#stop.signal);
     this.#cfg = resolveEngineConfig(config);
     const signals = new QueueSignals(this, this.#cfg.logger, this.#cfg.onError);
     this.#signals = signals;
     const policy = { deadRetentionMs: hoursToMs(this.#cfg.retentionHours), ackedRetentionMs: hoursToMs(this.#cfg.ackedRetentionHours) };
-    this.#janitor = new Janitor(store, policy, this.#cfg.janitorIntervalMs, randomUUID(), signals.report);
+    this.#janitor = new Janitor(this.#guarded, policy, this.#cfg.janitorIntervalMs, randomUUID(), signals.report);
     this.#janitor.start();
     if (store.listen) {
       this.#listening = store
@@ -154,9 +163,10 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
           if (!(err instanceof UnsupportedError)) signals.report(err, 'listen');
         });
     }
-    this.#batcher = new PublishBatcher((msgs) => store.append(msgs), (msgs) => this.#appendRetrying(msgs));
+    this.#batcher = new PublishBatcher((msgs) => this.#guarded.append(msgs), (msgs) => this.#appendRetrying(msgs));
     this.#host = {
       store,
+      attempts: this.#attempts,
       onError: signals.report,
       emit: (name, event) => signals.emit(name, event),
       appendInternal: (msgs) => this.#append(msgs),
@@ -254,7 +264,7 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
   async #appendRetrying(msgs: StoredMessage[]): Promise<void> {
     for (let attempt = 0; ; attempt++) {
       try {
-        return await this.#store.append(msgs);
+        return await this.#guarded.append(msgs);
       } catch (err) {
         if (attempt >= PUBLISH_RETRIES || !isTransient(err) || this.#closed) throw err;
         this.#signals.report(err, 'publish (will retry)');
@@ -311,8 +321,8 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
     // waits for it and then closes its subscription, so a group it
     // registered is never left without the subscription the caller was given.
     const pending = this.#groupLock.run(groupKey(topic, group), async () => {
-      await this.#store.canConsume?.();
-      await this.#store.ensureGroup(topic, group, o.startFrom);
+      if (this.#store.canConsume) await raceSignal(this.#stop.signal, Promise.resolve(this.#store.canConsume()));
+      await this.#guarded.ensureGroup(topic, group, o.startFrom);
       const sub = new StoreSubscription(this.#host, topic, group, handler, o);
       this.#subs.add(sub);
       sub.start();
@@ -377,13 +387,13 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
     this.#assertOpen();
     validateName('topic', topic);
     validateName('group', group);
-    return this.#store.stats(topic, group);
+    return this.#guarded.stats(topic, group);
   }
 
   /** See `Queue.ping`. */
   async ping(): Promise<void> {
     this.#assertOpen();
-    await this.#store.ping();
+    await this.#guarded.ping();
   }
 
   /**
@@ -407,16 +417,44 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
     return this.#closePromise;
   }
 
+  /**
+   * Closes the subscriptions, then the janitor, the wake source, the
+   * publishes still being written and the store. With `timeoutMs` (or
+   * `signal`) all of it keeps that one deadline: at the deadline every store
+   * call still in flight is given up, so a hung store cannot hold close past
+   * it. Without one, each subscription waits its own lease and the rest at
+   * most the longest of those (or the default lease).
+   */
   async #close(opts: CloseOptions): Promise<void> {
     this.#closed = true;
-    await Promise.allSettled([...this.#subscribing]);
-    const results = await Promise.allSettled([...this.#subs].map((s) => s.close(opts)));
-    this.#timer.stop();
-    await this.#janitor.stop();
-    this.#listenCtl.abort();
-    await this.#listening;
-    await this.#batcher.drain(); // publishes accepted before close are stored
-    await this.#store.close();
+    const stop = this.#stop;
+    const leases = [...this.#subs].map((s) => s.leaseDurationMs);
+    const ms = opts.timeoutMs ?? Math.max(DEFAULT_LEASE_DURATION_MS, ...leases);
+    const deadline = setTimeout(() => stop.abort(new ClosedError('close deadline passed')), ms);
+    const onAbort = () => stop.abort(new ClosedError('close was aborted by its signal', { cause: opts.signal?.reason }));
+    if (opts.signal?.aborted) onAbort();
+    else opts.signal?.addEventListener('abort', onAbort, { once: true });
+    let results: PromiseSettledResult<void>[] = [];
+    try {
+      await settledBefore(Promise.allSettled([...this.#subscribing]), stop.signal);
+      const subOpts: CloseOptions = { signal: stop.signal };
+      if (opts.timeoutMs !== undefined) subOpts.timeoutMs = opts.timeoutMs;
+      results = await Promise.allSettled([...this.#subs].map((s) => s.close(subOpts)));
+      this.#timer.stop();
+      await this.#janitor.stop(stop.signal);
+      this.#listenCtl.abort();
+      await settledBefore(this.#listening, stop.signal);
+      await settledBefore(this.#batcher.drain(), stop.signal); // publishes accepted before close are stored
+      const closing = this.#store.close();
+      if (!(await settledBefore(closing, stop.signal))) {
+        closing.catch((err) => this.#signals.report(err, 'store close'));
+      } else {
+        await closing;
+      }
+    } finally {
+      clearTimeout(deadline);
+      opts.signal?.removeEventListener('abort', onAbort);
+    }
     const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failed) throw failed.reason;
   }

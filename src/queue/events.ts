@@ -61,8 +61,13 @@ export interface DeadLetteredEvent extends DeliveryEvent {
  * back to whoever claims it next.
  */
 export interface LeaseLostEvent extends DeliveryEvent {
-  /** What noticed: `heartbeat`, `ack`, `retry` or `kill`. */
-  op: 'heartbeat' | 'ack' | 'retry' | 'kill';
+  /**
+   * What noticed: `heartbeat` (a renewal found the lease gone), `lapse` (no
+   * renewal was confirmed for a whole lease, so the lease ran out),
+   * `claim` (this queue claimed the delivery again, so the older attempt's
+   * lease is gone), or `ack`, `retry`, `kill` (the store refused the outcome).
+   */
+  op: 'heartbeat' | 'lapse' | 'claim' | 'ack' | 'retry' | 'kill';
 }
 
 /**

@@ -5,8 +5,10 @@
  * instance holding that role purges, so instances sharing a store do not all
  * delete the same rows.
  */
+import { settledBefore } from './abortable.js';
+import type { GuardedStore } from './abortable.js';
 import type { ErrorReporter } from './options.js';
-import type { PurgePolicy, Store } from './types.js';
+import type { PurgePolicy } from './types.js';
 
 /** Rows of each kind deleted per `Store.purge` call; a pass calls it until a call comes back short. */
 export const PURGE_BATCH = 500;
@@ -15,7 +17,7 @@ const MAX_BATCHES_PER_PASS = 200;
 
 /** Runs purge passes on a timer. The timer does not keep the process alive. */
 export class Janitor {
-  readonly #store: Store;
+  readonly #store: GuardedStore;
   readonly #policy: PurgePolicy;
   readonly #intervalMs: number;
   readonly #holder: string;
@@ -23,7 +25,7 @@ export class Janitor {
   #timer: NodeJS.Timeout | undefined;
   #running: Promise<number> | undefined;
 
-  constructor(store: Store, policy: PurgePolicy, intervalMs: number, holder: string, onError: ErrorReporter) {
+  constructor(store: GuardedStore, policy: PurgePolicy, intervalMs: number, holder: string, onError: ErrorReporter) {
     this.#store = store;
     this.#policy = policy;
     this.#intervalMs = intervalMs;
@@ -51,7 +53,7 @@ export class Janitor {
   async #pass(): Promise<number> {
     const store = this.#store;
     // Holding the role for two intervals lets the holder keep it from pass to pass.
-    if (store.acquireJanitor && !(await store.acquireJanitor(this.#holder, 2 * this.#intervalMs))) return 0;
+    if (store.inner.acquireJanitor && !(await store.acquireJanitor(this.#holder, 2 * this.#intervalMs))) return 0;
     let total = 0;
     for (let i = 0; i < MAX_BATCHES_PER_PASS; i++) {
       const n = await store.purge(this.#policy, PURGE_BATCH);
@@ -61,9 +63,9 @@ export class Janitor {
     return total;
   }
 
-  /** Stops the timer and waits for a running pass. */
-  async stop(): Promise<void> {
+  /** Stops the timer and waits for a running pass, until `signal` aborts (the store's calls are cut short then too). */
+  async stop(signal: AbortSignal): Promise<void> {
     clearInterval(this.#timer);
-    await this.#running?.catch(() => undefined);
+    if (this.#running) await settledBefore(this.#running, signal);
   }
 }

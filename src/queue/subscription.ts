@@ -5,12 +5,16 @@
  */
 import { randomUUID } from 'node:crypto';
 import { ClosedError, CodecError } from '../errors.js';
+import { GuardedStore, settledBefore, stopController } from './abortable.js';
+import { Attempt, type AttemptRegistry, type LossCause } from './attempt.js';
 import { retryBackoffMs } from './backoff.js';
 import { deadLetterCopy, errorText } from './dead-letter.js';
 import type { DeadLetterReason, DeliveryEvent, LeaseLostEvent, QueueEvents } from './events.js';
 import { checkCloseOptions, type ErrorReporter, type ResolvedSubscribeOptions } from './options.js';
 import { isPermanent } from './permanent.js';
 import type { Claimed, CloseOptions, Delivery, Handler, Store, StoredMessage, Subscription } from './types.js';
+
+type Job = Attempt;
 
 /** How long one ack flush may keep the event loop before yielding, ms. */
 const ACK_TURN_MS = 2;
@@ -36,6 +40,8 @@ export function maxUnwrittenAcks(concurrency: number): number {
 /** What a subscription needs from the queue that owns it. @internal */
 export interface SubscriptionHost {
   readonly store: Store;
+  /** The newest attempt of each delivery held by any subscription of this queue. */
+  readonly attempts: AttemptRegistry;
   readonly onError: ErrorReporter;
   /** Tells listeners, the logger and diagnostics channels about a delivery's outcome. */
   emit<K extends Exclude<keyof QueueEvents, 'error'>>(name: K, event: QueueEvents[K][0]): void;
@@ -47,23 +53,6 @@ export interface SubscriptionHost {
   wakeAt(topic: string, at: number): void;
   /** Called once the subscription has closed. */
   forget(sub: StoreSubscription): void;
-}
-
-/** A claimed delivery this instance holds: its handler is running, or its outcome is being written. */
-interface Job {
-  readonly c: Claimed;
-  readonly ctrl: AbortController;
-  /** Holds one of the `concurrency` worker slots: until the handler returns, or, for a retry or dead letter, until that is written. */
-  slot: boolean;
-  /** Local time (ms) by which the lease must have been renewed. */
-  deadline: number;
-  /** The lease was lost: the handler was aborted and its outcome is discarded. */
-  lost: boolean;
-  /** Close gave up waiting: the handler was aborted, its lease is kept, its outcome is discarded. */
-  abandoned: boolean;
-  done?: Promise<void>;
-  /** How long the handler ran, ms, once it has. */
-  durationMs?: number;
 }
 
 /** Why a delivery is being dead-lettered, for the `deadLettered` event. */
@@ -81,7 +70,15 @@ export class StoreSubscription implements Subscription {
   readonly #host: SubscriptionHost;
   readonly #handler: Handler<unknown>;
   readonly #o: ResolvedSubscribeOptions;
+  /** Aborted when close's deadline passes: every store call still in flight is then given up. */
+  readonly #stop = stopController();
+  /** The store, its calls cut short by `#stop`. */
+  readonly #store: GuardedStore;
+  /** Every attempt this subscription holds, by claim token. */
   readonly #jobs = new Map<string, Job>();
+  /** Fires at the earliest lease deadline of `#jobs`, to give up attempts whose lease lapsed. */
+  #lapseTimer: NodeJS.Timeout | undefined;
+  #lapseAt = Infinity;
   /** Jobs holding a worker slot (the rest of `#jobs` wait for a slot under `prefetch`, or for their ack to be written). */
   #running = 0;
   /** Claimed under `prefetch`, not started yet, in claim order. Also in `#jobs`, so their leases are renewed. */
@@ -105,6 +102,11 @@ export class StoreSubscription implements Subscription {
   #ackFlushScheduled = false;
   #releaseError: unknown;
 
+  /** The lease length this subscription claims with, ms. @internal */
+  get leaseDurationMs(): number {
+    return this.#o.leaseDurationMs;
+  }
+
   /** @internal */
   constructor(host: SubscriptionHost, topic: string, group: string, handler: Handler<unknown>, opts: ResolvedSubscribeOptions) {
     this.#host = host;
@@ -113,6 +115,7 @@ export class StoreSubscription implements Subscription {
     this.#handler = handler;
     this.#o = opts;
     this.#maxUnwritten = maxUnwrittenAcks(opts.concurrency);
+    this.#store = new GuardedStore(host.store, this.#stop.signal);
   }
 
   /** Starts polling and heartbeating. @internal */
@@ -148,7 +151,7 @@ export class StoreSubscription implements Subscription {
 
   async #loop(): Promise<void> {
     const o = this.#o;
-    const store = this.#host.store;
+    const store = this.#store;
     while (!this.#closing) {
       // Room for claims: free slots, plus what `prefetch` lets wait for one.
       // With prefetch the loop claims again only once the waiting list has
@@ -162,12 +165,16 @@ export class StoreSubscription implements Subscription {
       }
       const max = Math.min(o.batchSize, room);
       const leaseStart = Date.now();
+      // A lease that lapsed is given up before claiming, so a claim that
+      // brings its delivery back finds the old attempt already aborted.
+      if (this.#lapseAt <= leaseStart) this.#checkLapses();
       let claimed: Claimed[];
       try {
         claimed = await store.claim({
           topic: this.topic, group: this.group, runnerId: this.runnerId, max, leaseMs: o.leaseDurationMs, maxInFlight: o.maxInFlight,
         });
       } catch (err) {
+        if (this.#stop.signal.aborted) break;
         this.#host.onError(err, 'claim');
         await this.#wait(o.pollIntervalMs);
         continue;
@@ -191,18 +198,53 @@ export class StoreSubscription implements Subscription {
   async #releaseUnstarted(claimed: Claimed[]): Promise<void> {
     if (claimed.length === 0) return;
     try {
-      await this.#host.store.release(claimed);
+      await this.#store.release(claimed);
       this.#host.wake(this.topic); // claimable again at once, by another subscription of this queue too
     } catch (err) {
+      if (this.#stop.signal.aborted) return; // close's deadline passed: the leases run out by themselves
       this.#releaseError ??= err;
       this.#host.onError(err, 'release');
     }
   }
 
   #enqueue(c: Claimed, deadline: number): void {
-    const job: Job = { c, ctrl: new AbortController(), slot: false, deadline, lost: false, abandoned: false };
-    this.#jobs.set(c.deliveryId, job);
+    const job = new Attempt(c, deadline, (a, cause) => this.#lose(a, cause));
+    this.#jobs.set(c.claimToken, job);
+    this.#host.attempts.add(job); // gives up an older attempt of the same delivery, if this queue still holds one
+    this.#armLapse(deadline);
     this.#waiting.push(job);
+  }
+
+  /** Forgets a job: it holds nothing any more. */
+  #drop(job: Job): void {
+    this.#jobs.delete(job.c.claimToken);
+    this.#host.attempts.remove(job);
+  }
+
+  /** Makes the lapse timer fire no later than `at` (local ms). */
+  #armLapse(at: number): void {
+    if (at >= this.#lapseAt) return;
+    clearTimeout(this.#lapseTimer);
+    this.#lapseAt = at;
+    this.#lapseTimer = setTimeout(() => this.#checkLapses(), Math.max(0, at - Date.now()));
+  }
+
+  /**
+   * Gives up every attempt whose lease deadline has passed without a
+   * confirmed renewal, at once (not at the next heartbeat's reply), and
+   * re-arms the timer for the next deadline.
+   */
+  #checkLapses(): void {
+    clearTimeout(this.#lapseTimer);
+    this.#lapseAt = Infinity;
+    const now = Date.now();
+    let next = Infinity;
+    for (const j of this.#jobs.values()) {
+      if (j.lost || j.abandoned) continue;
+      if (j.deadline <= now) this.#lose(j, 'lapse');
+      else if (j.deadline < next) next = j.deadline;
+    }
+    if (next !== Infinity) this.#armLapse(next);
   }
 
   /** Starts waiting deliveries while slots are free. One whose lease lapsed while it waited is dropped unrun: it comes back to whoever claims it next. */
@@ -210,7 +252,7 @@ export class StoreSubscription implements Subscription {
     while (!this.#closing && this.#running < this.#o.concurrency && this.#waiting.length > 0) {
       const job = this.#waiting.shift()!;
       if (job.lost) {
-        this.#jobs.delete(job.c.deliveryId);
+        this.#drop(job);
         continue;
       }
       this.#start(job);
@@ -224,7 +266,7 @@ export class StoreSubscription implements Subscription {
       .catch((err) => this.#host.onError(err, 'delivery'))
       .finally(() => {
         this.#freeSlot(job);
-        this.#jobs.delete(job.c.deliveryId);
+        this.#drop(job);
       });
   }
 
@@ -245,6 +287,12 @@ export class StoreSubscription implements Subscription {
   /** Runs one delivery to its outcome: ack, retry or dead letter. */
   async #run(job: Job): Promise<void> {
     const { c } = job;
+    if (job.after !== undefined) {
+      // An older attempt of this delivery, given up when this claim came
+      // back, may still be running: never run the same delivery twice at once.
+      await job.after;
+      if (job.lost || job.abandoned) return;
+    }
     if (c.attempt > this.#o.maxAttempts) {
       // Its earlier leases were all lost (crashes, stalls): do not run it
       // again. This claim ran nothing, so it does not count as an attempt.
@@ -322,10 +370,10 @@ export class StoreSubscription implements Subscription {
       let held: Set<string> | undefined;
       try {
         // Deliveries not reported held had lost their lease; whoever holds them now will finish them.
-        held = new Set(await this.#host.store.ack(batch.map((a) => a.job.c)));
+        held = new Set(await this.#store.ack(batch.map((a) => a.job.c)));
       } catch (err) {
         // The leases run out and the deliveries come back: at least once.
-        this.#host.onError(err, 'ack');
+        if (!this.#stop.signal.aborted) this.#host.onError(err, 'ack');
       }
       if (held) {
         for (const { job } of batch) {
@@ -353,10 +401,10 @@ export class StoreSubscription implements Subscription {
     const delayMs = retryBackoffMs(job.c.attempt, o.backoffBaseMs, o.backoffMaxMs);
     let held: boolean;
     try {
-      held = await this.#host.store.retry(job.c, delayMs, text);
+      held = await this.#store.retry(job.c, delayMs, text);
       if (held) this.#host.wakeAt(this.topic, Date.now() + delayMs);
     } catch (err) {
-      this.#host.onError(err, 'retry');
+      if (!this.#stop.signal.aborted) this.#host.onError(err, 'retry');
       return;
     }
     if (held) this.#host.emit('retrying', { ...this.#describe(job.c), delayMs, error, durationMs: job.durationMs ?? 0 });
@@ -383,11 +431,11 @@ export class StoreSubscription implements Subscription {
     }
     let held: boolean;
     try {
-      held = await this.#host.store.kill(job.c, text, ran < job.c.attempt ? { unrun: true } : undefined);
+      held = await this.#store.kill(job.c, text, ran < job.c.attempt ? { unrun: true } : undefined);
       // A dead head lets its key lane move on; a dead lease frees room under maxInFlight.
       if (held && (job.c.message.key !== undefined || this.#o.maxInFlight > 0)) this.#host.wake(this.topic);
     } catch (err) {
-      this.#host.onError(err, 'kill');
+      if (!this.#stop.signal.aborted) this.#host.onError(err, 'kill');
       return;
     }
     if (held) {
@@ -400,16 +448,18 @@ export class StoreSubscription implements Subscription {
   }
 
   /**
-   * Gives up a job whose lease is gone. `lapsed`: gone because renewals kept
-   * failing, so the store still holds it until about its deadline; the
-   * topic's subscriptions are woken once it has surely run out.
+   * Gives up a job whose lease is gone: its handler's signal aborts and its
+   * outcome will be discarded. `lapse`: gone because no renewal was
+   * confirmed for a whole lease, so the store still holds it until about its
+   * deadline; the topic's subscriptions are woken once it has surely run out.
+   * A job superseded by a newer claim (`claim`) comes back through that claim.
    */
-  #lose(job: Job, lapsed = false): void {
-    if (job.lost) return;
+  #lose(job: Job, cause: LossCause): void {
+    if (job.lost || job.abandoned) return;
     job.lost = true;
-    job.ctrl.abort(new Error(`lease on delivery ${job.c.deliveryId} was lost`));
-    if (lapsed) this.#host.wakeAt(this.topic, job.deadline + LEASE_SLACK_MS);
-    this.#leaseLost(job, 'heartbeat');
+    job.ctrl.abort(new Error(`lease on delivery ${job.c.deliveryId} was lost (${cause})`));
+    if (cause === 'lapse') this.#host.wakeAt(this.topic, job.deadline + LEASE_SLACK_MS);
+    this.#leaseLost(job, cause);
   }
 
   /** Renews every held lease; aborts handlers whose lease is gone or has lapsed. */
@@ -418,22 +468,22 @@ export class StoreSubscription implements Subscription {
     this.#beating = true;
     try {
       const lease = this.#o.leaseDurationMs;
-      const live = [...this.#jobs.values()].filter((j) => !j.lost && !j.abandoned);
-      for (const j of live) if (j.deadline <= Date.now()) this.#lose(j, true);
-      const renew = live.filter((j) => !j.lost);
+      this.#checkLapses();
+      const renew = [...this.#jobs.values()].filter((j) => !j.lost && !j.abandoned);
       if (renew.length === 0) return;
       const sent = Date.now();
       let held: Set<string>;
       try {
-        held = new Set(await this.#host.store.extend(renew.map((j) => j.c), lease));
+        held = new Set(await this.#store.extend(renew.map((j) => j.c), lease));
       } catch (err) {
-        // One failed heartbeat is harmless; the deadline check above catches a lapse.
-        this.#host.onError(err, 'heartbeat');
+        // One failed heartbeat is harmless; a lease with no renewal confirmed for its whole length lapses (#checkLapses).
+        if (!this.#stop.signal.aborted) this.#host.onError(err, 'heartbeat');
         return;
       }
       for (const j of renew) {
+        if (j.lost || j.abandoned) continue; // given up while the renewal was in flight
         if (held.has(j.c.deliveryId)) j.deadline = sent + lease;
-        else this.#lose(j);
+        else this.#lose(j, 'heartbeat');
       }
     } finally {
       this.#beating = false;
@@ -450,21 +500,30 @@ export class StoreSubscription implements Subscription {
     return this.#closePromise;
   }
 
+  /**
+   * Stops claiming, then waits until the deadline (`timeoutMs`, default the
+   * lease; or `signal`) for running handlers and the writes of their
+   * outcomes, while prefetched deliveries are released. At the deadline every
+   * store call still in flight is given up (`#stop`), so a hung store cannot
+   * hold close past it; handlers still running are aborted and keep their
+   * leases, which run out by themselves.
+   */
   async #close(opts: CloseOptions): Promise<void> {
     this.#closing = true;
     this.wake();
-    await this.#loopDone;
-    // Prefetched deliveries never started: give them back without spending an attempt.
-    const unstarted = this.#waiting.splice(0);
-    for (const j of unstarted) this.#jobs.delete(j.c.deliveryId);
-    await this.#releaseUnstarted(unstarted.filter((j) => !j.lost).map((j) => j.c));
-    const running = [...this.#jobs.values()];
-    if (running.length > 0) {
-      const finished = await waitUntil(
-        Promise.all(running.map((j) => j.done)),
-        opts.timeoutMs ?? this.#o.leaseDurationMs,
-        opts.signal,
-      );
+    const stop = this.#stop;
+    const deadline = setTimeout(() => stop.abort(new ClosedError('close deadline passed')), opts.timeoutMs ?? this.#o.leaseDurationMs);
+    const onAbort = () => stop.abort(new ClosedError('close was aborted by its signal', { cause: opts.signal?.reason }));
+    if (opts.signal?.aborted) onAbort();
+    else opts.signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      await this.#loopDone; // a claim in flight is cut short at the deadline
+      // Prefetched deliveries never started: give them back without spending an attempt.
+      const unstarted = this.#waiting.splice(0);
+      for (const j of unstarted) this.#drop(j);
+      const releasing = this.#releaseUnstarted(unstarted.filter((j) => !j.lost).map((j) => j.c));
+      const running = [...this.#jobs.values()].map((j) => j.done);
+      const finished = await settledBefore(Promise.all([releasing, ...running]), stop.signal);
       if (!finished) {
         for (const j of this.#jobs.values()) {
           j.abandoned = true;
@@ -472,33 +531,21 @@ export class StoreSubscription implements Subscription {
           // Its lease is kept: other subscriptions of this queue may take it once it runs out.
           this.#host.wakeAt(this.topic, j.deadline + LEASE_SLACK_MS);
         }
+        stop.abort(new ClosedError('close deadline passed'));
       }
+      clearInterval(this.#heartbeat);
+      clearTimeout(this.#lapseTimer);
+      await this.#beatInFlight;
+    } finally {
+      clearTimeout(deadline);
+      opts.signal?.removeEventListener('abort', onAbort);
     }
-    clearInterval(this.#heartbeat);
-    await this.#beatInFlight;
+    for (const j of this.#jobs.values()) this.#host.attempts.remove(j);
     this.#host.forget(this);
     if (this.#releaseError !== undefined) throw this.#releaseError;
   }
 
   [Symbol.asyncDispose](): Promise<void> {
     return this.close();
-  }
-}
-
-/** Resolves true when `p` settles, false when `timeoutMs` passes or `signal` aborts first. */
-async function waitUntil(p: Promise<unknown>, timeoutMs: number, signal?: AbortSignal): Promise<boolean> {
-  if (signal?.aborted) return false;
-  let timer: NodeJS.Timeout | undefined;
-  let onAbort: (() => void) | undefined;
-  const giveUp = new Promise<boolean>((resolve) => {
-    timer = setTimeout(() => resolve(false), timeoutMs);
-    onAbort = () => resolve(false);
-    signal?.addEventListener('abort', onAbort, { once: true });
-  });
-  try {
-    return await Promise.race([p.then(() => true), giveUp]);
-  } finally {
-    clearTimeout(timer);
-    if (onAbort) signal?.removeEventListener('abort', onAbort);
   }
 }

@@ -291,40 +291,47 @@ export interface MessagePage {
  * turns them into deadlines on its own clock. Every write after `claim` is
  * fenced on `Claimed.claimToken`: once the delivery was claimed again, an old
  * token changes nothing and reports "not held".
+ *
+ * The calls that do I/O take an optional last `signal`. The engine aborts it
+ * when a `close` deadline passes, and stops waiting for the call at that
+ * moment whether or not the store honours it; a store that can, cancels the
+ * call and rejects promptly, so nothing it holds (a pooled connection) is
+ * left busy. A call abandoned this way may still land: a claim that lands
+ * after it was abandoned leaves leases that simply run out.
  */
 export interface Store {
   /** Registers `group` on `topic`. When new and `startFrom` is `earliest`, creates deliveries for every retained message on the topic, in publish order. An existing group is left alone. */
-  ensureGroup(topic: string, group: string, startFrom: StartFrom): Promise<void>;
+  ensureGroup(topic: string, group: string, startFrom: StartFrom, signal?: AbortSignal): Promise<void>;
   /** Stores messages (IDs and publish times set) and one pending delivery per group registered on each topic. Idempotent: existing messages and deliveries keep their state. */
-  append(msgs: StoredMessage[]): Promise<void>;
+  append(msgs: StoredMessage[], signal?: AbortSignal): Promise<void>;
   /**
    * Leases up to `req.max` due deliveries in publish order, each with a new
    * token and attempt + 1. Due: its `deliverAt` and retry backoff have passed
    * or its lease expired, and, when keyed, no earlier delivery with the same
    * key is pending or leased. Honours `req.maxInFlight`.
    */
-  claim(req: ClaimRequest): Promise<Claimed[]>;
+  claim(req: ClaimRequest, signal?: AbortSignal): Promise<Claimed[]>;
   /** Completes deliveries in one round trip; resolves with the IDs still held (the rest are untouched). */
-  ack(cs: Claimed[]): Promise<string[]>;
+  ack(cs: Claimed[], signal?: AbortSignal): Promise<string[]>;
   /** Records a failed attempt and makes the delivery due again after `backoffMs`. False when not held. */
-  retry(c: Claimed, backoffMs: number, lastError: string): Promise<boolean>;
+  retry(c: Claimed, backoffMs: number, lastError: string, signal?: AbortSignal): Promise<boolean>;
   /**
    * Records a failed attempt and dead-letters the delivery. False when not
    * held. With `opts.unrun` the claim ran nothing (it was taken past
    * `maxAttempts` only to be dead-lettered), so the recorded attempt count
    * goes back by one, as `release` does.
    */
-  kill(c: Claimed, lastError: string, opts?: KillOptions): Promise<boolean>;
+  kill(c: Claimed, lastError: string, opts?: KillOptions, signal?: AbortSignal): Promise<boolean>;
   /** Renews leases for `leaseMs` from now; resolves with the IDs still held. */
-  extend(cs: Claimed[], leaseMs: number): Promise<string[]>;
+  extend(cs: Claimed[], leaseMs: number, signal?: AbortSignal): Promise<string[]>;
   /** Gives deliveries back, claimable at once, without spending an attempt. Stale tokens are ignored. */
-  release(cs: Claimed[]): Promise<void>;
+  release(cs: Claimed[], signal?: AbortSignal): Promise<void>;
   /** Deletes up to `batch` rows of each kind that `policy` says have outlived their use; resolves with how many it removed. Never touches a pending or leased delivery. */
-  purge(policy: PurgePolicy, batch: number): Promise<number>;
+  purge(policy: PurgePolicy, batch: number, signal?: AbortSignal): Promise<number>;
   /** Counts `group`'s deliveries on `topic`, and measures `oldestPendingAgeMs` on the store's clock. */
-  stats(topic: string, group: string): Promise<QueueStats>;
+  stats(topic: string, group: string, signal?: AbortSignal): Promise<QueueStats>;
   /** Checks that the store is reachable. */
-  ping(): Promise<void>;
+  ping(signal?: AbortSignal): Promise<void>;
   /**
    * Deletes group `group` of `topic` and all its deliveries, whatever their
    * state, atomically with respect to `append` and `ensureGroup` (no

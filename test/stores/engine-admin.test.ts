@@ -304,16 +304,16 @@ describe('engine groups and dead letters: a store without the optional methods',
   it('removeGroup, listGroups and redrive reject with UnsupportedError; the rest works', async () => {
     const inner = new MemoryStore();
     const bare: Store = {
-      ensureGroup: (...a) => inner.ensureGroup(...a),
+      ensureGroup: (t, g, s) => inner.ensureGroup(t, g, s),
       append: (m) => inner.append(m),
       claim: (r) => inner.claim(r),
       ack: (c) => inner.ack(c),
-      retry: (...a) => inner.retry(...a),
-      kill: (...a) => inner.kill(...a),
-      extend: (...a) => inner.extend(...a),
+      retry: (c, ms, e) => inner.retry(c, ms, e),
+      kill: (c, e, o) => inner.kill(c, e, o),
+      extend: (c, ms) => inner.extend(c, ms),
       release: (c) => inner.release(c),
-      purge: (...a) => inner.purge(...a),
-      stats: (...a) => inner.stats(...a),
+      purge: (p, n) => inner.purge(p, n),
+      stats: (t, g) => inner.stats(t, g),
       ping: () => inner.ping(),
       close: () => inner.close(),
     };

@@ -204,20 +204,27 @@ for (const factory of STORE_FACTORIES) {
       assert.equal(copies[0]!.headers![HEADER_DLQ_MESSAGE_ID], 'crashy2');
 
       // A stale handler: its heartbeat reports the lease gone, it ignores the abort and fails permanently late.
+      // The redelivery claimed meanwhile waits for it: one attempt of a delivery at a time.
       store.after.extend = () => [];
       const runs: number[] = [];
+      const events: string[] = [];
       await q.subscribe('s', 'g', async (d, signal) => {
         runs.push(d.attempt);
+        events.push(`start ${d.attempt}`);
         if (d.attempt === 1) {
           await waitFor(() => signal.aborted, 5000);
-          await sleep(300); // long after the lease ran out and the redelivery finished
+          await sleep(300); // long after the lease ran out
+          events.push('end 1');
           throw permanent(new Error('too late'));
         }
       }, { ...FAST, concurrency: 2, leaseDurationMs: 90 });
       await q.publish({ topic: 's', payload: enc('x') });
       await waitFor(() => runs.length === 2, 5000);
       await sleep(400);
-      assert.deepEqual(runs, [1, 2]);
+      assert.equal(runs.length, 2);
+      assert.equal(runs[0], 1);
+      assert.ok(runs[1]! > 1, 'the second run is a later claim');
+      assert.deepEqual(events.slice(0, 2), ['start 1', 'end 1'], 'the redelivery started only after the stale handler returned');
       assert.equal(store.count('kill'), 1, 'only the crash case was killed');
       assert.deepEqual(counts(await q.stats('s', 'g')), { pending: 0, leased: 0, dead: 0 });
     });

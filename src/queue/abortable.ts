@@ -1,0 +1,127 @@
+/**
+ * Store calls the engine can stop waiting for. A `close` with a deadline must
+ * return by that deadline even when a store call hangs (a database that
+ * stopped answering, a lock held elsewhere): each call gets an AbortSignal,
+ * which the store may honour, and the engine races the call against it, so
+ * it stops waiting the moment the signal aborts whether the store honours it
+ * or not.
+ */
+import { setMaxListeners } from 'node:events';
+import { ClosedError } from '../errors.js';
+import type { ClaimRequest, Claimed, KillOptions, PurgePolicy, QueueStats, StartFrom, Store, StoredMessage } from './types.js';
+
+/** A controller whose signal may carry many listeners at once (one per store call in flight) without Node's leak warning. */
+export function stopController(): AbortController {
+  const ctl = new AbortController();
+  setMaxListeners(0, ctl.signal);
+  return ctl;
+}
+
+/** The error a call cut short by `signal` rejects with. */
+function stopped(signal: AbortSignal): unknown {
+  const r: unknown = signal.reason;
+  return r instanceof ClosedError ? r : new ClosedError('the queue or subscription closed before the store answered', { cause: r });
+}
+
+/**
+ * Settles like `p`, or rejects with a `ClosedError` as soon as `signal`
+ * aborts, whichever comes first. A late rejection of `p` is swallowed.
+ */
+export function raceSignal<T>(signal: AbortSignal, p: Promise<T>): Promise<T> {
+  if (signal.aborted) {
+    p.catch(() => undefined);
+    return Promise.reject(stopped(signal));
+  }
+  return new Promise<T>((resolve, reject) => {
+    const onAbort = () => reject(stopped(signal));
+    signal.addEventListener('abort', onAbort, { once: true });
+    p.then(
+      (v) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(v);
+      },
+      (err) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(err);
+      },
+    );
+  });
+}
+
+/** Resolves true once `p` settles, false if `signal` aborts first (or already has). Never rejects. */
+export async function settledBefore(p: Promise<unknown>, signal: AbortSignal): Promise<boolean> {
+  try {
+    await raceSignal(signal, p.then(() => undefined, () => undefined));
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Runs `call` with `signal`, and rejects as soon as the signal aborts. */
+function guard<T>(signal: AbortSignal, call: () => Promise<T>): Promise<T> {
+  if (signal.aborted) return Promise.reject(stopped(signal));
+  let p: Promise<T>;
+  try {
+    p = call();
+  } catch (err) {
+    return Promise.reject(err);
+  }
+  return raceSignal(signal, p);
+}
+
+/**
+ * The I/O calls of a `Store`, each given `signal` and cut short when it
+ * aborts. What the engine's parts hold instead of the store itself.
+ */
+export class GuardedStore {
+  readonly #s: Store;
+  readonly signal: AbortSignal;
+
+  constructor(store: Store, signal: AbortSignal) {
+    this.#s = store;
+    this.signal = signal;
+  }
+
+  /** The store behind the guard, for its optional methods. */
+  get inner(): Store {
+    return this.#s;
+  }
+
+  ensureGroup(topic: string, group: string, startFrom: StartFrom): Promise<void> {
+    return guard(this.signal, () => this.#s.ensureGroup(topic, group, startFrom, this.signal));
+  }
+  append(msgs: StoredMessage[]): Promise<void> {
+    return guard(this.signal, () => this.#s.append(msgs, this.signal));
+  }
+  claim(req: ClaimRequest): Promise<Claimed[]> {
+    return guard(this.signal, () => this.#s.claim(req, this.signal));
+  }
+  ack(cs: Claimed[]): Promise<string[]> {
+    return guard(this.signal, () => this.#s.ack(cs, this.signal));
+  }
+  retry(c: Claimed, backoffMs: number, lastError: string): Promise<boolean> {
+    return guard(this.signal, () => this.#s.retry(c, backoffMs, lastError, this.signal));
+  }
+  kill(c: Claimed, lastError: string, opts?: KillOptions): Promise<boolean> {
+    return guard(this.signal, () => this.#s.kill(c, lastError, opts, this.signal));
+  }
+  extend(cs: Claimed[], leaseMs: number): Promise<string[]> {
+    return guard(this.signal, () => this.#s.extend(cs, leaseMs, this.signal));
+  }
+  release(cs: Claimed[]): Promise<void> {
+    return guard(this.signal, () => this.#s.release(cs, this.signal));
+  }
+  purge(policy: PurgePolicy, batch: number): Promise<number> {
+    return guard(this.signal, () => this.#s.purge(policy, batch, this.signal));
+  }
+  stats(topic: string, group: string): Promise<QueueStats> {
+    return guard(this.signal, () => this.#s.stats(topic, group, this.signal));
+  }
+  ping(): Promise<void> {
+    return guard(this.signal, () => this.#s.ping(this.signal));
+  }
+  acquireJanitor(holder: string, ttlMs: number): Promise<boolean> {
+    return guard(this.signal, () => this.#s.acquireJanitor!(holder, ttlMs));
+  }
+}

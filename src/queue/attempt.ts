@@ -1,0 +1,81 @@
+/**
+ * One attempt at a delivery, and the rule that a queue runs at most one
+ * attempt of a delivery at a time.
+ *
+ * An attempt is a claim: its claim token fences every write it makes. Once
+ * its lease is gone (a heartbeat found it taken, or it lapsed because
+ * renewals failed for a whole lease), the store may hand the delivery out
+ * again, to another process or to this one. When the new claim comes back to
+ * this queue while the old attempt's handler is still running, the old one is
+ * given up (its signal aborts) and the new one's handler starts only once the
+ * old handler has returned: the same delivery never runs twice at once in one
+ * queue, and the old attempt's cleanup touches only what is its own (it is
+ * keyed by its token, never by the delivery ID alone).
+ */
+import type { LeaseLostEvent } from './events.js';
+import type { Claimed } from './types.js';
+
+/** Why an attempt was given up. */
+export type LossCause = LeaseLostEvent['op'];
+
+/** A claimed delivery this instance holds: waiting for a slot, running, or having its outcome written. */
+export class Attempt {
+  readonly c: Claimed;
+  readonly ctrl = new AbortController();
+  /** Holds one of the `concurrency` worker slots: until the handler returns, or, for a retry or dead letter, until that is written. */
+  slot = false;
+  /** Local time (ms) by which the lease must have been renewed; the lease lapses then. */
+  deadline: number;
+  /** The lease was lost: the handler was aborted and its outcome is discarded. */
+  lost = false;
+  /** Close gave up waiting: the handler was aborted, its lease is kept, its outcome is discarded. */
+  abandoned = false;
+  /** Settles when the attempt has finished (handler returned, outcome written or discarded); set when it starts. */
+  done?: Promise<void>;
+  /** How long the handler ran, ms, once it has. */
+  durationMs?: number;
+  /** The earlier attempt of the same delivery this one replaced, while it may still be running: this one's handler waits for it. */
+  after?: Promise<void>;
+  /** Gives this attempt up (set by the subscription that owns it). */
+  readonly lose: (cause: LossCause) => void;
+
+  constructor(c: Claimed, deadline: number, lose: (a: Attempt, cause: LossCause) => void) {
+    this.c = c;
+    this.deadline = deadline;
+    this.lose = (cause) => lose(this, cause);
+  }
+}
+
+/**
+ * The newest attempt of each delivery a queue holds, across its
+ * subscriptions. A claim that brings a delivery back while an older attempt
+ * of it is held here replaces that attempt.
+ */
+export class AttemptRegistry {
+  readonly #newest = new Map<string, Attempt>();
+
+  /**
+   * Records `a` as its delivery's newest attempt. An older attempt still held
+   * is given up (`claim`: the store handed the delivery out again, so its
+   * lease is gone), and `a` will wait for it to finish before running.
+   */
+  add(a: Attempt): void {
+    const id = a.c.deliveryId;
+    const old = this.#newest.get(id);
+    this.#newest.set(id, a);
+    if (old === undefined || old.c.claimToken === a.c.claimToken) return;
+    old.lose('claim');
+    if (old.done !== undefined) a.after = old.done;
+  }
+
+  /** Forgets `a` once it has finished, unless a newer attempt replaced it. */
+  remove(a: Attempt): void {
+    const id = a.c.deliveryId;
+    if (this.#newest.get(id) === a) this.#newest.delete(id);
+  }
+
+  /** How many deliveries have an attempt held. */
+  get size(): number {
+    return this.#newest.size;
+  }
+}
