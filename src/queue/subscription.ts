@@ -97,6 +97,13 @@ export class StoreSubscription implements Subscription {
   #woken = false;
   #wakeWait: (() => void) | undefined;
   #waitingForSlot = false;
+  /**
+   * A recovered delivery (its last lease ran out with no outcome: its holder
+   * may have crashed because of it) held by this subscription. It runs alone:
+   * it starts once no other handler runs, and nothing is claimed until it
+   * is done, so a crash it causes again spends no other delivery's attempt.
+   */
+  #isolated: Job | undefined;
   // Acks completed in the same turn of the event loop go to the store together.
   #acks: Array<{ job: Job; resolve: () => void }> = [];
   #ackFlushScheduled = false;
@@ -157,7 +164,7 @@ export class StoreSubscription implements Subscription {
       // With prefetch the loop claims again only once the waiting list has
       // drained to half, so claims stay large rather than one per freed slot.
       const room = o.concurrency - this.#running + o.prefetch - this.#waiting.length;
-      if (room <= 0 || this.#waiting.length > o.prefetch / 2 || this.#unwritten >= this.#maxUnwritten) {
+      if (room <= 0 || this.#waiting.length > o.prefetch / 2 || this.#unwritten >= this.#maxUnwritten || this.#isolated !== undefined) {
         this.#waitingForSlot = true;
         await this.#wait(undefined);
         this.#waitingForSlot = false;
@@ -185,9 +192,10 @@ export class StoreSubscription implements Subscription {
       }
       for (const c of claimed) this.#enqueue(c, leaseStart + o.leaseDurationMs);
       this.#pump();
-      if (claimed.length >= max) {
-        // A full batch: there may be more, so poll again at once, but after
-        // letting timers and I/O run (a synchronous store never yields).
+      if (claimed.length >= max || claimed.some((c) => c.recovered)) {
+        // A full batch, or one cut short by a delivery claimed alone (its
+        // lease had expired): there may be more, so poll again at once, but
+        // after letting timers and I/O run (a synchronous store never yields).
         await new Promise<void>((resolve) => setImmediate(resolve));
         continue;
       }
@@ -212,6 +220,7 @@ export class StoreSubscription implements Subscription {
     this.#jobs.set(c.claimToken, job);
     this.#host.attempts.add(job); // gives up an older attempt of the same delivery, if this queue still holds one
     this.#armLapse(deadline);
+    if (c.recovered) this.#isolated = job;
     this.#waiting.push(job);
   }
 
@@ -219,6 +228,10 @@ export class StoreSubscription implements Subscription {
   #drop(job: Job): void {
     this.#jobs.delete(job.c.claimToken);
     this.#host.attempts.remove(job);
+    if (this.#isolated === job) {
+      this.#isolated = undefined;
+      if (!this.#closing) this.wake(); // claiming resumes
+    }
   }
 
   /** Makes the lapse timer fire no later than `at` (local ms). */
@@ -247,14 +260,21 @@ export class StoreSubscription implements Subscription {
     if (next !== Infinity) this.#armLapse(next);
   }
 
-  /** Starts waiting deliveries while slots are free. One whose lease lapsed while it waited is dropped unrun: it comes back to whoever claims it next. */
+  /**
+   * Starts waiting deliveries while slots are free. One whose lease lapsed
+   * while it waited is dropped unrun: it comes back to whoever claims it
+   * next. A recovered one waits until no other handler runs (`#isolated`).
+   */
   #pump(): void {
     while (!this.#closing && this.#running < this.#o.concurrency && this.#waiting.length > 0) {
-      const job = this.#waiting.shift()!;
+      const job = this.#waiting[0]!;
       if (job.lost) {
+        this.#waiting.shift();
         this.#drop(job);
         continue;
       }
+      if (job === this.#isolated && this.#running > 0) return;
+      this.#waiting.shift();
       this.#start(job);
     }
   }

@@ -257,6 +257,12 @@ export interface Claimed {
   /** 1-based attempt this claim represents; lost leases count. */
   attempt: number;
   message: StoredMessage;
+  /**
+   * Set when the delivery's previous lease ran out with no outcome written:
+   * its holder crashed, stalled or closed without finishing. Such a delivery
+   * is claimed alone (see `Store.claim`); the engine claims again at once.
+   */
+  recovered?: true;
 }
 
 /** Options of `Store.kill`. */
@@ -309,6 +315,13 @@ export interface Store {
    * token and attempt + 1. Due: its `deliverAt` and retry backoff have passed
    * or its lease expired, and, when keyed, no earlier delivery with the same
    * key is pending or leased. Honours `req.maxInFlight`.
+   *
+   * A delivery whose lease expired (`Claimed.recovered`) is claimed alone:
+   * when the first due delivery is one, the claim returns just it; otherwise
+   * the claim stops before the first one. Its holder may have crashed because
+   * of it, and a crash it causes again must not spend the attempts of
+   * deliveries that were merely claimed in the same batch (they come back
+   * one at a time, each running before it can be blamed again).
    */
   claim(req: ClaimRequest, signal?: AbortSignal): Promise<Claimed[]>;
   /** Completes deliveries in one round trip; resolves with the IDs still held (the rest are untouched). */

@@ -126,6 +126,42 @@ for (const factory of STORE_FACTORIES) {
       assert.deepEqual(counts(await s.stats('t', 'g')), { pending: 0, leased: 0, dead: 0 });
     });
 
+    it('5b. a delivery whose lease expired is claimed alone and marked recovered; a claim stops before one', async () => {
+      await s.ensureGroup('t', 'g', 'latest');
+      await s.append([msg('t', { id: 'a' }), msg('t', { id: 'b' }), msg('t', { id: 'c' })]);
+      const first = await s.claim(claimReq('t', 'g', { leaseMs: 300 }));
+      assert.deepEqual(ids(first), ['a', 'b', 'c']);
+      assert.deepEqual(first.map((c) => c.recovered), [undefined, undefined, undefined]);
+      // b finishes; a and c are left to expire, as a crashed holder leaves them.
+      await s.ack([first[1]!]);
+      await sleep(400);
+      const one = await s.claim(claimReq('t', 'g'));
+      assert.deepEqual(ids(one), ['a'], 'the first due delivery came back from an expired lease: alone');
+      assert.equal(one[0]!.recovered, true);
+      assert.equal(one[0]!.attempt, 2);
+      // New messages behind c: the claim takes c alone; then the fresh ones together.
+      await s.append([msg('t', { id: 'd' }), msg('t', { id: 'e' })]);
+      const two = await s.claim(claimReq('t', 'g'));
+      assert.deepEqual(ids(two), ['c']);
+      assert.equal(two[0]!.recovered, true);
+      const three = await s.claim(claimReq('t', 'g'));
+      assert.deepEqual(ids(three), ['d', 'e']);
+      assert.deepEqual(three.map((c) => c.recovered), [undefined, undefined]);
+    });
+
+    it('5c. a claim stops before a recovered delivery that is not first', async () => {
+      await s.ensureGroup('t', 'g', 'latest');
+      await s.append([msg('t', { id: 'a' }), msg('t', { id: 'b' })]);
+      const [a] = await s.claim(claimReq('t', 'g', { leaseMs: 300 }));
+      assert.equal(await s.retry(a!, 0, 'failed'), true); // a is pending again: not recovered
+      await sleep(400); // b's lease expires
+      await s.append([msg('t', { id: 'c' })]);
+      const got = await s.claim(claimReq('t', 'g'));
+      assert.deepEqual(ids(got), ['a'], 'stops before b');
+      assert.deepEqual(ids(await s.claim(claimReq('t', 'g'))), ['b']);
+      assert.deepEqual(ids(await s.claim(claimReq('t', 'g'))), ['c']);
+    });
+
     it('6. retry hides for its backoff then returns at attempt + 1; release returns at once without an attempt', async () => {
       await s.ensureGroup('t', 'g', 'latest');
       await s.append([msg('t', { id: 'r' })]);

@@ -188,12 +188,20 @@ export class MemoryStore implements Store {
       }
       const due = d.state === 'pending' ? d.availableAt <= now : d.leaseUntil <= now;
       if (!due) continue;
+      // A delivery whose lease expired is claimed alone (recovered.ts).
+      const recovered = d.state === 'leased';
+      if (recovered && out.length > 0) break;
       d.state = 'leased';
       d.attempt++;
       d.token = randomUUID();
       d.holder = req.runnerId;
       d.leaseUntil = now + req.leaseMs;
-      out.push({ deliveryId: d.id, claimToken: d.token, group: req.group, attempt: d.attempt, message: copyMessage(d.row.msg) });
+      const c: Claimed = { deliveryId: d.id, claimToken: d.token, group: req.group, attempt: d.attempt, message: copyMessage(d.row.msg) };
+      if (recovered) {
+        c.recovered = true;
+        return [c];
+      }
+      out.push(c);
     }
     return out;
   }

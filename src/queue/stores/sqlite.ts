@@ -24,6 +24,7 @@ import { closeSync, constants, openSync, realpathSync } from 'node:fs';
 import type BetterSqlite3 from 'better-sqlite3';
 import { ClosedError, InvalidArgumentError, IOError, PayloadTooLargeError } from '../../errors.js';
 import { deliveryId } from '../delivery-id.js';
+import { takeClaimable } from './recovered.js';
 import { parseSeqCursor } from './seq-cursor.js';
 import { setUpSchema } from './sqlite-schema.js';
 import type { ClaimRequest, Claimed, ConsumerGroup, KillOptions, MessagePage, PurgePolicy, QueueStats, StartFrom, Store, StoredMessage } from '../types.js';
@@ -87,6 +88,8 @@ interface MessageRowDb {
 interface ClaimRowDb extends MessageRowDb {
   delivery_id: string;
   attempt: number;
+  /** PENDING, or LEASED when its lease expired (the delivery is recovered). */
+  state: number;
 }
 
 function toMessage(r: MessageRowDb): StoredMessage {
@@ -137,7 +140,7 @@ function statements(db: Database) {
       .pluck(),
     // Due deliveries past seq @s in publish order; a keyed one only when nothing earlier on its lane is live.
     due: db.prepare(
-      `SELECT d.delivery_id, d.attempt, m.seq, m.id, m.topic, m.msg_key, m.payload, m.headers, m.published_at, m.deliver_at
+      `SELECT d.delivery_id, d.attempt, d.state, m.seq, m.id, m.topic, m.msg_key, m.payload, m.headers, m.published_at, m.deliver_at
        FROM ferry_deliveries d JOIN ferry_messages m ON m.seq = d.message_seq
        WHERE d.topic = @a AND d.grp = @b AND d.state < 2 AND d.message_seq > @s
          AND ((d.state = ${PENDING} AND d.available_at <= @c) OR (d.state = ${LEASED} AND d.lease_until <= @c))
@@ -337,11 +340,14 @@ export class SqliteStore implements Store {
       let limit = req.max;
       if (req.maxInFlight > 0) limit = Math.min(limit, req.maxInFlight - (this.#q.leasedCount.get(req.topic, req.group, now) as number));
       if (limit <= 0) return { claimed: [], more: false, cursor: after };
-      const rows = this.#q.due.all({ a: req.topic, b: req.group, c: now, d: limit, s: after }) as ClaimRowDb[];
+      const found = this.#q.due.all({ a: req.topic, b: req.group, c: now, d: limit, s: after }) as ClaimRowDb[];
+      // A delivery whose lease expired is claimed alone (recovered.ts): then no new deliveries are made either.
+      const rows = takeClaimable(found, (r) => r.state === LEASED);
+      const alone = rows.length < found.length || rows[0]?.state === LEASED;
       const chunk = Math.max(ADVANCE_MIN, 4 * limit);
       let more = false;
       let cursor = after;
-      for (let i = 0; i < ADVANCE_ROUNDS && rows.length < limit; i++) {
+      for (let i = 0; i < ADVANCE_ROUNDS && rows.length < limit && !alone; i++) {
         const { from, to, made } = this.#advance(req.topic, req.group, chunk);
         if (made > 0) rows.push(...(this.#q.due.all({ a: req.topic, b: req.group, c: now, d: limit - rows.length, s: from }) as ClaimRowDb[]));
         cursor = to;
@@ -351,7 +357,9 @@ export class SqliteStore implements Store {
       const claimed = rows.map((r) => {
         const token = randomUUID();
         this.#q.lease.run(token, req.runnerId, now + Math.ceil(req.leaseMs), r.seq, req.group);
-        return { deliveryId: r.delivery_id, claimToken: token, group: req.group, attempt: r.attempt + 1, message: toMessage(r) };
+        const c: Claimed = { deliveryId: r.delivery_id, claimToken: token, group: req.group, attempt: r.attempt + 1, message: toMessage(r) };
+        if (r.state === LEASED) c.recovered = true;
+        return c;
       });
       return { claimed, more, cursor };
     });

@@ -27,6 +27,7 @@ import { deliveryId } from '../../delivery-id.js';
 import { ProcessLocker } from '../../lockers/process.js';
 import type { DistributedLocker, HeldLock } from '../../lockers/types.js';
 import type { Claimed, ClaimRequest, ConsumerGroup, KillOptions, MessagePage, PurgePolicy, QueueStats, StartFrom, Store, StoredMessage } from '../../types.js';
+import { takeClaimable } from '../recovered.js';
 import { parseSeqCursor } from '../seq-cursor.js';
 import { ServerClock } from './clock.js';
 import type { SqlValue } from './escape.js';
@@ -383,7 +384,8 @@ export class ClickHouseStore implements Store {
         const inFlight = live.filter((d) => d.state === LEASED && d.leaseUntil > now).length;
         limit = Math.min(limit, req.maxInFlight - inFlight);
       }
-      return limit > 0 ? pickDue(live, now, limit) : [];
+      // A delivery whose lease expired is claimed alone (recovered.ts).
+      return limit > 0 ? takeClaimable(pickDue(live, now, limit), (d) => d.state === LEASED) : [];
     };
     // When the group's last claim here found nothing, look without the lock
     // first: a claim that finds nothing due is the same as one made a moment
@@ -417,7 +419,9 @@ export class ClickHouseStore implements Store {
         const token = randomUUID();
         // ver + 2: a fenced write racing this claim writes ver + 1 and loses (see #fenced).
         writes.push(deliveryValues({ ...d, state: LEASED, attempt: d.attempt + 1, token, holder: req.runnerId, leaseUntil: leaseFrom + Math.ceil(req.leaseMs), ver: d.ver + 2 }));
-        out.push({ deliveryId: d.deliveryId, claimToken: token, group: req.group, attempt: d.attempt + 1, message });
+        const c: Claimed = { deliveryId: d.deliveryId, claimToken: token, group: req.group, attempt: d.attempt + 1, message };
+        if (d.state === LEASED) c.recovered = true;
+        out.push(c);
       }
       held();
       await this.#insert('insert-deliveries', writes);

@@ -12,6 +12,10 @@
 -- plan as if it read every live row, which at a million pending rows turns
 -- on JIT compilation and costs more than the claim itself.
 --
+-- A delivery whose lease expired (state 1) is claimed alone: the first
+-- candidate alone when it is one, else the candidates before the first one
+-- (src/queue/stores/recovered.ts says why).
+--
 -- It runs alone in its own implicit transaction (one round trip), which the
 -- clock CTE tells not to wait for the WAL flush at commit: a crash that
 -- forgets a claim only makes its deliveries claimable again, and any later
@@ -19,8 +23,8 @@
 WITH clock AS MATERIALIZED (
   SELECT clock_timestamp() AS now, set_config('synchronous_commit', 'off', true) AS relaxed
 ),
-picked AS (
-  SELECT d.delivery_id
+candidates AS (
+  SELECT d.delivery_id, d.message_seq, d.state
   FROM __SCHEMA__.deliveries d
   WHERE d.topic = $1 AND d.grp = $2 AND d.state < 2
     AND ((d.state = 0 AND d.available_at <= (SELECT now FROM clock))
@@ -33,6 +37,12 @@ picked AS (
   LIMIT $3
   FOR UPDATE OF d SKIP LOCKED
 ),
+picked AS (
+  SELECT c.delivery_id, c.state
+  FROM candidates c
+  WHERE c.message_seq = (SELECT min(message_seq) FROM candidates)
+     OR c.message_seq < COALESCE((SELECT min(message_seq) FROM candidates WHERE state = 1), 9223372036854775807)
+),
 leased AS (
   UPDATE __SCHEMA__.deliveries d
   SET state = 1, attempt = d.attempt + 1, claim_token = gen_random_uuid(), holder = $4,
@@ -42,7 +52,8 @@ leased AS (
   WHERE d.delivery_id = ANY(ARRAY(SELECT delivery_id FROM picked))
   RETURNING d.delivery_id, d.attempt, d.claim_token, d.message_seq
 )
-SELECT l.delivery_id, l.attempt, l.claim_token::text AS claim_token,
+SELECT l.delivery_id, l.attempt, l.claim_token::text AS claim_token, p.state = 1 AS recovered,
        m.id, m.topic, m.msg_key, m.payload, m.headers, m.published_at, m.deliver_at
-FROM leased l JOIN __SCHEMA__.messages m ON m.seq = l.message_seq
+FROM leased l JOIN picked p ON p.delivery_id = l.delivery_id
+JOIN __SCHEMA__.messages m ON m.seq = l.message_seq
 ORDER BY l.message_seq

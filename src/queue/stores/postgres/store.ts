@@ -45,6 +45,8 @@ interface ClaimRow {
   delivery_id: string;
   attempt: number;
   claim_token: string;
+  /** Its lease had expired: claimed alone (recovered.ts). */
+  recovered: boolean;
   id: string;
   topic: string;
   msg_key: string | null;
@@ -294,7 +296,11 @@ export class PostgresStore implements Store {
     } else {
       rows = (await this.#q<ClaimRow>('claim', values(req.max))).rows;
     }
-    return rows.map((r) => ({ deliveryId: r.delivery_id, claimToken: r.claim_token, group: req.group, attempt: r.attempt, message: toMessage(r) }));
+    return rows.map((r) => {
+      const c: Claimed = { deliveryId: r.delivery_id, claimToken: r.claim_token, group: req.group, attempt: r.attempt, message: toMessage(r) };
+      if (r.recovered) c.recovered = true;
+      return c;
+    });
   }
 
   async ack(cs: Claimed[]): Promise<string[]> {
