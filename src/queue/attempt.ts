@@ -24,8 +24,10 @@ export class Attempt {
   readonly ctrl = new AbortController();
   /** Holds one of the `concurrency` worker slots: until the handler returns, or, for a retry or dead letter, until that is written. */
   slot = false;
-  /** Local time (ms) by which the lease must have been renewed; the lease lapses then. */
+  /** Local time (ms) by which the lease must have been renewed; the lease lapses then (its earliest possible end in the store). */
   deadline: number;
+  /** Local time (ms) by which the store's copy of the lease has surely ended: the last claim or renewal reply plus the lease. */
+  expiresBy: number;
   /** The lease was lost: the handler was aborted and its outcome is discarded. */
   lost = false;
   /** Close gave up waiting: the handler was aborted, its lease is kept, its outcome is discarded. */
@@ -39,9 +41,10 @@ export class Attempt {
   /** Gives this attempt up (set by the subscription that owns it). */
   readonly lose: (cause: LossCause) => void;
 
-  constructor(c: Claimed, deadline: number, lose: (a: Attempt, cause: LossCause) => void) {
+  constructor(c: Claimed, deadline: number, expiresBy: number, lose: (a: Attempt, cause: LossCause) => void) {
     this.c = c;
     this.deadline = deadline;
+    this.expiresBy = expiresBy;
     this.lose = (cause) => lose(this, cause);
   }
 }

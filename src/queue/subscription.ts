@@ -27,8 +27,9 @@ const UNWRITTEN_ACKS_PER_SLOT = 16;
 /** The floor of that backlog, so a small `concurrency` still batches well. */
 const UNWRITTEN_ACKS_MIN = 256;
 /**
- * How long after a lease's local deadline the store's copy has surely run out,
- * ms: the store starts (and renews) a lease a round trip after our clock does.
+ * How long after `Attempt.expiresBy` (the last claim or renewal reply plus the
+ * lease) to wake the topic's subscriptions for a lease left to run out, ms:
+ * room for the store's clock to run a little behind ours.
  */
 const LEASE_SLACK_MS = 50;
 
@@ -190,7 +191,9 @@ export class StoreSubscription implements Subscription {
         await this.#releaseUnstarted(claimed);
         break;
       }
-      for (const c of claimed) this.#enqueue(c, leaseStart + o.leaseDurationMs);
+      // The store started each lease between sending the claim and its reply.
+      const replyAt = Date.now();
+      for (const c of claimed) this.#enqueue(c, leaseStart + o.leaseDurationMs, replyAt + o.leaseDurationMs);
       this.#pump();
       if (claimed.length >= max || claimed.some((c) => c.recovered)) {
         // A full batch, or one cut short by a delivery claimed alone (its
@@ -215,8 +218,8 @@ export class StoreSubscription implements Subscription {
     }
   }
 
-  #enqueue(c: Claimed, deadline: number): void {
-    const job = new Attempt(c, deadline, (a, cause) => this.#lose(a, cause));
+  #enqueue(c: Claimed, deadline: number, expiresBy: number): void {
+    const job = new Attempt(c, deadline, expiresBy, (a, cause) => this.#lose(a, cause));
     this.#jobs.set(c.claimToken, job);
     this.#host.attempts.add(job); // gives up an older attempt of the same delivery, if this queue still holds one
     this.#armLapse(deadline);
@@ -478,7 +481,7 @@ export class StoreSubscription implements Subscription {
     if (job.lost || job.abandoned) return;
     job.lost = true;
     job.ctrl.abort(new Error(`lease on delivery ${job.c.deliveryId} was lost (${cause})`));
-    if (cause === 'lapse') this.#host.wakeAt(this.topic, job.deadline + LEASE_SLACK_MS);
+    if (cause === 'lapse') this.#host.wakeAt(this.topic, job.expiresBy + LEASE_SLACK_MS);
     this.#leaseLost(job, cause);
   }
 
@@ -500,10 +503,13 @@ export class StoreSubscription implements Subscription {
         if (!this.#stop.signal.aborted) this.#host.onError(err, 'heartbeat');
         return;
       }
+      const replyAt = Date.now();
       for (const j of renew) {
         if (j.lost || j.abandoned) continue; // given up while the renewal was in flight
-        if (held.has(j.c.deliveryId)) j.deadline = sent + lease;
-        else this.#lose(j, 'heartbeat');
+        if (held.has(j.c.deliveryId)) {
+          j.deadline = sent + lease;
+          j.expiresBy = replyAt + lease;
+        } else this.#lose(j, 'heartbeat');
       }
     } finally {
       this.#beating = false;
@@ -549,7 +555,7 @@ export class StoreSubscription implements Subscription {
           j.abandoned = true;
           j.ctrl.abort(new ClosedError('subscription closed before the handler finished'));
           // Its lease is kept: other subscriptions of this queue may take it once it runs out.
-          this.#host.wakeAt(this.topic, j.deadline + LEASE_SLACK_MS);
+          this.#host.wakeAt(this.topic, j.expiresBy + LEASE_SLACK_MS);
         }
         stop.abort(new ClosedError('close deadline passed'));
       }

@@ -65,6 +65,7 @@ export async function dropDatabase(db: string): Promise<void> {
 export function clickhouseFactoryWith(name: string, makeLocker: () => Promise<DistributedLocker> | DistributedLocker = () => new ProcessLocker()): StoreFactory {
   return {
     name,
+    slowness: 5,
     ...(CLICKHOUSE_SKIP ? { skip: CLICKHOUSE_SKIP } : {}),
     async create(): Promise<StoreHarness> {
       const database = testDatabase();

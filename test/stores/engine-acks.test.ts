@@ -151,14 +151,14 @@ for (const factory of STORE_FACTORIES) {
       const gate = deferred();
       store.before.ack = () => gate.promise;
       let done = 0;
-      await q.subscribe('t', 'g', async () => void done++, { ...FAST, concurrency: 2, startFrom: 'earliest' });
+      await q.subscribe('t', 'g', async () => void done++, { ...FAST, concurrency: 2, startFrom: 'earliest', leaseDurationMs: t.ms(FAST.leaseDurationMs!) });
       await q.publish(...Array.from({ length: bound + 40 }, () => ({ topic: 't', payload: enc('x') })));
-      await waitFor(() => done >= bound, 10_000, 'the backlog to fill');
-      await sleep(150);
+      await waitFor(() => done >= bound, t.ms(20_000), 'the backlog to fill');
+      await sleep(t.ms(150));
       // The first flush took a batch and waits at the gate; the rest queue behind it, up to the bound.
       assert.equal(done, bound, 'handlers kept running past the unwritten-ack bound');
       gate.resolve();
-      await waitFor(async () => done === bound + 40 && (await q.stats('t', 'g')).leased === 0, 10_000, 'the rest');
+      await waitFor(async () => done === bound + 40 && (await q.stats('t', 'g')).leased === 0, t.ms(20_000), 'the rest');
       assert.deepEqual(counts(await q.stats('t', 'g')), { pending: 0, leased: 0, dead: 0 });
     });
   });

@@ -54,11 +54,11 @@ for (const factory of STORE_FACTORIES) {
       await q.subscribe('t', 'g', async (d) => {
         meter.enter(d.id, d.attempt);
         try {
-          await sleep(1000); // ignores its signal, and always succeeds
+          await sleep(t.ms(1000)); // ignores its signal, and always succeeds
         } finally {
           meter.leave(d.id);
         }
-      }, { leaseDurationMs: 400, pollIntervalMs: 20, maxAttempts: 5, backoffBaseMs: 5, backoffMaxMs: 20 });
+      }, { leaseDurationMs: t.ms(400), pollIntervalMs: 20, maxAttempts: 5, backoffBaseMs: 5, backoffMaxMs: 20 });
       await q.publish({ id: 'm', topic: 't', payload: enc('x') });
       // The blip lasts until the first attempt has lost its lease.
       await waitFor(() => lost.length >= 1, 20_000, 'the first lease to lapse');
@@ -94,7 +94,7 @@ for (const factory of STORE_FACTORIES) {
         } finally {
           meter.leave(d.id);
         }
-      }, { leaseDurationMs: 150, pollIntervalMs: 20, maxAttempts: 3 });
+      }, { leaseDurationMs: t.ms(150), pollIntervalMs: 20, maxAttempts: 3 });
       await q.publish({ id: 'm', topic: 't', payload: enc('x') });
       await waitFor(() => dead.length === 1, 30_000, 'the dead letter');
       assert.equal(meter.maxOverlap, 1);
@@ -154,12 +154,12 @@ for (const factory of STORE_FACTORIES) {
       const handler = async (d: { id: string; attempt: number }) => {
         meter.enter(d.id, d.attempt);
         try {
-          await sleep(d.attempt === 1 ? 600 : 10); // the first run ignores its signal and outlives its lease
+          await sleep(d.attempt === 1 ? t.ms(600) : 10); // the first run ignores its signal and outlives its lease
         } finally {
           meter.leave(d.id);
         }
       };
-      const opts = { leaseDurationMs: 200, pollIntervalMs: 10 };
+      const opts = { leaseDurationMs: t.ms(200), pollIntervalMs: 10 };
       await q.subscribe('t', 'g', handler, opts);
       await q.subscribe('t', 'g', handler, opts);
       await q.publish({ id: 'm', topic: 't', payload: enc('x') });

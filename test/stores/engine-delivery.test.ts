@@ -124,14 +124,14 @@ for (const factory of STORE_FACTORIES) {
       let runs = 0;
       const handler: Handler = async () => {
         runs++;
-        await sleep(800);
+        await sleep(t.ms(800));
       };
-      const opts = { ...FAST, leaseDurationMs: 300 };
+      const opts = { ...FAST, leaseDurationMs: t.ms(300) };
       await a.q.subscribe('t', 'g', handler, opts);
       await b.q.subscribe('t', 'g', handler, opts);
       await a.q.publish({ topic: 't', payload: enc('slow') });
-      await waitFor(async () => runs === 1 && (await a.q.stats('t', 'g')).leased === 0, 5000);
-      await sleep(200);
+      await waitFor(async () => runs === 1 && (await a.q.stats('t', 'g')).leased === 0, t.ms(10_000));
+      await sleep(t.ms(200));
       assert.equal(runs, 1);
       assert.ok(a.store.count('extend') + b.store.count('extend') >= 2, 'heartbeats renewed the lease');
       assert.deepEqual(counts(await a.q.stats('t', 'g')), { pending: 0, leased: 0, dead: 0 });
@@ -153,9 +153,9 @@ for (const factory of STORE_FACTORIES) {
           return; // resolving after the abort must not ack
         }
         redelivered.push(d.attempt);
-      }, { ...FAST, concurrency: 1, leaseDurationMs: 150 });
+      }, { ...FAST, concurrency: 1, leaseDurationMs: t.ms(150) });
       await q.publish({ topic: 't', payload: enc('x') });
-      await waitFor(() => redelivered.length === 1, 5000);
+      await waitFor(() => redelivered.length === 1, t.ms(10_000));
       assert.deepEqual(aborted, [1]);
       assert.deepEqual(redelivered, [2]);
       assert.ok(t.errors.some((e) => e.op === 'heartbeat'));
@@ -171,11 +171,11 @@ for (const factory of STORE_FACTORIES) {
       let runs = 0;
       await q.subscribe('t2', 'g', async (_d, signal) => {
         runs++;
-        await sleep(700);
+        await sleep(t.ms(700));
         wasAborted = signal.aborted;
-      }, { ...FAST, leaseDurationMs: 450 });
+      }, { ...FAST, leaseDurationMs: t.ms(450) });
       await q.publish({ topic: 't2', payload: enc('y') });
-      await waitFor(() => wasAborted !== undefined, 5000);
+      await waitFor(() => wasAborted !== undefined, t.ms(10_000));
       await waitFor(async () => (await q.stats('t2', 'g')).leased === 0);
       assert.equal(wasAborted, false);
       assert.equal(runs, 1);

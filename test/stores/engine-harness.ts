@@ -18,6 +18,8 @@ export interface EngineHarness {
   readonly h: StoreHarness;
   /** Errors the queues of the running test reported through `onError`. */
   readonly errors: Array<{ op: string; err: unknown }>;
+  /** `ms` scaled by the store's `slowness`: for leases, and handler times measured against them. */
+  ms(ms: number): number;
 }
 
 /** Call inside a `describe`: gives every test a fresh store harness and closes its queues afterwards. */
@@ -47,5 +49,6 @@ export function engineHarness(factory: StoreFactory): EngineHarness {
     get errors() {
       return errors;
     },
+    ms: (ms: number) => ms * (factory.slowness ?? 1),
   };
 }

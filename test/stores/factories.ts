@@ -25,6 +25,13 @@ export interface StoreFactory {
   name: string;
   /** Set when this store cannot run here: the reason its suites are skipped. */
   skip?: string;
+  /**
+   * How many times longer than the in-process stores' this store's round
+   * trips may take on a busy machine (1 when absent). Tests of leases scale
+   * their lease and handler durations by it: a lease must outlast a few
+   * renewals, and ClickHouse's fenced renewals take about 100 ms under load.
+   */
+  slowness?: number;
   create(): Promise<StoreHarness>;
 }
 
