@@ -566,7 +566,8 @@ export class StoreSubscription implements Subscription {
       clearTimeout(deadline);
       opts.signal?.removeEventListener('abort', onAbort);
     }
-    for (const j of this.#jobs.values()) this.#host.attempts.remove(j);
+    // Abandoned attempts stay registered until their handlers return: a
+    // later claim of the same delivery in this queue waits for them.
     this.#host.forget(this);
     if (this.#releaseError !== undefined) throw this.#releaseError;
   }
