@@ -33,6 +33,7 @@ import {
   RecordTooLargeError,
 } from '../errors.js';
 import { shown } from '../show-value.js';
+import { refuseOtherFormat } from '../storage/format-guard.js';
 import { checkFrame, decodeFrameHeader, writeFrame, FRAME_OVERHEAD, MAX_RECORD_BYTES, SEGMENT_HEADER_SIZE } from './format.js';
 import { resolveSpoolOptions, type ResolvedSpoolOptions, type SpoolOptions } from './options.js';
 import { CursorFile } from './cursor.js';
@@ -112,8 +113,9 @@ export class Spool implements AsyncDisposable {
    * process left in the page cache are fdatasynced before this resolves.
    *
    * @throws LockedError another spool or queue holds the directory (one process per directory).
+   * @throws WrongFormatError the directory holds a DiskQueue's segments (`data.NNNNNNNN`); nothing was written.
    * @throws IOError the directory or a segment could not be created, opened or read.
-   * @throws InvalidArgumentError an empty `dir`, or an option of the wrong type or out of range.
+   * @throws InvalidArgumentError an empty `dir`, an option of the wrong type or out of range, or an unknown option key (`{ maxbytes: 100 }` is refused, not ignored).
    */
   static async open(dir: string, options: SpoolOptions = {}): Promise<Spool> {
     if (typeof dir !== 'string' || dir === '') throw new InvalidArgumentError('dir must be a non-empty path');
@@ -128,6 +130,7 @@ export class Spool implements AsyncDisposable {
     const lock = fs.lock(abs);
     let s: Spool | undefined;
     try {
+      refuseOtherFormat(fs, abs, 'spool');
       const cursor = new CursorFile(fs, abs, opts.commitSync);
       const rec = recover(fs, abs, cursor.load());
       s = new Spool(abs, opts, lock, rec.segments, rec.headOffset, rec.nextSeq, rec.counts, rec.events, cursor);
