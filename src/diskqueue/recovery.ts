@@ -86,7 +86,7 @@ function survey(fs: FileSystem, dir: string, seq: number): Survey {
   try {
     fh = fs.open(path, 'rw');
   } catch (err) {
-    throw new IOError(`cannot open segment ${path}`, { cause: err });
+    throw new IOError(`cannot open segment ${path}: ${(err as Error)?.message ?? err}`, { cause: err });
   }
   try {
     const size = fh.size();
@@ -105,7 +105,7 @@ function survey(fs: FileSystem, dir: string, seq: number): Survey {
     return { seq, fh, size, kind: 'bad', fault: res.fault };
   } catch (err) {
     fh.close();
-    throw new IOError(`cannot read segment ${path}`, { cause: err });
+    throw new IOError(`cannot read segment ${path}: ${(err as Error)?.message ?? err}`, { cause: err });
   }
 }
 
@@ -172,7 +172,7 @@ export function recover(fs: FileSystem, dir: string, segmentSize: number): Recov
       surveyed.push(s);
     });
   } catch (err) {
-    throw err instanceof IOError || err instanceof SegmentSizeMismatchError ? err : new IOError(`cannot open ${dir}`, { cause: err });
+    throw err instanceof IOError || err instanceof SegmentSizeMismatchError ? err : new IOError(`cannot open ${dir}: ${(err as Error)?.message ?? err}`, { cause: err });
   }
 
   const counts: RecoveryCounts = {
