@@ -42,6 +42,7 @@ import { ShortReadError, SpoolSegment } from './segment.js';
 import { Popped } from './popped.js';
 import type { SpoolStats } from './stats.js';
 import { Wakeup } from './wakeup.js';
+import { ConsumerTurns } from './turns.js';
 import { WriteBehind } from './write-behind.js';
 
 /** Largest frame built in the reusable buffer. */
@@ -81,12 +82,8 @@ export class Spool implements AsyncDisposable {
   private lastNoSync = 0;
   /** A rollback cost an appendNoSync group that no sync has reported yet. */
   private groupLost = false;
-  /**
-   * Consumer calls (pop, popBatch, commit, requeue) made while a requeue
-   * waits for its copy's fdatasync, in call order; undefined when none is.
-   */
-  private held: Array<() => void> | undefined;
-  private heldDrained: Array<() => void> = [];
+  /** Consumer calls held while a requeue's copy waits for its fdatasync. */
+  private readonly turns = new ConsumerTurns();
   /** Requeues whose copy waits for a flush to cover frame number `mark`. */
   private copies: Array<{ mark: number; done(): void; failed(err: unknown): void }> = [];
 
@@ -206,8 +203,8 @@ export class Spool implements AsyncDisposable {
     this.checkOpen();
     // Direct when nothing is held: a detour through a promise here would
     // cost a commit made right after the pop its share of a cursor fdatasync.
-    if (!this.held) return this.popNow();
-    return this.inTurn(() => this.popNow());
+    if (!this.turns.busy) return this.popNow();
+    return this.turns.run(() => this.popNow());
   }
 
   private popNow(): Popped | undefined {
@@ -274,8 +271,8 @@ export class Spool implements AsyncDisposable {
   async popBatch(max: number, maxBytes = Infinity): Promise<Popped[]> {
     if (!Number.isSafeInteger(max) || max < 1) throw new InvalidArgumentError(`max must be a positive integer, got ${shown(max)}`);
     this.checkOpen();
-    if (!this.held) return this.popBatchNow(max, maxBytes);
-    return this.inTurn(() => this.popBatchNow(max, maxBytes));
+    if (!this.turns.busy) return this.popBatchNow(max, maxBytes);
+    return this.turns.run(() => this.popBatchNow(max, maxBytes));
   }
 
   private popBatchNow(max: number, maxBytes: number): Popped[] {
@@ -337,7 +334,7 @@ export class Spool implements AsyncDisposable {
   async requeue(popped: Popped): Promise<boolean> {
     if (!(popped instanceof Popped)) throw new InvalidArgumentError('requeue takes what pop returned');
     this.checkOpen();
-    return this.inTurn(() => this.requeueNow(popped));
+    return this.turns.run(() => this.requeueNow(popped));
   }
 
   /** Writes the copy and holds the consumer side until its flush settles. */
@@ -347,7 +344,7 @@ export class Spool implements AsyncDisposable {
     if (!atHead) return Promise.resolve(false);
     if (this.segs.length === 1 && popped.next === h.size) return Promise.resolve(false);
     this.place(popped.data, false, true);
-    this.held ??= [];
+    this.turns.hold();
     let cursor: Promise<void> = Promise.resolve();
     const moved = new Promise<void>((resolve, reject) => {
       this.copies.push({
@@ -356,11 +353,11 @@ export class Spool implements AsyncDisposable {
         // else runs, so the calls held behind it see the head moved.
         done: () => {
           cursor = this.commitNow(h, popped.offset, popped.next, popped.epoch);
-          this.releaseHeld();
+          this.turns.release();
           resolve();
         },
         failed: (err) => {
-          this.releaseHeld();
+          this.turns.release();
           reject(err);
         },
       });
@@ -373,49 +370,6 @@ export class Spool implements AsyncDisposable {
         throw err instanceof FerryError ? err : asIOError('spool fdatasync failed', err);
       },
     );
-  }
-
-  /**
-   * Runs a consumer call now, or after the requeue in flight (and the calls
-   * held before it), in call order.
-   */
-  private inTurn<T>(op: () => T | Promise<T>): Promise<T> {
-    if (!this.held) {
-      try {
-        return Promise.resolve(op());
-      } catch (err) {
-        return Promise.reject(err);
-      }
-    }
-    return new Promise<T>((resolve, reject) => {
-      this.held!.push(() => {
-        try {
-          resolve(op());
-        } catch (err) {
-          reject(err);
-        }
-      });
-    });
-  }
-
-  /** The requeue in flight settled: run the calls held behind it, until one holds again. */
-  private releaseHeld(): void {
-    const queue = this.held ?? [];
-    this.held = undefined;
-    while (queue.length > 0) {
-      queue.shift()!();
-      if (this.held) {
-        (this.held as Array<() => void>).push(...queue);
-        return;
-      }
-    }
-    for (const f of this.heldDrained.splice(0)) f();
-  }
-
-  /** Resolves once no requeue holds the consumer side. */
-  private consumerIdle(): Promise<void> {
-    if (!this.held) return Promise.resolve();
-    return new Promise((resolve) => this.heldDrained.push(resolve));
   }
 
   /**
@@ -516,7 +470,7 @@ export class Spool implements AsyncDisposable {
     await this.flushes.settled();
     // A requeue made before close finishes (or fails) with its flush; the
     // calls held behind it were made before close too, and run.
-    await this.consumerIdle();
+    await this.turns.idle();
     await this.flushes.settled();
     await this.retired;
     this.writeStaged();
@@ -794,8 +748,8 @@ export class Spool implements AsyncDisposable {
    */
   private commitAt(seg: SpoolSegment, at: number, next: number, epoch: number): Promise<void> {
     if (this.closed) return Promise.resolve();
-    if (!this.held) return this.commitNow(seg, at, next, epoch);
-    return this.inTurn(() => this.commitNow(seg, at, next, epoch));
+    if (!this.turns.busy) return this.commitNow(seg, at, next, epoch);
+    return this.turns.run(() => this.commitNow(seg, at, next, epoch));
   }
 
   private commitNow(seg: SpoolSegment, at: number, next: number, epoch: number): Promise<void> {
