@@ -92,9 +92,9 @@ describe('an open refused by permissions names the errno', () => {
   });
 
   /**
-   * The real thing, as a user who does not own the files: run as `nobody`
-   * when this process is root (root is never refused), else with the modes
-   * taken away from this user.
+   * The real thing, as a user who does not own the files: a child that drops
+   * to `nobody` when this process is root (root is never refused), else with
+   * the modes taken away from this user.
    */
   async function asStranger(dir: string, takeFiles = true): Promise<Array<{ format: string; name?: string; code?: string; message?: string; opened?: boolean }>> {
     const root = process.getuid?.() === 0;
@@ -107,11 +107,10 @@ describe('an open refused by permissions names the errno', () => {
     }
     try {
       const child = fileURLToPath(new URL('./open-child.ts', import.meta.url));
-      const r = spawnSync(process.execPath, ['--import', 'tsx', child, dir], {
+      const r = spawnSync(process.execPath, ['--import', 'tsx', child, dir, ...(root ? ['--as-nobody'] : [])], {
         cwd: fileURLToPath(new URL('../..', import.meta.url)),
         encoding: 'utf8',
         timeout: 120_000,
-        ...(root ? { uid: 65534, gid: 65534 } : {}),
       });
       assert.equal(r.status, 0, r.stderr);
       return r.stdout.trim().split('\n').map((l) => JSON.parse(l));

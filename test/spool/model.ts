@@ -4,7 +4,11 @@
  * the spool's contract as plain array operations. The harness drives a real
  * spool on the fault-injecting file system whose fdatasyncs complete when
  * fast-check's scheduler says so, and checks the spool against this model
- * after every scheduled step.
+ * after every scheduled step. A requeue holds the consumer calls made after
+ * it (pop, popBatch, commit, requeue) until its copy's fdatasync settles; the
+ * model holds their expectations the same way, so each is judged against the
+ * state the calls one at a time, in call order, would have met. A `close`
+ * in the program makes every later call but commit reject with ClosedError.
  */
 import assert from 'node:assert/strict';
 import type { Scheduler } from 'fast-check';
