@@ -208,3 +208,20 @@ export class InvalidArgumentError extends FerryError {
     super('ERR_INVALID_ARGUMENT', message);
   }
 }
+
+/**
+ * The directory holds the other format's files: a spool's (`cursor`,
+ * `NNN….seg`) where a DiskQueue was opened, or a DiskQueue's (`data.NNNNNNNN`)
+ * where a spool was. The open created and changed nothing.
+ */
+export class WrongFormatError extends FerryError {
+  /** The format the files found belong to. */
+  readonly found: 'diskqueue' | 'spool';
+  /** The names of those files (the first few). */
+  readonly files: readonly string[];
+  constructor(message: string, found: 'diskqueue' | 'spool', files: readonly string[]) {
+    super('ERR_WRONG_FORMAT', message);
+    this.found = found;
+    this.files = files;
+  }
+}

@@ -3,16 +3,33 @@
  * directory by its files, and opening one the way a command line means it.
  */
 import { readdir } from 'node:fs/promises';
-import { Spool, LockedError, FullError, looksLikeSpool, UNBOUNDED } from '../spool/index.js';
+import { Spool, LockedError, FullError, UNBOUNDED } from '../spool/index.js';
+import { filesOf } from '../storage/format-guard.js';
 import { CliError, EXIT_USAGE, describe, sleep } from './common.js';
 
-/** Whether `dir` holds a spool (its segment files or cursor); false for a missing or empty directory. */
+/**
+ * Whether `dir` holds a spool (its segment files or cursor); false for a
+ * missing or empty directory, or a DiskQueue's.
+ *
+ * @throws CliError (exit 2) the directory holds both formats' files: which one to read is a guess, and a wrong one hides records.
+ */
 export async function isSpoolDir(dir: string): Promise<boolean> {
+  let names: string[];
   try {
-    return looksLikeSpool(await readdir(dir));
+    names = await readdir(dir);
   } catch {
     return false;
   }
+  const spool = filesOf('spool', names);
+  const dq = filesOf('diskqueue', names);
+  if (spool.length > 0 && dq.length > 0) {
+    const few = (f: string[]) => f.slice(0, 3).join(', ') + (f.length > 3 ? ', …' : '');
+    throw new CliError(
+      `${dir} holds both a DiskQueue (${few(dq)}) and a spool (${few(spool)}); refusing to guess which to read. Move one format's files to a directory of their own.`,
+      EXIT_USAGE,
+    );
+  }
+  return spool.length > 0;
 }
 
 /**

@@ -6,6 +6,7 @@ import { InvalidArgumentError } from '../errors.js';
 import { DEFAULT_DIR_MODE, DEFAULT_FILE_MODE, type FileSystem } from '../storage/fs.js';
 import type { Codec } from './codecs.js';
 import { DEFAULT_SEGMENT_SIZE, normalizeSegmentSize } from './format.js';
+import { shown } from '../show-value.js';
 
 export interface DiskQueueOptions<T> {
   /** Turns values into payload bytes and back. Default: raw bytes (`codecs.bytes`). */
@@ -80,19 +81,19 @@ export const DEFAULT_MAX_SEGMENTS = 32;
 
 function count(name: string, v: number | undefined, dflt: number): number {
   if (v === undefined) return dflt;
-  if (!Number.isSafeInteger(v) || v < 0) throw new InvalidArgumentError(`${name} must be a non-negative integer, got ${v}`);
+  if (!Number.isSafeInteger(v) || v < 0) throw new InvalidArgumentError(`${name} must be a non-negative integer, got ${shown(v)}`);
   return v;
 }
 
 function permBits(name: string, v: number | undefined, dflt: number): number {
   if (v === undefined) return dflt;
-  if (!Number.isInteger(v) || v < 0 || v > 0o777) throw new InvalidArgumentError(`${name} must be permission bits between 0 and 0o777, got ${v}`);
+  if (!Number.isInteger(v) || v < 0 || v > 0o777) throw new InvalidArgumentError(`${name} must be permission bits between 0 and 0o777, got ${shown(v)}`);
   return v;
 }
 
 function flag(name: string, v: boolean | undefined): boolean {
   if (v === undefined) return false;
-  if (typeof v !== 'boolean') throw new InvalidArgumentError(`${name} must be a boolean, got ${String(v)}`);
+  if (typeof v !== 'boolean') throw new InvalidArgumentError(`${name} must be a boolean, got ${shown(v)}`);
   return v;
 }
 
@@ -164,7 +165,7 @@ export function resolveOptions<T>(o: DiskQueueOptions<T>, codec: Codec<T>, fs: F
  * @throws InvalidArgumentError it is not an object.
  */
 export function checkCallOptions(opts: unknown): void {
-  if (typeof opts !== 'object' || opts === null) throw new InvalidArgumentError(`options must be an object, got ${String(opts)}`);
+  if (typeof opts !== 'object' || opts === null) throw new InvalidArgumentError(`options must be an object, got ${shown(opts)}`);
 }
 
 /**
@@ -174,6 +175,6 @@ export function checkCallOptions(opts: unknown): void {
  */
 export function checkIterable(name: string, values: unknown): void {
   if (values === null || typeof values !== 'object' || typeof (values as Iterable<unknown>)[Symbol.iterator] !== 'function') {
-    throw new InvalidArgumentError(`${name} must be iterable, got ${String(values)}`);
+    throw new InvalidArgumentError(`${name} must be iterable, got ${shown(values)}`);
   }
 }

@@ -18,6 +18,7 @@
  */
 import { resolve as resolvePath } from 'node:path';
 import { nodeFileSystem } from '../storage/fs.js';
+import { refuseOtherFormat } from '../storage/format-guard.js';
 import type { DirectoryLock } from '../storage/lock.js';
 import {
   ClosedError,
@@ -101,6 +102,7 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
    *
    * @throws LockedError another queue holds the directory.
    * @throws SegmentSizeMismatchError the directory was created with another `segmentSize`.
+   * @throws WrongFormatError the directory holds a spool's files (`cursor`, `NNN….seg`); nothing was written.
    * @throws IOError a segment could not be opened or read (nothing was deleted).
    * @throws InvalidArgumentError an empty `dir`, or an option of the wrong type or out of range.
    */
@@ -117,6 +119,7 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
     const lock = fs.lock(abs);
     let q: DiskQueue<T> | undefined;
     try {
+      refuseOtherFormat(fs, abs, 'diskqueue');
       const rec = recover(fs, abs, opts.segmentSize);
       q = new DiskQueue<T>(abs, opts, lock, rec.segments, rec.counts, rec.events);
       q.appender.highestSeq = rec.highestSeq;

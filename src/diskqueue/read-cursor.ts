@@ -215,7 +215,7 @@ export class ReadCursor {
     try {
       walk = walkRecords(fh, end, seg.writeCursor);
     } catch (err) {
-      throw new IOError(`read of segment ${seg.seq} after ${end} failed`, { cause: err });
+      throw new IOError(`read of segment ${seg.seq} after ${end} failed: ${(err as Error)?.message ?? err}`, { cause: err });
     }
     return walk.end === seg.writeCursor ? Math.max(1, unread - walk.count) : 1;
   }
@@ -280,7 +280,7 @@ export class ReadCursor {
       this.q.opts.fs.open(seg.path, 'r').close();
     } catch (err) {
       if (isMissing(err)) throw new MissingSegment();
-      throw new IOError(`cannot open segment ${seg.seq}`, { cause: err });
+      throw new IOError(`cannot open segment ${seg.seq}: ${(err as Error)?.message ?? err}`, { cause: err });
     }
     this.probed = seg;
   }
@@ -292,7 +292,7 @@ export class ReadCursor {
     } catch (err) {
       // A handle closed by `maxOpenFiles` cannot be reopened: the file is gone.
       if (isMissing(err)) throw new MissingSegment();
-      throw new IOError(`cannot open segment ${seg.seq}`, { cause: err });
+      throw new IOError(`cannot open segment ${seg.seq}: ${(err as Error)?.message ?? err}`, { cause: err });
     }
   }
 
@@ -302,7 +302,7 @@ export class ReadCursor {
       return fh.pread(buf, pos);
     } catch (err) {
       // Not damage: nothing is dropped and the cursor stays for a retry.
-      throw new IOError(`read of segment ${seg.seq} at ${pos} failed`, { cause: err });
+      throw new IOError(`read of segment ${seg.seq} at ${pos} failed: ${(err as Error)?.message ?? err}`, { cause: err });
     }
   }
 }

@@ -20,6 +20,7 @@ import { checkCallOptions, checkIterable } from './options.js';
 import { packOffset } from './ledger.js';
 import type { DiskQueue } from './queue.js';
 import type { HeadRecord } from './read-cursor.js';
+import { shown } from '../show-value.js';
 
 /** A reserved record: its value and the offset to `ack` or `commit`. */
 export interface Reservation<T> {
@@ -413,9 +414,9 @@ export class Reader<T> {
 
 
 function checkMax(n: unknown, name: string): void {
-  if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 1) throw new InvalidArgumentError(`${name} must be a positive integer, got ${String(n)}`);
+  if (typeof n !== 'number' || !Number.isSafeInteger(n) || n < 1) throw new InvalidArgumentError(`${name} must be a positive integer, got ${shown(n)}`);
 }
 
 function checkOffset(offset: unknown): void {
-  if (typeof offset !== 'bigint' || offset < 0n) throw new InvalidArgumentError(`offset must be a non-negative bigint from reserve(), got ${String(offset)}`);
+  if (typeof offset !== 'bigint' || offset < 0n) throw new InvalidArgumentError(`offset must be a non-negative bigint from reserve(), got ${shown(offset)}`);
 }

@@ -86,7 +86,7 @@ function survey(fs: FileSystem, dir: string, seq: number): Survey {
   try {
     fh = fs.open(path, 'rw');
   } catch (err) {
-    throw new IOError(`cannot open segment ${path}`, { cause: err });
+    throw new IOError(`cannot open segment ${path}: ${(err as Error)?.message ?? err}`, { cause: err });
   }
   try {
     const size = fh.size();
@@ -105,7 +105,7 @@ function survey(fs: FileSystem, dir: string, seq: number): Survey {
     return { seq, fh, size, kind: 'bad', fault: res.fault };
   } catch (err) {
     fh.close();
-    throw new IOError(`cannot read segment ${path}`, { cause: err });
+    throw new IOError(`cannot read segment ${path}: ${(err as Error)?.message ?? err}`, { cause: err });
   }
 }
 
@@ -131,7 +131,7 @@ function inspect(s: Survey & { fh: FileHandle }, last: boolean): void {
       s.tail = dataEnd(s.fh, s.walk.end, s.size);
     }
   } else if (s.kind === 'torn') {
-    s.walk = walkRecords(s.fh, HEADER_SIZE, s.size, { mark: s.header.commitCursor });
+    s.walk = walkRecords(s.fh, HEADER_SIZE, s.size);
   } else if (s.kind === 'ok' && s.size < s.header.writeCursor) {
     // Past a bad payload whose next record holds, so a cut file keeps every intact record before the cut.
     s.walk = walkRecords(s.fh, HEADER_SIZE, Math.min(s.size, HEADER_SIZE + s.header.capacity), { resync: true });
@@ -172,7 +172,7 @@ export function recover(fs: FileSystem, dir: string, segmentSize: number): Recov
       surveyed.push(s);
     });
   } catch (err) {
-    throw err instanceof IOError || err instanceof SegmentSizeMismatchError ? err : new IOError(`cannot open ${dir}`, { cause: err });
+    throw err instanceof IOError || err instanceof SegmentSizeMismatchError ? err : new IOError(`cannot open ${dir}: ${(err as Error)?.message ?? err}`, { cause: err });
   }
 
   const counts: RecoveryCounts = {
@@ -337,16 +337,16 @@ export function recover(fs: FileSystem, dir: string, segmentSize: number): Recov
       // themselves.
       const walk = s.walk!;
       const seg = rebuild(s, walk, last);
-      // A torn rewrite leaves each field either old or new. Its commit
-      // position is believed where it lands on a boundary the walk found,
-      // so at most the commit in flight replays; elsewhere this segment and
-      // every later one replay from their start.
-      if (!replayFromHere && walk.markCount !== undefined && h.commitCursor <= walk.end) {
-        seg.commitCursor = h.commitCursor;
-        seg.committedCount = seg.readCount = walk.markCount;
-      } else {
-        replayFromHere = true;
-      }
+      // A header whose checksum fails vouches for none of its fields: a
+      // commit position that lands on a record boundary may still be one
+      // further on than consumption ever got (a damaged field, or a torn
+      // rewrite whose new commit half reached the disk before the records
+      // it covers were delivered), and believing it would skip the records
+      // in between without a word. So this segment and every later one
+      // replay from their first record, as the Go diskqueue does: records
+      // already acknowledged may come again (at-least-once allows that),
+      // none goes missing. The event below is the one count of it.
+      replayFromHere = true;
       // The walk stops at the first damaged record. What lay behind it is only
       // known from the torn header's own cursors and counts, each believed on
       // its own when it is consistent with the walk (a torn rewrite leaves

@@ -166,8 +166,6 @@ export interface WalkResult {
    * reader, which reports each as one lost record.
    */
   damaged: number;
-  /** With `mark`: the records before it, when a record boundary the walk passed (or started at) is exactly `mark`. */
-  markCount?: number;
 }
 
 const WALK_BLOCK = 1 << 20;
@@ -178,7 +176,7 @@ const WALK_BLOCK = 1 << 20;
  * limit, or is preallocated slack. Bounded: it reads at most `limit - from`
  * bytes and never allocates more than the largest record that fits.
  */
-export function walkRecords(fh: FileHandle, from: number, limit: number, opts: { resync?: boolean; mark?: number } = {}): WalkResult {
+export function walkRecords(fh: FileHandle, from: number, limit: number, opts: { resync?: boolean } = {}): WalkResult {
   // Bytes past the end of the file cannot be read: a limit beyond it would
   // make the walk wait for a record that never arrives.
   limit = Math.min(limit, fh.size());
@@ -188,7 +186,6 @@ export function walkRecords(fh: FileHandle, from: number, limit: number, opts: {
   let buf = new Uint8Array(Math.min(WALK_BLOCK, Math.max(0, limit - from)));
   let bufStart = pos;
   let bufLen = 0;
-  let markCount = opts.mark === from ? 0 : undefined;
   while (pos < limit) {
     if (pos < bufStart || pos >= bufStart + bufLen) {
       bufStart = pos;
@@ -221,9 +218,8 @@ export function walkRecords(fh: FileHandle, from: number, limit: number, opts: {
     }
     pos = bufStart + f.end;
     count++;
-    if (pos === opts.mark && damaged === 0) markCount = count;
   }
-  return markCount === undefined ? { end: pos, count, damaged } : { end: pos, count, damaged, markCount };
+  return { end: pos, count, damaged };
 }
 
 /** Framed length of the record at `pos`, from its length prefix alone. */

@@ -20,7 +20,7 @@
  * | `segment-version`       | a format version this code does not know            | the segment, dropped as foreign |
  * | `header-magic`, `header-zero`, `header-insane` | an unreadable header over intact records (the open salvages them) | the bytes behind the last intact record |
  * | `segment-size-mismatch` | another store geometry than the first segment's     | the open is refused   |
- * | `header-checksum`       | torn header, records intact (the open rebuilds it)  | commit position only  |
+ * | `header-checksum`       | torn header, records intact (the open rebuilds it)  | none: replays from its first record |
  * | `checksum`              | a record's payload fails its checksum               | that record           |
  * | `length`                | a length prefix that is malformed or overruns       | rest of the segment   |
  * | `truncated`             | file ends before the header's write cursor          | rest of the segment   |

@@ -80,6 +80,7 @@ import { Janitor } from './janitor.js';
 import { uuidV7 } from './message-id.js';
 import { validateId, validateName } from './names.js';
 import { PublishBatcher } from './publish-batcher.js';
+import { shown } from '../show-value.js';
 import { DEFAULT_LEASE_DURATION_MS, checkCloseOptions, checkCodec, hoursToMs, resolveEngineConfig, resolveSubscribeOptions } from './options.js';
 import type { EngineConfig, ResolvedEngineConfig, SubscribeOptions } from './options.js';
 import { redrive } from './redrive.js';
@@ -370,7 +371,7 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
     rejectUnknownKeys('listMessages option', opts, LIST_MESSAGES_OPTION_KEYS);
     const limit = opts.limit ?? DEFAULT_LIST_LIMIT;
     if (!Number.isInteger(limit) || limit < 1 || limit > MAX_LIST_LIMIT) {
-      throw new InvalidArgumentError(`limit must be an integer from 1 to ${MAX_LIST_LIMIT}, got ${String(limit)}`);
+      throw new InvalidArgumentError(`limit must be an integer from 1 to ${MAX_LIST_LIMIT}, got ${shown(limit)}`);
     }
     const page: { after?: string; limit: number } = { limit };
     if (opts.after !== undefined) {

@@ -8,6 +8,7 @@ import { InvalidArgumentError } from '../errors.js';
 import { knownKeys, rejectUnknownKeys } from '../known-keys.js';
 import type { QueueLogger } from './events.js';
 import type { CloseOptions, StartFrom } from './types.js';
+import { shown } from '../show-value.js';
 
 /** Default handlers running at once per subscription. Bifrost's `DefaultConcurrency`. */
 export const DEFAULT_CONCURRENCY = 4;
@@ -109,13 +110,13 @@ export function checkCodec(c: unknown, where: string): Codec<unknown> | undefine
 export const MAX_TIMER_MS = 2 ** 31 - 1;
 
 function checkTimer(name: string, v: number): number {
-  if (v > MAX_TIMER_MS) throw new InvalidArgumentError(`${name} must be at most ${MAX_TIMER_MS} ms, got ${String(v)}`);
+  if (v > MAX_TIMER_MS) throw new InvalidArgumentError(`${name} must be at most ${MAX_TIMER_MS} ms, got ${shown(v)}`);
   return v;
 }
 
 function check(name: string, v: number, min: number, integer = true, max = Number.MAX_SAFE_INTEGER): number {
   if (typeof v !== 'number' || !Number.isFinite(v) || v < min || v > max || (integer && !Number.isInteger(v))) {
-    throw new InvalidArgumentError(`${name} must be ${integer ? 'an integer' : 'a number'} from ${min} to ${max}, got ${String(v)}`);
+    throw new InvalidArgumentError(`${name} must be ${integer ? 'an integer' : 'a number'} from ${min} to ${max}, got ${shown(v)}`);
   }
   return v;
 }
@@ -145,7 +146,7 @@ export function resolveSubscribeOptions<T>(opts: SubscribeOptions<T> = {}): Reso
   if (r.codec === undefined) delete r.codec;
   if (r.backoffMaxMs < r.backoffBaseMs) throw new InvalidArgumentError('backoffMaxMs must be ≥ backoffBaseMs');
   if (r.startFrom !== 'latest' && r.startFrom !== 'earliest') {
-    throw new InvalidArgumentError(`startFrom must be "latest" or "earliest", got ${String(r.startFrom)}`);
+    throw new InvalidArgumentError(`startFrom must be "latest" or "earliest", got ${shown(r.startFrom)}`);
   }
   return r;
 }

@@ -14,6 +14,7 @@ import { HEADER_DLQ_SOURCE_TOPIC } from './dead-letter.js';
 import { uuidV5 } from './delivery-id.js';
 import { validateName } from './names.js';
 import type { RedriveOptions, RedriveResult, Store, StoredMessage } from './types.js';
+import { shown } from '../show-value.js';
 
 /** ferry's namespace for redriven message IDs (RFC 9562 §5.5). Fixed forever: changing it would republish every copy redriven before. */
 export const REDRIVE_ID_NAMESPACE = '20f41890-7b17-42bf-a8fc-03771b74974b';
@@ -54,7 +55,7 @@ export function resolveRedriveOptions(opts: RedriveOptions | undefined): Resolve
   }
   const { limit, filter } = opts;
   if (limit !== undefined && (typeof limit !== 'number' || !Number.isInteger(limit) || limit < 1)) {
-    throw new InvalidArgumentError(`redrive: limit must be an integer ≥ 1, got ${String(limit)}`);
+    throw new InvalidArgumentError(`redrive: limit must be an integer ≥ 1, got ${shown(limit)}`);
   }
   if (filter !== undefined && typeof filter !== 'function') throw new InvalidArgumentError('redrive: filter must be a function');
   return { limit: limit ?? Infinity, filter };

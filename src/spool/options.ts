@@ -1,5 +1,7 @@
 /** Options of `Spool.open`, each with its default (the Go spool's `Options`). */
 import { InvalidArgumentError } from '../errors.js';
+import { knownKeys, rejectUnknownKeys } from '../known-keys.js';
+import { shown } from '../show-value.js';
 import type { FileSystem } from '../storage/fs.js';
 
 /** Segment size used when `segmentBytes` is not given: 8 MiB. */
@@ -28,6 +30,8 @@ export interface SpoolOptions {
   fs?: FileSystem;
 }
 
+const SPOOL_OPTION_KEYS = knownKeys<SpoolOptions>({ segmentBytes: true, maxBytes: true, commitSync: true, fs: true });
+
 export interface ResolvedSpoolOptions {
   segmentBytes: number;
   /** The cap in bytes; `Infinity` when unbounded. */
@@ -39,20 +43,21 @@ export interface ResolvedSpoolOptions {
 /**
  * Applies the defaults and checks every option.
  *
- * @throws InvalidArgumentError an option of the wrong type or out of range.
+ * @throws InvalidArgumentError an option of the wrong type or out of range, or a key that is not an option (a misspelling).
  */
 export function resolveSpoolOptions(o: SpoolOptions, fs: FileSystem): ResolvedSpoolOptions {
-  if (typeof o !== 'object' || o === null) throw new InvalidArgumentError('options must be an object');
+  if (typeof o !== 'object' || o === null) throw new InvalidArgumentError(`options must be an object, got ${shown(o)}`);
+  rejectUnknownKeys('Spool option', o, SPOOL_OPTION_KEYS);
   const seg = o.segmentBytes ?? 0;
   if (!Number.isSafeInteger(seg) || seg < 0) {
-    throw new InvalidArgumentError(`segmentBytes must be a non-negative integer, got ${String(o.segmentBytes)}`);
+    throw new InvalidArgumentError(`segmentBytes must be a non-negative integer, got ${shown(o.segmentBytes)}`);
   }
   const max = o.maxBytes ?? 0;
   if (!Number.isSafeInteger(max) || max < UNBOUNDED) {
-    throw new InvalidArgumentError(`maxBytes must be a non-negative integer or UNBOUNDED, got ${String(o.maxBytes)}`);
+    throw new InvalidArgumentError(`maxBytes must be a non-negative integer or UNBOUNDED, got ${shown(o.maxBytes)}`);
   }
   if (o.commitSync !== undefined && typeof o.commitSync !== 'boolean') {
-    throw new InvalidArgumentError(`commitSync must be a boolean, got ${String(o.commitSync)}`);
+    throw new InvalidArgumentError(`commitSync must be a boolean, got ${shown(o.commitSync)}`);
   }
   return {
     segmentBytes: seg || DEFAULT_SEGMENT_BYTES,

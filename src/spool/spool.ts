@@ -32,6 +32,8 @@ import {
   IOError,
   RecordTooLargeError,
 } from '../errors.js';
+import { shown } from '../show-value.js';
+import { refuseOtherFormat } from '../storage/format-guard.js';
 import { checkFrame, decodeFrameHeader, writeFrame, FRAME_OVERHEAD, MAX_RECORD_BYTES, SEGMENT_HEADER_SIZE } from './format.js';
 import { resolveSpoolOptions, type ResolvedSpoolOptions, type SpoolOptions } from './options.js';
 import { CursorFile } from './cursor.js';
@@ -40,6 +42,7 @@ import { ShortReadError, SpoolSegment } from './segment.js';
 import { Popped } from './popped.js';
 import type { SpoolStats } from './stats.js';
 import { Wakeup } from './wakeup.js';
+import { ConsumerTurns } from './turns.js';
 import { WriteBehind } from './write-behind.js';
 
 /** Largest frame built in the reusable buffer. */
@@ -79,6 +82,10 @@ export class Spool implements AsyncDisposable {
   private lastNoSync = 0;
   /** A rollback cost an appendNoSync group that no sync has reported yet. */
   private groupLost = false;
+  /** Consumer calls held while a requeue's copy waits for its fdatasync. */
+  private readonly turns = new ConsumerTurns();
+  /** Requeues whose copy waits for a flush to cover frame number `mark`. */
+  private copies: Array<{ mark: number; done(): void; failed(err: unknown): void }> = [];
 
   private constructor(
     /** The spool's directory, absolute. */
@@ -103,8 +110,9 @@ export class Spool implements AsyncDisposable {
    * process left in the page cache are fdatasynced before this resolves.
    *
    * @throws LockedError another spool or queue holds the directory (one process per directory).
+   * @throws WrongFormatError the directory holds a DiskQueue's segments (`data.NNNNNNNN`); nothing was written.
    * @throws IOError the directory or a segment could not be created, opened or read.
-   * @throws InvalidArgumentError an empty `dir`, or an option of the wrong type or out of range.
+   * @throws InvalidArgumentError an empty `dir`, an option of the wrong type or out of range, or an unknown option key (`{ maxbytes: 100 }` is refused, not ignored).
    */
   static async open(dir: string, options: SpoolOptions = {}): Promise<Spool> {
     if (typeof dir !== 'string' || dir === '') throw new InvalidArgumentError('dir must be a non-empty path');
@@ -119,6 +127,7 @@ export class Spool implements AsyncDisposable {
     const lock = fs.lock(abs);
     let s: Spool | undefined;
     try {
+      refuseOtherFormat(fs, abs, 'spool');
       const cursor = new CursorFile(fs, abs, opts.commitSync);
       const rec = recover(fs, abs, cursor.load());
       s = new Spool(abs, opts, lock, rec.segments, rec.headOffset, rec.nextSeq, rec.counts, rec.events, cursor);
@@ -192,6 +201,13 @@ export class Spool implements AsyncDisposable {
    */
   async pop(): Promise<Popped | undefined> {
     this.checkOpen();
+    // Direct when nothing is held: a detour through a promise here would
+    // cost a commit made right after the pop its share of a cursor fdatasync.
+    if (!this.turns.busy) return this.popNow();
+    return this.turns.run(() => this.popNow());
+  }
+
+  private popNow(): Popped | undefined {
     this.writeStaged();
     const event = this.events.shift();
     if (event) throw event;
@@ -253,8 +269,14 @@ export class Spool implements AsyncDisposable {
    * @throws as {@link pop}, for the first record only.
    */
   async popBatch(max: number, maxBytes = Infinity): Promise<Popped[]> {
-    if (!Number.isSafeInteger(max) || max < 1) throw new InvalidArgumentError(`max must be a positive integer, got ${max}`);
-    const first = await this.pop();
+    if (!Number.isSafeInteger(max) || max < 1) throw new InvalidArgumentError(`max must be a positive integer, got ${shown(max)}`);
+    this.checkOpen();
+    if (!this.turns.busy) return this.popBatchNow(max, maxBytes);
+    return this.turns.run(() => this.popBatchNow(max, maxBytes));
+  }
+
+  private popBatchNow(max: number, maxBytes: number): Popped[] {
+    const first = this.popNow();
     if (!first) return [];
     const out = [first];
     let bytes = first.data.length;
@@ -301,20 +323,53 @@ export class Spool implements AsyncDisposable {
    * first); a copy then would be a duplicate. Not atomic: a crash between the
    * two steps delivers it twice.
    *
+   * Concurrent calls see it as one step: a `pop`, `popBatch`, commit or
+   * `requeue` made while the copy's fdatasync runs waits for it, and then
+   * finds the record moved (or, when the requeue failed, still at the head).
+   * Appends and syncs do not wait.
+   *
    * @throws IOError the append failed; the record stays at the head.
    * @throws ClosedError the spool was closed.
    */
   async requeue(popped: Popped): Promise<boolean> {
     if (!(popped instanceof Popped)) throw new InvalidArgumentError('requeue takes what pop returned');
     this.checkOpen();
+    return this.turns.run(() => this.requeueNow(popped));
+  }
+
+  /** Writes the copy and holds the consumer side until its flush settles. */
+  private requeueNow(popped: Popped): Promise<boolean> {
     const h = this.segs[0];
     const atHead = !!h && h.seq === popped.seq && h.epoch === popped.epoch && this.headOffset === popped.offset && popped.next <= h.size;
-    if (!atHead) return false;
-    if (this.segs.length === 1 && popped.next === h.size) return false;
+    if (!atHead) return Promise.resolve(false);
+    if (this.segs.length === 1 && popped.next === h.size) return Promise.resolve(false);
     this.place(popped.data, false, true);
-    await this.durable(false);
-    await popped.commit();
-    return true;
+    this.turns.hold();
+    let cursor: Promise<void> = Promise.resolve();
+    const moved = new Promise<void>((resolve, reject) => {
+      this.copies.push({
+        mark: this.written,
+        // Called inside the flush that made the copy durable, before anything
+        // else runs, so the calls held behind it see the head moved.
+        done: () => {
+          cursor = this.commitNow(h, popped.offset, popped.next, popped.epoch);
+          this.turns.release();
+          resolve();
+        },
+        failed: (err) => {
+          this.turns.release();
+          reject(err);
+        },
+      });
+    });
+    // The copy's outcome arrives through `copies`; this only starts the flush.
+    this.durable(false).catch(() => {});
+    return moved.then(
+      () => cursor.then(() => true),
+      (err: unknown) => {
+        throw err instanceof FerryError ? err : asIOError('spool fdatasync failed', err);
+      },
+    );
   }
 
   /**
@@ -412,6 +467,10 @@ export class Spool implements AsyncDisposable {
     } catch (err) {
       failure = err;
     }
+    await this.flushes.settled();
+    // A requeue made before close finishes (or fails) with its flush; the
+    // calls held behind it were made before close too, and run.
+    await this.turns.idle();
     await this.flushes.settled();
     await this.retired;
     this.writeStaged();
@@ -604,10 +663,13 @@ export class Spool implements AsyncDisposable {
       if (dir) this.dirDirty = true;
       const failure = new FlushFailure(err, this.rollback());
       this.flushes.failWaiting(failure);
+      // The rollback cut every unsynced frame, requeue copies included.
+      for (const c of this.copies.splice(0)) c.failed(failure);
       throw failure;
     }
     for (const { s, size } of snap) s.durable = Math.max(s.durable, size);
     this.durableWritten = Math.max(this.durableWritten, covered);
+    while (this.copies.length > 0 && this.copies[0]!.mark <= this.durableWritten) this.copies.shift()!.done();
   }
 
   /**
@@ -686,6 +748,11 @@ export class Spool implements AsyncDisposable {
    */
   private commitAt(seg: SpoolSegment, at: number, next: number, epoch: number): Promise<void> {
     if (this.closed) return Promise.resolve();
+    if (!this.turns.busy) return this.commitNow(seg, at, next, epoch);
+    return this.turns.run(() => this.commitNow(seg, at, next, epoch));
+  }
+
+  private commitNow(seg: SpoolSegment, at: number, next: number, epoch: number): Promise<void> {
     if (this.segs[0] !== seg || this.headOffset !== at || seg.epoch !== epoch || next > seg.size) return Promise.resolve();
     this.headOffset = next;
     this.counters.committed++;

@@ -16,16 +16,26 @@ export interface DirectoryLock {
   release(): void;
 }
 
-/** Locks `dir`; throws {@link LockedError} when another descriptor holds it. */
+/**
+ * Locks `dir`.
+ *
+ * @throws LockedError another descriptor holds it.
+ * @throws IOError the directory cannot be opened (its message names the errno, e.g. `EACCES`) or locked.
+ */
 export function lockDirectory(dir: string): DirectoryLock {
-  const fd = fs.openSync(dir, fs.constants.O_RDONLY);
+  let fd: number;
+  try {
+    fd = fs.openSync(dir, fs.constants.O_RDONLY);
+  } catch (err) {
+    throw new IOError(`cannot open ${dir} to lock it: ${(err as Error)?.message ?? err}`, { cause: err });
+  }
   try {
     fsExt.flockSync(fd, 'exnb');
   } catch (err) {
     fs.closeSync(fd);
     const code = (err as { code?: string }).code;
     if (code === 'EAGAIN' || code === 'EWOULDBLOCK') throw new LockedError(`${dir} is locked by another queue`, { cause: err });
-    throw new IOError(`cannot lock ${dir}`, { cause: err });
+    throw new IOError(`cannot lock ${dir}: ${(err as Error)?.message ?? err}`, { cause: err });
   }
   let held = true;
   return {

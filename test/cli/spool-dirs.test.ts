@@ -140,3 +140,25 @@ test('a spool held by a running process: stats, push, drain and verify exit 2', 
     await cleanup();
   }
 });
+
+test('a directory holding both a DiskQueue and a spool is refused by verify, stats and drain, which read nothing', async () => {
+  const { dir, cleanup } = await scratch();
+  try {
+    const both = join(dir, 'both');
+    const { DiskQueue } = await import('../../src/diskqueue/index.js');
+    const q = await DiskQueue.open(both);
+    for (const l of ['1', '2', '3', '4', '5']) await q.add(new TextEncoder().encode(l));
+    await q.close();
+    // What a spool left there before opens refused the other format.
+    writeFileSync(join(both, 'cursor'), '');
+    writeFileSync(join(both, '00000000000000000001.seg'), '');
+    for (const cmd of ['verify', 'stats', 'drain']) {
+      const res = await ferry([cmd, both]);
+      assert.equal(res.code, 2, `${cmd}: ${res.stderr}`);
+      assert.match(res.stderr, /holds both a DiskQueue \(data\.00000001\) and a spool \(00000000000000000001\.seg, cursor\)/, cmd);
+      assert.equal(res.stdout.toString(), '', cmd);
+    }
+  } finally {
+    await cleanup();
+  }
+});

@@ -278,3 +278,23 @@ test('bad options and arguments are InvalidArgumentError, and nothing is created
   await assert.rejects(q.reader().drain(null as never).next(), InvalidArgumentError);
   await q.close();
 });
+
+test('option values in errors print as values: a string is quoted, not shown as the number it spells', async () => {
+  const dir = join(tempDir(), 'q');
+  const cases: Array<[Record<string, unknown>, RegExp]> = [
+    [{ segmentSize: '1024' }, /segmentSize must be a non-negative integer, got "1024"$/],
+    [{ maxBytes: '0' }, /got "0"$/],
+    [{ noSync: 'yes' }, /noSync must be a boolean, got "yes"$/],
+    [{ fileMode: '0600' }, /got "0600"$/],
+  ];
+  for (const [o, pattern] of cases) {
+    await assert.rejects(DiskQueue.open(dir, o), (e) => e instanceof InvalidArgumentError && pattern.test(e.message), JSON.stringify(o));
+  }
+  const q = await DiskQueue.open(dir);
+  try {
+    await assert.rejects(q.reader().commit(3 as never), /offset must be a non-negative bigint from reserve\(\), got 3$/);
+    await assert.rejects(q.reader().commit('3' as never), /got "3"$/);
+  } finally {
+    await q.close();
+  }
+});

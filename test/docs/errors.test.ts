@@ -188,6 +188,30 @@ const ROWS: Row[] = [
     },
   },
   {
+    doc: 'docs/SPOOL.md', claim: '**Misspelt options are refused** with `InvalidArgumentError`', error: 'InvalidArgumentError',
+    trigger: () => Spool.open(tempDir(), { maxbytes: 100 } as never),
+  },
+  { doc: 'docs/CLI.md', claim: 'The library opens refuse the other format\'s directory too\n(`WrongFormatError`)', error: 'WrongFormatError', coveredBy: 'test/faults/wrong-format.test.ts' },
+  {
+    doc: 'docs/DURABILITY.md', claim: 'the open is refused with `WrongFormatError`, which names them, and nothing is created', error: 'WrongFormatError',
+    trigger: async () => {
+      const dir = tempDir();
+      const s = await Spool.open(dir);
+      await s.close();
+      await DiskQueue.open(dir);
+    },
+  },
+  {
+    doc: 'docs/SPOOL.md', claim: '`open` rejects with\n  `WrongFormatError`, naming the files, before it creates or writes anything', error: 'WrongFormatError',
+    trigger: async () => {
+      const dir = tempDir();
+      const q = await DiskQueue.open(dir);
+      await q.add(enc.encode('x'));
+      await q.close();
+      await Spool.open(dir);
+    },
+  },
+  {
     doc: 'docs/DURABILITY.md', claim: 'A full queue (`maxBytes`, `maxSegments`) refuses with `FullError`', error: 'FullError',
     trigger: async () => {
       const q = await DiskQueue.open(tempDir(), { segmentSize: 4096, maxBytes: 4096 });
@@ -295,6 +319,7 @@ function codeOf(name: keyof typeof errors): string {
     SegmentSizeMismatchError: 'ERR_SEGMENT_SIZE_MISMATCH', GroupLostError: 'ERR_GROUP_LOST', InvalidNameError: 'ERR_INVALID_NAME',
     PayloadTooLargeError: 'ERR_PAYLOAD_TOO_LARGE', ScheduleTooFarError: 'ERR_SCHEDULE_TOO_FAR', DeadLetterLoopError: 'ERR_DEAD_LETTER_LOOP',
     UnsupportedError: 'ERR_UNSUPPORTED', NoLockerError: 'ERR_NO_LOCKER', OffsetError: 'ERR_OFFSET', InvalidArgumentError: 'ERR_INVALID_ARGUMENT',
+    WrongFormatError: 'ERR_WRONG_FORMAT',
   };
   return codes[name]!;
 }

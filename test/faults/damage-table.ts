@@ -162,12 +162,26 @@ export const rows: DamageRow[] = [
     }),
   ),
   {
-    name: 'torn header in the head segment (checksum bad, magic and version intact): its commit position holds',
-    damage: (fs) => mutate(fs, 2, xor(16)), // the write cursor; the commit cursor lands on record 70's boundary
+    name: 'torn header in the head segment (checksum bad, magic and version intact): the segment replays from its first record',
+    damage: (fs) => mutate(fs, 2, xor(16)), // the write cursor; the commit cursor still lands on record 70's boundary
     lost: [],
+    replayed: [60, 70], // a header that fails its checksum vouches for no field, the commit position included
     events: [{ segment: 2, position: 0, reason: 'header-rebuilt' }],
     lostRecords: 0,
     lostSegments: 0,
+  },
+  {
+    // The commit field says 30 more records were consumed than were: it lands
+    // on a record boundary, so only the stale checksum tells. Believing it
+    // skipped records 70–99 with no event counting them.
+    name: 'torn header whose commit cursor moved to a later record boundary (checksum stale): the segment replays, nothing is skipped',
+    damage: (fs) => mutate(fs, 2, setBytes(8, [at(40) & 0xff, at(40) >> 8])),
+    lost: [],
+    replayed: [60, 70],
+    events: [{ segment: 2, position: 0, reason: 'header-rebuilt' }],
+    lostRecords: 0,
+    lostSegments: 0,
+    lostBytes: 0,
   },
   {
     name: 'torn header in a middle segment (checksum field itself)',

@@ -163,3 +163,21 @@ describe('verifyQueue: a segment lost whole costs what the open estimates', () =
     assert.equal(sum(report, 'lostBytes'), opened.lostBytes);
   });
 });
+
+describe('verifyQueue: a header whose checksum fails', () => {
+  it('its commit cursor moved to a later record boundary: verify and the open both replay the segment from its first record, and lose nothing', async () => {
+    const fs = await buildStore();
+    // Record 100's boundary in segment 2, where 60–69 were committed; the checksum is left stale.
+    const to = at(40);
+    patch(fs, segPath(2), 8, [to & 0xff, to >> 8]);
+    const report = await verifyQueue(DIR, { fs });
+    assert.deepEqual(report.damage, [{ segment: 2, position: 0, reason: 'header-checksum', lostBytes: 0, lostRecords: 0 }]);
+    assert.equal(report.committedRecords, 0, 'no commit position is believed');
+    const opened = await openAndDrain(fs);
+    assert.equal(opened.lostRecords, 0);
+    assert.deepEqual(opened.errors.map((e) => e.reason), ['header-rebuilt']);
+    // Everything verify counts as undelivered comes out: records 60–184, the committed 60–69 again.
+    assert.equal(opened.values.length, report.records - report.committedRecords);
+    assert.deepEqual(opened.values, range(60, TOTAL).map(rec));
+  });
+});

@@ -14,6 +14,19 @@ const invalid = (pattern: RegExp) => (e: unknown) =>
 
 const noop = async () => undefined;
 
+describe('option values in errors', () => {
+  it('print as values: a string is quoted, not shown as the number it spells', async () => {
+    const q = createStoreQueue(new MemoryStore());
+    try {
+      await assert.rejects(q.subscribe('t', 'g', noop, { concurrency: '3' } as never), invalid(/concurrency must be an integer from 1 to \d+, got "3"$/));
+      await assert.rejects(q.subscribe('t', 'g', noop, { startFrom: 'first' } as never), invalid(/got "first"$/));
+    } finally {
+      await q.close();
+    }
+    assert.throws(() => createStoreQueue(new MemoryStore(), { retentionHours: '24' } as never), invalid(/retentionHours must be .*, got "24"$/));
+  });
+});
+
 describe('unknown option keys', () => {
   it('subscribe refuses a misspelt option, naming it, and starts nothing', async () => {
     const q = createStoreQueue(new MemoryStore());

@@ -18,7 +18,7 @@ import {
   UNBOUNDED,
 } from '../../src/spool/index.js';
 import { tempDir } from '../helpers/tmp.js';
-import { CorruptError, FaultyFileSystem, appendAll, dec, drain, enc, openS, range, rec, REC_FRAME, segNumbers, segPath } from './helpers.js';
+import { CorruptError, DIR, FaultyFileSystem, appendAll, dec, drain, enc, openS, range, rec, REC_FRAME, segNumbers, segPath } from './helpers.js';
 
 describe('append and pop', () => {
   it('delivers in order across segments and reopens', async () => {
@@ -266,6 +266,29 @@ describe('close, options, lock, files', () => {
     const s = await openS(fs);
     await assert.rejects(s.append('text' as never), InvalidArgumentError);
     await s.close();
+  });
+
+  it('an unknown option is refused with InvalidArgumentError naming it, and nothing is created', async () => {
+    const fs = new FaultyFileSystem();
+    await assert.rejects(openS(fs, { maxbytes: 100 } as never), (e) => {
+      assert.ok(e instanceof InvalidArgumentError, String(e));
+      assert.match(e.message, /unknown Spool option "maxbytes" \(known: segmentBytes, maxBytes, commitSync, fs\)/);
+      return true;
+    });
+    assert.throws(() => fs.readdir(DIR), (e: NodeJS.ErrnoException) => e.code === 'ENOENT', 'the directory was not created');
+  });
+
+  it('option values in errors print as values: a string is quoted', async () => {
+    const fs = new FaultyFileSystem();
+    await assert.rejects(openS(fs, { maxBytes: '1024' as never }), /maxBytes must be .*, got "1024"$/);
+    await assert.rejects(openS(fs, { segmentBytes: '8' as never }), /got "8"$/);
+    await assert.rejects(openS(fs, { commitSync: 'true' as never }), /got "true"$/);
+    const s = await openS(fs);
+    try {
+      await assert.rejects(s.popBatch('2' as never), /max must be a positive integer, got "2"$/);
+    } finally {
+      await s.close();
+    }
   });
 
   it('one spool per directory: a second open is LockedError until the first closes', async () => {

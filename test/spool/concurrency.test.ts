@@ -103,15 +103,83 @@ describe('concurrent calls', () => {
     await s.close();
   });
 
-  it('requeue × pop: the pop made during the requeue still sees the record at the head', async () => {
+  it('requeue × pop: a pop made during the requeue finds the record moved', async () => {
     const s = await openS(new FaultyFileSystem());
     await s.append(enc('a'));
     await s.append(enc('b'));
     const p = (await s.pop())!;
     const [rotated, q] = await Promise.all([s.requeue(p), s.pop()]);
     assert.equal(rotated, true);
-    assert.equal(dec(q!.data), 'a');
+    assert.equal(dec(q!.data), 'b');
     assert.deepEqual((await drain(s)).values, ['b', 'a']);
+    await s.close();
+  });
+
+  it('requeue × requeue of one record: it moves once, as one at a time', async () => {
+    const s = await openS(new FaultyFileSystem());
+    for (const r of ['a', 'b', 'c']) await s.append(enc(r));
+    const p = (await s.pop())!;
+    assert.deepEqual(await Promise.all([s.requeue(p), s.requeue(p)]), [true, false]);
+    assert.equal(s.stats().appended, 4, 'one copy');
+    assert.deepEqual((await drain(s)).values, ['b', 'c', 'a']);
+    await s.close();
+  });
+
+  it('requeue × pop × commit: the record popped during the requeue is the next one, and committing it delivers each record once', async () => {
+    const s = await openS(new FaultyFileSystem());
+    for (const r of ['a', 'b', 'c']) await s.append(enc(r));
+    const p = (await s.pop())!;
+    const rq = s.requeue(p);
+    const q = (await s.pop())!;
+    await Promise.all([rq, q.commit()]);
+    assert.equal(dec(q.data), 'b');
+    assert.deepEqual((await drain(s)).values, ['c', 'a']);
+    await s.close();
+  });
+
+  it('requeue × popBatch: the batch starts after the moved record and ends with its copy', async () => {
+    const s = await openS(new FaultyFileSystem());
+    for (const r of ['a', 'b', 'c']) await s.append(enc(r));
+    const p = (await s.pop())!;
+    const [rotated, batch] = await Promise.all([s.requeue(p), s.popBatch(10)]);
+    assert.equal(rotated, true);
+    assert.deepEqual(batch.map((b) => dec(b.data)), ['b', 'c', 'a']);
+    await s.close();
+  });
+
+  it('requeue × commit of the next batch record: the commit lands after the move, at the head', async () => {
+    const s = await openS(new FaultyFileSystem());
+    for (const r of ['a', 'b', 'c']) await s.append(enc(r));
+    const [pa, pb] = await s.popBatch(2);
+    const [rotated] = await Promise.all([s.requeue(pa!), pb!.commit()]);
+    assert.equal(rotated, true);
+    assert.deepEqual((await drain(s)).values, ['c', 'a']);
+    await s.close();
+  });
+
+  it('requeue × close: the requeue made before close completes, and the record is queued once', async () => {
+    const fs = new FaultyFileSystem();
+    const s = await openS(fs);
+    for (const r of ['a', 'b']) await s.append(enc(r));
+    const p = (await s.pop())!;
+    const [rotated] = await Promise.all([s.requeue(p), s.close()]);
+    assert.equal(rotated, true);
+    await assert.rejects(s.requeue(p), ClosedError);
+    const s2 = await openS(fs);
+    assert.deepEqual((await drain(s2)).values, ['b', 'a']);
+    await s2.close();
+  });
+
+  it('requeue × pop when the copy\'s fdatasync fails: the requeue rejects and the pop finds the record still at the head', async () => {
+    const fs = new FaultyFileSystem();
+    const s = await openS(fs);
+    for (const r of ['a', 'b']) await s.append(enc(r));
+    const p = (await s.pop())!;
+    fs.inject({ step: 'sync:data', error: 'EIO' });
+    const [rq, q] = await Promise.allSettled([s.requeue(p), s.pop()]);
+    assert.ok(rq.status === 'rejected' && rq.reason instanceof IOError, String(rq.status === 'rejected' && rq.reason));
+    assert.equal(q.status === 'fulfilled' && dec(q.value!.data), 'a');
+    assert.deepEqual((await drain(s)).values, ['a', 'b']);
     await s.close();
   });
 

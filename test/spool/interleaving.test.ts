@@ -15,9 +15,11 @@ const cmd: fc.Arbitrary<Cmd> = fc.oneof(
   { weight: 4, arbitrary: fc.constant({ op: 'appendNoSync' as const }) },
   { weight: 2, arbitrary: fc.constant({ op: 'sync' as const }) },
   { weight: 4, arbitrary: fc.constant({ op: 'pop' as const }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('popBatch' as const), n: fc.integer({ min: 1, max: 4 }) }) },
   { weight: 3, arbitrary: fc.record({ op: fc.constant('commit' as const), k: fc.nat(3) }) },
-  { weight: 1, arbitrary: fc.record({ op: fc.constant('requeue' as const), k: fc.nat(3) }) },
+  { weight: 2, arbitrary: fc.record({ op: fc.constant('requeue' as const), k: fc.nat(3) }) },
   { weight: 1, arbitrary: fc.constant({ op: 'fail' as const }) },
+  { weight: 1, arbitrary: fc.constant({ op: 'close' as const }) },
 );
 const program: fc.Arbitrary<Program> = fc.record({ commitSync: fc.boolean(), cmds: fc.array(cmd, { minLength: 1, maxLength: 16 }) });
 

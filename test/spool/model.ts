@@ -4,22 +4,28 @@
  * the spool's contract as plain array operations. The harness drives a real
  * spool on the fault-injecting file system whose fdatasyncs complete when
  * fast-check's scheduler says so, and checks the spool against this model
- * after every scheduled step.
+ * after every scheduled step. A requeue holds the consumer calls made after
+ * it (pop, popBatch, commit, requeue) until its copy's fdatasync settles; the
+ * model holds their expectations the same way, so each is judged against the
+ * state the calls one at a time, in call order, would have met. A `close`
+ * in the program makes every later call but commit reject with ClosedError.
  */
 import assert from 'node:assert/strict';
 import type { Scheduler } from 'fast-check';
 import { FaultyFileSystem } from '../../src/storage/faulty.js';
 import type { FileHandle, FileSystem } from '../../src/storage/fs.js';
-import { GroupLostError, IOError, Spool, type Popped } from '../../src/spool/index.js';
+import { ClosedError, GroupLostError, IOError, Spool, type Popped } from '../../src/spool/index.js';
 
 export type Cmd =
   | { op: 'append' }
   | { op: 'appendNoSync' }
   | { op: 'sync' }
   | { op: 'pop' }
+  | { op: 'popBatch'; n: number }
   | { op: 'commit'; k: number }
   | { op: 'requeue'; k: number }
-  | { op: 'fail' };
+  | { op: 'fail' }
+  | { op: 'close' };
 
 export interface Program {
   commitSync: boolean;
@@ -35,6 +41,8 @@ interface Rec {
   unreported: boolean;
   /** A requeue's copy: the commit the spool makes as soon as the copy is durable. */
   then?: () => void;
+  /** A requeue's copy: the requeue settled (durable or rolled back), the consumer calls held behind it run. */
+  settled?: () => void;
 }
 
 interface Pop {
@@ -53,7 +61,32 @@ class Model {
   failNext = false;
   /** Epochs whose rollback took appendNoSync records. */
   lostEpochs: number[] = [];
+  closed = false;
+  /**
+   * Consumer calls (pop, popBatch, commit, requeue) made while a requeue's
+   * copy waits for its fdatasync: they take effect, in call order, once it
+   * settles, as they would one at a time.
+   */
+  held: Array<() => void> | undefined;
   private ids = 0;
+
+  /** Runs a consumer call's effect now, or after the requeue in flight. */
+  turn(f: () => void): void {
+    if (this.held) this.held.push(f);
+    else f();
+  }
+
+  release(): void {
+    const queue = this.held ?? [];
+    this.held = undefined;
+    while (queue.length > 0) {
+      queue.shift()!();
+      if (this.held) {
+        (this.held as Array<() => void>).push(...queue);
+        return;
+      }
+    }
+  }
 
   head(): Rec | undefined {
     return this.recs.find((r) => r.state === 'live');
@@ -71,23 +104,27 @@ class Model {
   }
 
   synced(covered: Rec[]): void {
-    for (const r of covered) {
-      if (r.state === 'gone') continue;
-      r.durable = true;
+    const now = covered.filter((r) => r.state !== 'gone');
+    for (const r of now) r.durable = true;
+    for (const r of now) {
       r.then?.();
+      r.settled?.();
     }
   }
 
   rolledBack(): void {
     this.epoch++;
+    const cut: Rec[] = [];
     for (const r of this.recs) {
       if (r.durable || r.state === 'gone') continue;
       r.state = 'gone';
+      cut.push(r);
       if (r.noSync) {
         r.unreported = true;
         if (this.lostEpochs[this.lostEpochs.length - 1] !== this.epoch) this.lostEpochs.push(this.epoch);
       }
     }
+    for (const r of cut) r.settled?.();
   }
 
   unreported(): boolean {
@@ -169,8 +206,40 @@ export async function runScheduled(s: Scheduler, p: Program): Promise<void> {
   };
   const watch = <T>(pr: Promise<T>, onOk: (v: T) => void, onErr: (e: unknown) => void) => pr.then(onOk, onErr);
 
+  const pick = (k: number) => pops[pops.length - 1 - (k % Math.max(1, pops.length))];
+  const rejectsClosed = (pr: Promise<unknown>, tag: string) =>
+    watch(pr, () => expect(false, `${tag} resolved after close`), (e) => expect(e instanceof ClosedError, `${tag} after close threw ${String(e)}`));
+  let closing: Promise<void> | undefined;
+
   const issue = (c: Cmd, i: number): Promise<unknown> | undefined => {
     const tag = `#${i} ${c.op}`;
+    if (model.closed) {
+      switch (c.op) {
+        case 'append':
+          return rejectsClosed(spool.append(new TextEncoder().encode('late')), tag);
+        case 'appendNoSync':
+          return rejectsClosed(spool.appendNoSync(new TextEncoder().encode('late')), tag);
+        case 'sync':
+          return rejectsClosed(spool.sync(), tag);
+        case 'pop':
+          return rejectsClosed(spool.pop(), tag);
+        case 'popBatch':
+          return rejectsClosed(spool.popBatch(c.n), tag);
+        case 'requeue': {
+          const pop = pick(c.k);
+          return pop ? rejectsClosed(spool.requeue(pop.spool), tag) : undefined;
+        }
+        case 'commit': {
+          // A no-op after close.
+          const pop = pick(c.k);
+          return pop ? watch(pop.spool.commit(), () => {}, (e) => expect(false, `${tag} threw ${String(e)}`)) : undefined;
+        }
+        case 'fail':
+          return undefined;
+        case 'close':
+          return closing;
+      }
+    }
     switch (c.op) {
       case 'append':
       case 'appendNoSync': {
@@ -201,10 +270,15 @@ export async function runScheduled(s: Scheduler, p: Program): Promise<void> {
         );
       }
       case 'pop': {
-        const want = model.head();
-        const epoch = model.epoch;
+        const call = spool.pop();
+        let want: Rec | undefined;
+        let epoch = -1;
+        model.turn(() => {
+          want = model.head();
+          epoch = model.epoch;
+        });
         return watch(
-          spool.pop(),
+          call,
           (got) => {
             expect((got ? new TextDecoder().decode(got.data) : undefined) === want?.payload, `${tag} got ${got && new TextDecoder().decode(got.data)}, model head ${want?.payload}`);
             if (got && want) pops.push({ spool: got, rec: want, epoch });
@@ -212,27 +286,56 @@ export async function runScheduled(s: Scheduler, p: Program): Promise<void> {
           (e) => expect(false, `${tag} threw ${String(e)}`),
         );
       }
+      case 'popBatch': {
+        const call = spool.popBatch(c.n);
+        let want: Rec[] = [];
+        let epoch = -1;
+        model.turn(() => {
+          want = model.recs.filter((r) => r.state === 'live').slice(0, c.n);
+          epoch = model.epoch;
+        });
+        return watch(
+          call,
+          (got) => {
+            const g = got.map((p) => new TextDecoder().decode(p.data));
+            expect(JSON.stringify(g) === JSON.stringify(want.map((r) => r.payload)), `${tag} got ${g.join(',')}, model ${want.map((r) => r.payload).join(',')}`);
+            if (g.length === want.length) got.forEach((p, j) => pops.push({ spool: p, rec: want[j]!, epoch }));
+          },
+          (e) => expect(false, `${tag} threw ${String(e)}`),
+        );
+      }
       case 'commit': {
-        const pop = pops[pops.length - 1 - (c.k % Math.max(1, pops.length))];
+        const pop = pick(c.k);
         if (!pop) return undefined;
-        model.commit(pop);
-        return watch(pop.spool.commit(), () => {}, (e) => expect(false, `${tag} threw ${String(e)}`));
+        const call = pop.spool.commit();
+        model.turn(() => model.commit(pop));
+        return watch(call, () => {}, (e) => expect(false, `${tag} threw ${String(e)}`));
       }
       case 'requeue': {
-        const pop = pops[pops.length - 1 - (c.k % Math.max(1, pops.length))];
+        const pop = pick(c.k);
         if (!pop) return undefined;
-        // Only the current head moves, and not when it is all there is.
-        const atHead = pop.epoch === model.epoch && model.head() === pop.rec;
-        const moves = atHead && model.recs.filter((r) => r.state === 'live').length > 1;
-        const copy = moves ? model.add(false, pop.rec.payload) : undefined;
-        if (copy) copy.then = () => model.commit(pop);
+        const call = spool.requeue(pop.spool);
+        let moves = false;
+        let copy: Rec | undefined;
+        model.turn(() => {
+          // Only the current head moves, and not when it is all there is.
+          const atHead = pop.epoch === model.epoch && model.head() === pop.rec;
+          moves = atHead && model.recs.filter((r) => r.state === 'live').length > 1;
+          if (!moves) return;
+          const cp = model.add(false, pop.rec.payload);
+          cp.then = () => model.commit(pop);
+          cp.settled = () => {
+            cp.settled = undefined;
+            model.release();
+          };
+          copy = cp;
+          model.held = [];
+        });
         return watch(
-          spool.requeue(pop.spool),
+          call,
           (rotated) => {
             expect(rotated === moves, `${tag} rotated=${rotated}, model says ${moves}`);
-            if (copy) {
-              expect(copy.durable && copy.state !== 'gone', `${tag} resolved but its copy is not durable`);
-            }
+            if (copy) expect(copy.durable && copy.state !== 'gone', `${tag} resolved but its copy is not durable`);
           },
           (e) => expect(!!copy && e instanceof IOError && copy.state === 'gone', `${tag} rejected (${String(e)})`),
         );
@@ -240,6 +343,21 @@ export async function runScheduled(s: Scheduler, p: Program): Promise<void> {
       case 'fail':
         model.failNext = true;
         return undefined;
+      case 'close': {
+        model.closed = true;
+        const epoch = model.epoch;
+        closing = watch(
+          spool.close(),
+          () => expect(!model.unreported(), `${tag} resolved while a lost group is unreported`),
+          (e) => {
+            if (e instanceof GroupLostError) {
+              expect(model.unreported() || model.lostEpochs.some((e) => e > epoch), `${tag} reported a group lost that was not`);
+              model.reported();
+            } else expect(e instanceof IOError && model.epoch > epoch, `${tag} rejected with ${String(e)}`);
+          },
+        );
+        return closing;
+      }
     }
   };
 
@@ -260,9 +378,11 @@ export async function runScheduled(s: Scheduler, p: Program): Promise<void> {
   sched.s = undefined;
 
   // Close, reopen, and read what is there: exactly the live records, in order.
-  let closeErr: unknown;
-  await spool.close().catch((e) => (closeErr = e));
-  assert.equal(closeErr instanceof GroupLostError, model.unreported(), `close: ${String(closeErr)}`);
+  if (!model.closed) {
+    let closeErr: unknown;
+    await spool.close().catch((e) => (closeErr = e));
+    assert.equal(closeErr instanceof GroupLostError, model.unreported(), `close: ${String(closeErr)}`);
+  }
   const again = await Spool.open('/m', { fs });
   const got: string[] = [];
   for (let r = await again.pop(); r; r = await again.pop()) {

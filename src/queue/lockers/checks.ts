@@ -1,6 +1,7 @@
 /** Argument checks and the retry wait shared by the lockers. */
 import { InvalidArgumentError, LockedError } from '../../errors.js';
 import { MAX_TIMER_MS } from '../options.js';
+import { shown } from '../../show-value.js';
 
 /**
  * Throws `InvalidArgumentError` unless `key` is a non-empty string without NUL and
@@ -11,7 +12,7 @@ export function checkAcquire(key: unknown, ttlMs: unknown): void {
   // NUL is refused by every locker alike: Postgres text cannot hold it.
   if (typeof key !== 'string' || key === '' || key.includes('\0')) throw new InvalidArgumentError('locker: key must be a non-empty string without NUL');
   if (typeof ttlMs !== 'number' || !Number.isInteger(ttlMs) || ttlMs < 1 || ttlMs > MAX_TIMER_MS) {
-    throw new InvalidArgumentError(`locker: ttlMs must be an integer from 1 to ${MAX_TIMER_MS}, got ${String(ttlMs)}`);
+    throw new InvalidArgumentError(`locker: ttlMs must be an integer from 1 to ${MAX_TIMER_MS}, got ${shown(ttlMs)}`);
   }
 }
 
