@@ -32,6 +32,12 @@ export class Attempt {
   lost = false;
   /** Close gave up waiting: the handler was aborted, its lease is kept, its outcome is discarded. */
   abandoned = false;
+  /**
+   * Its outcome (ack, retry, kill) is being written: the handler has
+   * returned, so a lapse no longer matters here, and whether the lease was
+   * still held is for that write's answer to tell, not a renewal's.
+   */
+  writing = false;
   /** Settles when the attempt has finished (handler returned, outcome written or discarded); set when it starts. */
   done?: Promise<void>;
   /** How long the handler ran, ms, once it has. */

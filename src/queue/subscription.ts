@@ -256,7 +256,7 @@ export class StoreSubscription implements Subscription {
     const now = Date.now();
     let next = Infinity;
     for (const j of this.#jobs.values()) {
-      if (j.lost || j.abandoned) continue;
+      if (j.lost || j.abandoned || j.writing) continue;
       if (j.deadline <= now) this.#lose(j, 'lapse');
       else if (j.deadline < next) next = j.deadline;
     }
@@ -271,8 +271,11 @@ export class StoreSubscription implements Subscription {
   #pump(): void {
     while (!this.#closing && this.#running < this.#o.concurrency && this.#waiting.length > 0) {
       const job = this.#waiting[0]!;
-      if (job.lost) {
+      if (job.lost || job.deadline <= Date.now()) {
+        // Its lease may be gone already (the claim's answer came late, or it
+        // waited past its deadline): never start a handler on it.
         this.#waiting.shift();
+        this.#lose(job, 'lapse');
         this.#drop(job);
         continue;
       }
@@ -390,6 +393,7 @@ export class StoreSubscription implements Subscription {
     const turnStart = performance.now();
     do {
       const batch = this.#acks.splice(0);
+      for (const a of batch) a.job.writing = true;
       let held: Set<string> | undefined;
       try {
         // Deliveries not reported held had lost their lease; whoever holds them now will finish them.
@@ -423,6 +427,7 @@ export class StoreSubscription implements Subscription {
     const o = this.#o;
     const delayMs = retryBackoffMs(job.c.attempt, o.backoffBaseMs, o.backoffMaxMs);
     let held: boolean;
+    job.writing = true;
     try {
       held = await this.#store.retry(job.c, delayMs, text);
       if (held) this.#host.wakeAt(this.topic, Date.now() + delayMs);
@@ -453,6 +458,7 @@ export class StoreSubscription implements Subscription {
       }
     }
     let held: boolean;
+    job.writing = true;
     try {
       held = await this.#store.kill(job.c, text, ran < job.c.attempt ? { unrun: true } : undefined);
       // A dead head lets its key lane move on; a dead lease frees room under maxInFlight.
@@ -505,7 +511,9 @@ export class StoreSubscription implements Subscription {
       }
       const replyAt = Date.now();
       for (const j of renew) {
-        if (j.lost || j.abandoned) continue; // given up while the renewal was in flight
+        // Given up while the renewal was in flight, or finished: an outcome
+        // written meanwhile makes the row look not held to a late renewal.
+        if (j.lost || j.abandoned || j.writing || this.#jobs.get(j.c.claimToken) !== j) continue;
         if (held.has(j.c.deliveryId)) {
           j.deadline = sent + lease;
           j.expiresBy = replyAt + lease;
