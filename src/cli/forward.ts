@@ -5,9 +5,10 @@
  * - the intake reads lines from FILE (or stdin), appends each with
  *   `appendNoSync`, and makes every batch durable with one `sync`: a line
  *   counts as accepted only after that sync;
- * - the sender pops a batch, delivers it, and commits it only once the target
- *   accepted it; a failed delivery is retried with capped, jittered
- *   exponential backoff, for as long as it takes.
+ * - the sender (./sender.ts) pops batches, keeps up to `--concurrency`
+ *   deliveries outstanding, and commits records in spool order once the
+ *   target accepted them and everything before them; a failed delivery is
+ *   retried with capped, jittered exponential backoff, for as long as it takes.
  *
  * Killed at any point, a restart on the same directory delivers whatever was
  * accepted and not yet committed (at-least-once). Without input left (end of
@@ -16,10 +17,11 @@
  */
 import { open, type FileHandle } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
-import { Spool, FullError, LockedError, FerryError, type Popped } from '../spool/index.js';
+import { Spool, FullError, LockedError } from '../spool/index.js';
 import { CliError, EXIT_FAILED, EXIT_USAGE, describe, note, sleep, summaryLine } from './common.js';
 import { recordSplitter } from './framing.js';
-import { backoffMs, execTarget, httpTarget, type Deliver } from './deliver.js';
+import { execTarget, httpTarget } from './deliver.js';
+import { runSender } from './sender.js';
 
 /** Options of `ferry forward`, as parsed from the command line. */
 export interface ForwardOptions {
@@ -28,6 +30,8 @@ export interface ForwardOptions {
   http?: string;
   /** Records per delivery (HTTP: NDJSON when above 1). */
   batch?: number;
+  /** Most deliveries outstanding at once (default {@link DEFAULT_HTTP_CONCURRENCY} with `http`, 1 with `exec`). */
+  concurrency?: number;
   /** Lines per group commit on the intake side. */
   syncBatch?: number;
   timeoutMs?: number;
@@ -39,12 +43,12 @@ export interface ForwardOptions {
 }
 
 export const DEFAULT_FORWARD_BATCH = 1;
+/** Deliveries outstanding at once with `--http` unless `--concurrency` says otherwise. */
+export const DEFAULT_HTTP_CONCURRENCY = 4;
 export const DEFAULT_SYNC_BATCH = 1000;
 export const DEFAULT_TIMEOUT_MS = 10_000;
 export const DEFAULT_RETRY_BASE_MS = 100;
 export const DEFAULT_RETRY_MAX_MS = 30_000;
-/** Payload bytes per delivery before a batch is cut short of its record count. */
-const DELIVERY_BYTES = 4 << 20;
 
 interface Counts {
   in: number;
@@ -145,46 +149,6 @@ async function intake(spool: Spool, input: Readable, syncBatch: number, counts: 
   await flush();
 }
 
-/** Pops, delivers and commits until told there is no more input and the spool is empty. */
-async function sender(spool: Spool, deliver: Deliver, o: Required<Pick<ForwardOptions, 'batch' | 'retryBaseMs' | 'retryMaxMs'>>, counts: Counts, stop: AbortSignal, inputDone: () => boolean, noteError: (reason: string) => void): Promise<void> {
-  while (!stop.aborted) {
-    let batch: Popped[];
-    try {
-      batch = await spool.popBatch(o.batch, DELIVERY_BYTES);
-    } catch (err) {
-      if (!(err instanceof FerryError) || err.code === 'ERR_CLOSED') throw err;
-      counts.lastError = describe(err); // damage was skipped and counted; go on
-      continue;
-    }
-    if (batch.length === 0) {
-      if (inputDone()) return;
-      const wake = new AbortController();
-      const onStop = () => wake.abort();
-      stop.addEventListener('abort', onStop, { once: true });
-      // The intake may finish without appending anything: look again now and then.
-      const timer = setTimeout(() => wake.abort(), 200);
-      await spool.signal({ signal: wake.signal }).catch(() => {});
-      clearTimeout(timer);
-      stop.removeEventListener('abort', onStop);
-      continue;
-    }
-    for (let attempt = 1; ; attempt++) {
-      try {
-        await deliver(batch.map((p) => p.data));
-        break;
-      } catch (err) {
-        counts.retries++;
-        counts.lastError = (err as Error).message;
-        noteError(counts.lastError);
-        await sleep(backoffMs(attempt, o.retryBaseMs, o.retryMaxMs), stop);
-        if (stop.aborted) return;
-      }
-    }
-    for (const p of batch) await p.commit();
-    counts.out += batch.length;
-  }
-}
-
 /** A status line on a terminal, redrawn a few times a second. */
 function statusLine(spool: Spool, counts: Counts, enabled: boolean): () => void {
   if (!enabled || !process.stderr.isTTY) return () => {};
@@ -234,7 +198,8 @@ export async function forward(file: string | undefined, o: ForwardOptions): Prom
         failure = new CliError(`reading ${input.name} stopped: ${describe(err)}; ${counts.in} lines were accepted before it`, EXIT_FAILED);
       },
     );
-    await sender(spool, deliver, { batch: o.batch ?? DEFAULT_FORWARD_BATCH, retryBaseMs: o.retryBaseMs ?? DEFAULT_RETRY_BASE_MS, retryMaxMs: o.retryMaxMs ?? DEFAULT_RETRY_MAX_MS }, counts, stop.signal, () => done, errorNotes(o.quiet === true || !process.stderr.isTTY));
+    const concurrency = o.concurrency ?? (o.http !== undefined ? DEFAULT_HTTP_CONCURRENCY : 1);
+    await runSender(spool, deliver, { batch: o.batch ?? DEFAULT_FORWARD_BATCH, concurrency, retryBaseMs: o.retryBaseMs ?? DEFAULT_RETRY_BASE_MS, retryMaxMs: o.retryMaxMs ?? DEFAULT_RETRY_MAX_MS }, counts, stop.signal, () => done, errorNotes(o.quiet === true || !process.stderr.isTTY));
     if (stop.signal.aborted) input.stream.destroy();
     await producing;
   } catch (err) {
