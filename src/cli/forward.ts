@@ -18,6 +18,7 @@
 import { open, type FileHandle } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
 import { Spool, FullError, LockedError } from '../spool/index.js';
+import type { FileSystem } from '../storage/fs.js';
 import { CliError, EXIT_FAILED, EXIT_USAGE, describe, note, sleep, summaryLine } from './common.js';
 import { recordSplitter } from './framing.js';
 import { execTarget, httpTarget } from './deliver.js';
@@ -40,6 +41,8 @@ export interface ForwardOptions {
   maxBytes?: number;
   segmentBytes?: number;
   quiet?: boolean;
+  /** @internal The spool's file system (tests inject faults through it). */
+  fs?: FileSystem;
 }
 
 export const DEFAULT_FORWARD_BATCH = 1;
@@ -76,6 +79,29 @@ function errorNotes(enabled: boolean): (reason: string) => void {
     at = now;
     note(`ferry: delivery failed, retrying: ${reason}`);
   };
+}
+
+/** The system error code (`ENOSPC`, ...) of `err` or of an error in its `cause` chain. */
+export function systemCode(err: unknown): string | undefined {
+  for (let e = err, depth = 0; e instanceof Error && depth < 8; e = e.cause, depth++) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (typeof code === 'string' && /^E[A-Z0-9]+$/.test(code) && !code.startsWith('ERR_')) return code;
+  }
+  return undefined;
+}
+
+/** The error that ends a forward whose intake failed; a full disk is named as such, with what to do. */
+function intakeFailure(err: unknown, input: string, dir: string, accepted: number): CliError {
+  const code = systemCode(err);
+  if (code === 'ENOSPC' || code === 'EDQUOT') {
+    const what = code === 'ENOSPC' ? 'the disk holding the spool is full' : 'the disk quota of the spool is used up';
+    return new CliError(
+      `${dir}: ${what} (${code}); reading ${input} stopped, and ${accepted} lines were accepted before it (the ones after were not stored). ` +
+        `Free some space there, or give --dir a spool on another disk, then run the same command again (lines already delivered may arrive twice)`,
+      EXIT_FAILED,
+    );
+  }
+  return new CliError(`reading ${input} stopped: ${describe(err)}; ${accepted} lines were accepted before it`, EXIT_FAILED);
 }
 
 /** Why `--http URL` cannot be used, or undefined when it can. */
@@ -175,7 +201,7 @@ export async function forward(file: string | undefined, o: ForwardOptions): Prom
   const input = await openInput(file);
   let spool: Spool;
   try {
-    spool = await Spool.open(o.dir, { maxBytes: o.maxBytes, segmentBytes: o.segmentBytes });
+    spool = await Spool.open(o.dir, { maxBytes: o.maxBytes, segmentBytes: o.segmentBytes, fs: o.fs });
   } catch (err) {
     await input.close();
     if (err instanceof LockedError) throw new CliError(`${o.dir} is locked: another process has this spool open`, EXIT_USAGE);
@@ -195,7 +221,7 @@ export async function forward(file: string | undefined, o: ForwardOptions): Prom
       () => void (done = true),
       (err) => {
         done = true;
-        failure = new CliError(`reading ${input.name} stopped: ${describe(err)}; ${counts.in} lines were accepted before it`, EXIT_FAILED);
+        failure = intakeFailure(err, input.name, o.dir, counts.in);
       },
     );
     const concurrency = o.concurrency ?? (o.http !== undefined ? DEFAULT_HTTP_CONCURRENCY : 1);
