@@ -21,7 +21,7 @@ import { Spool, FullError, LockedError } from '../spool/index.js';
 import type { FileSystem } from '../storage/fs.js';
 import { CliError, EXIT_FAILED, EXIT_USAGE, describe, note, sleep, summaryLine } from './common.js';
 import { recordSplitter } from './framing.js';
-import { execTarget, httpTarget } from './deliver.js';
+import { BODY_FORMATS, execTarget, httpTarget, type BodyFormat } from './deliver.js';
 import { runSender } from './sender.js';
 
 /** Options of `ferry forward`, as parsed from the command line. */
@@ -29,8 +29,10 @@ export interface ForwardOptions {
   dir: string;
   exec?: string;
   http?: string;
-  /** Records per delivery (HTTP: NDJSON when above 1). */
+  /** Records per delivery. */
   batch?: number;
+  /** How records go into a delivery: `lines` (default) or `json`. */
+  format?: string;
   /** Most deliveries outstanding at once (default {@link DEFAULT_HTTP_CONCURRENCY} with `http`, 1 with `exec`). */
   concurrency?: number;
   /** Lines per group commit on the intake side. */
@@ -197,6 +199,9 @@ export async function forward(file: string | undefined, o: ForwardOptions): Prom
   if (bad) throw new CliError(`--http ${bad}: got ${JSON.stringify(o.http)}`, EXIT_USAGE);
   // An empty command would "deliver" every record to nowhere.
   if (o.exec !== undefined && o.exec.trim() === '') throw new CliError('--exec needs a command', EXIT_USAGE);
+  if (o.format !== undefined && !BODY_FORMATS.includes(o.format as BodyFormat)) {
+    throw new CliError(`--format must be one of ${BODY_FORMATS.join(', ')}: got ${JSON.stringify(o.format)}`, EXIT_USAGE);
+  }
   const started = performance.now();
   const input = await openInput(file);
   let spool: Spool;
@@ -207,7 +212,8 @@ export async function forward(file: string | undefined, o: ForwardOptions): Prom
     if (err instanceof LockedError) throw new CliError(`${o.dir} is locked: another process has this spool open`, EXIT_USAGE);
     throw new CliError(`cannot open spool ${o.dir}: ${describe(err)}`, EXIT_USAGE);
   }
-  const deliver = o.exec !== undefined ? execTarget(o.exec) : httpTarget(o.http!, o.batch ?? DEFAULT_FORWARD_BATCH, o.timeoutMs ?? DEFAULT_TIMEOUT_MS);
+  const format = (o.format ?? 'lines') as BodyFormat;
+  const deliver = o.exec !== undefined ? execTarget(o.exec, format) : httpTarget(o.http!, { batch: o.batch ?? DEFAULT_FORWARD_BATCH, timeoutMs: o.timeoutMs ?? DEFAULT_TIMEOUT_MS, format });
   const counts: Counts = { in: 0, out: 0, retries: 0, lastError: '' };
   const stop = new AbortController();
   const onSignal = () => stop.abort();
