@@ -221,7 +221,8 @@ export async function startDashboard(o: DashboardOptions): Promise<Dashboard> {
       throw new HttpError(404, 'not found');
     }
     if (req.method !== 'POST') throw new HttpError(405, 'method not allowed');
-    if (!guard.csrfOk(req)) throw new HttpError(403, 'missing or wrong CSRF token');
+    const refused = guard.csrfProblem(req);
+    if (refused) throw new HttpError(403, refused);
     if (!source) throw new HttpError(404, 'nothing to change for a directory');
     const body = await readJson(req);
     if (path === '/api/redrive') {
