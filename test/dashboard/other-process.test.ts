@@ -98,9 +98,12 @@ test('ferry dashboard shows completed/s and dead-lettered/s of a queue another p
   await page.goto(url);
   await page.locator('#chart canvas').first().waitFor();
   const legend = await until('the chart legend', async () => {
-    const rows = await page.evaluate(() =>
-      [...document.querySelectorAll('#chart .u-legend .u-series')].map((tr) => ({ label: tr.textContent ?? '', off: tr.classList.contains('u-off') })),
-    );
+    const series = page.locator('#chart .u-legend .u-series');
+    const rows: { label: string; off: boolean }[] = [];
+    for (let i = 0; i < (await series.count()); i++) {
+      const tr = series.nth(i);
+      rows.push({ label: ((await tr.textContent()) ?? '').trim(), off: /\bu-off\b/.test((await tr.getAttribute('class')) ?? '') });
+    }
     return rows.length >= 3 ? rows : undefined;
   });
   const completed = legend.find((r) => r.label.startsWith('completed/s'));
