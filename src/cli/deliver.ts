@@ -4,6 +4,8 @@
  * rejects with a message otherwise; the caller retries the same records.
  */
 import { spawn } from 'node:child_process';
+import { Agent as HttpAgent, request as httpRequest } from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { describe } from './common.js';
 
 /** Hands records to somewhere else; resolves once they were accepted. */
@@ -66,34 +68,53 @@ export interface HttpTargetOptions {
   format?: BodyFormat;
 }
 
+/** A delivery to an HTTP endpoint; `close()` drops its idle keep-alive connections. */
+export type HttpDeliver = Deliver & { close(): void };
+
 /**
- * One HTTP POST per delivery. In `lines` format the body is the record
- * itself (`application/octet-stream`) when `batch` is 1, else the records
- * one per line (`text/plain`); in `json` format it is NDJSON
- * (`application/x-ndjson`). Accepted on any 2xx answer within `timeoutMs`.
+ * One HTTP POST per delivery, over keep-alive connections (as many as
+ * deliveries run at once). In `lines` format the body is the record itself
+ * (`application/octet-stream`) when `batch` is 1, else the records one per
+ * line (`text/plain`); in `json` format it is NDJSON (`application/x-ndjson`).
+ * Accepted on a 2xx answer, whole, within `timeoutMs`. A redirect is not
+ * followed: it is a failed delivery (following a 301 or 302 would turn the
+ * POST into a GET without the records, and accept that).
  */
-export function httpTarget(url: string, o: HttpTargetOptions): Deliver {
+export function httpTarget(url: string, o: HttpTargetOptions): HttpDeliver {
   const format = o.format ?? 'lines';
   const { timeoutMs } = o;
-  return async (records) => {
-    const single = format === 'lines' && o.batch === 1 && records.length === 1;
-    const type = format === 'json' ? 'application/x-ndjson' : single ? 'application/octet-stream' : 'text/plain';
-    let res: Response;
-    try {
-      res = await fetch(url, {
-        method: 'POST',
-        headers: { 'content-type': type },
-        body: single ? records[0]! : encodeBody(records, format),
-        signal: AbortSignal.timeout(timeoutMs),
+  const target = new URL(url);
+  const secure = target.protocol === 'https:';
+  // Idle keep-alive sockets are unref'd by the agent: they do not hold the process open.
+  const agent = secure ? new HttpsAgent({ keepAlive: true }) : new HttpAgent({ keepAlive: true });
+  const send = secure ? httpsRequest : httpRequest;
+  const deliver = (records: Uint8Array[]) =>
+    new Promise<void>((resolve, reject) => {
+      const single = format === 'lines' && o.batch === 1 && records.length === 1;
+      const type = format === 'json' ? 'application/x-ndjson' : single ? 'application/octet-stream' : 'text/plain';
+      const body = single ? records[0]! : encodeBody(records, format);
+      let settled = false;
+      const finish = (err?: string) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        if (err === undefined) return resolve();
+        req.destroy();
+        reject(new Error(`POST ${url}: ${err}`));
+      };
+      const req = send(target, { method: 'POST', agent, headers: { 'content-type': type, 'content-length': body.length } }, (res) => {
+        res.on('error', (err) => finish(describe(err)));
+        res.on('end', () => {
+          const status = res.statusCode ?? 0;
+          finish(status >= 200 && status <= 299 ? undefined : `HTTP ${status}`);
+        });
+        res.resume(); // read the answer to its end so the connection can be reused
       });
-    } catch (err) {
-      const e = err as Error;
-      const why = e.name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : describe((e.cause as Error | undefined) ?? e);
-      throw new Error(`POST ${url}: ${why}`);
-    }
-    await res.arrayBuffer().catch(() => undefined); // drain the body so the connection can be reused
-    if (res.status < 200 || res.status > 299) throw new Error(`POST ${url}: HTTP ${res.status}`);
-  };
+      const timer = setTimeout(() => finish(`no answer within ${timeoutMs} ms`), timeoutMs);
+      req.on('error', (err) => finish(describe(err)));
+      req.end(body);
+    });
+  return Object.assign(deliver, { close: () => agent.destroy() });
 }
 
 /**

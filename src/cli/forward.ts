@@ -213,7 +213,8 @@ export async function forward(file: string | undefined, o: ForwardOptions): Prom
     throw new CliError(`cannot open spool ${o.dir}: ${describe(err)}`, EXIT_USAGE);
   }
   const format = (o.format ?? 'lines') as BodyFormat;
-  const deliver = o.exec !== undefined ? execTarget(o.exec, format) : httpTarget(o.http!, { batch: o.batch ?? DEFAULT_FORWARD_BATCH, timeoutMs: o.timeoutMs ?? DEFAULT_TIMEOUT_MS, format });
+  const http = o.http !== undefined ? httpTarget(o.http, { batch: o.batch ?? DEFAULT_FORWARD_BATCH, timeoutMs: o.timeoutMs ?? DEFAULT_TIMEOUT_MS, format }) : undefined;
+  const deliver = http ?? execTarget(o.exec!, format);
   const counts: Counts = { in: 0, out: 0, retries: 0, lastError: '' };
   const stop = new AbortController();
   const onSignal = () => stop.abort();
@@ -240,6 +241,7 @@ export async function forward(file: string | undefined, o: ForwardOptions): Prom
     endStatus();
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
+    http?.close();
     await spool.close().catch((err) => {
       failure ??= new CliError(`closing the spool failed: ${describe(err)}`);
     });
