@@ -235,6 +235,33 @@ describe('ferry forward: arguments and failures', () => {
     }
   });
 
+  it('--http does not follow a redirect: the delivery is retried to the URL given, never turned into a GET', { timeout: 60_000 }, async () => {
+    const { dir, cleanup } = await scratch();
+    const seen: string[] = [];
+    let redirected = 0;
+    const server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        seen.push(`${req.method} ${req.url} ${Buffer.concat(chunks).toString()}`);
+        if (req.url === '/ingest' && redirected++ === 0) res.writeHead(302, { location: '/elsewhere' }).end();
+        else res.writeHead(200).end();
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+    try {
+      const port = (server.address() as AddressInfo).port;
+      const res = await ferry(['forward', '--dir', join(dir, 's'), '--http', `http://127.0.0.1:${port}/ingest`, '--retry-base-ms', '1'], { input: 'only\n', timeoutMs: 30_000 });
+      assert.equal(res.code, 0, res.stderr);
+      assert.match(res.stderr, /HTTP 302/);
+      assert.deepEqual(seen, ['POST /ingest only', 'POST /ingest only']);
+    } finally {
+      server.closeAllConnections();
+      await new Promise<void>((r) => server.close(() => r()));
+      await cleanup();
+    }
+  });
+
   it('prints why delivery fails when stderr is not a terminal', { timeout: 60_000 }, async () => {
     const { dir, cleanup } = await scratch();
     try {
