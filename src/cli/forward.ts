@@ -20,7 +20,7 @@ import type { Readable } from 'node:stream';
 import { Spool, FullError, LockedError } from '../spool/index.js';
 import type { FileSystem } from '../storage/fs.js';
 import { CliError, EXIT_FAILED, EXIT_USAGE, describe, note, sleep, summaryLine } from './common.js';
-import { recordSplitter } from './framing.js';
+import { FramingError, recordSplitter } from './framing.js';
 import { BODY_FORMATS, execTarget, httpTarget, type BodyFormat } from './deliver.js';
 import { runSender } from './sender.js';
 
@@ -168,7 +168,17 @@ async function intake(spool: Spool, input: Readable, syncBatch: number, counts: 
     if (++pending >= syncBatch) await flush();
   };
   for await (const chunk of input as AsyncIterable<Buffer>) {
-    for (const line of splitter.push(chunk)) await put(line);
+    let lines: Buffer[];
+    try {
+      lines = splitter.push(chunk);
+    } catch (err) {
+      // A line over the record limit: the lines before it in this chunk are good; accept them, then stop.
+      if (!(err instanceof FramingError)) throw err;
+      for (const line of err.records) await put(line);
+      await flush();
+      throw err;
+    }
+    for (const line of lines) await put(line);
     // A pipe's lines should not wait for a full batch to become durable.
     await flush();
     if (stop.aborted) return;

@@ -10,6 +10,7 @@ import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import { writeFile } from 'node:fs/promises';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { ROOT, ferry, scratch } from './helpers.js';
 import { TEST_LIMIT_ENV } from '../../src/cli/framing.js';
@@ -70,3 +71,13 @@ for (const [name, command] of paths) {
     assert.equal(drained.stdout.toString(), `first\n${atLimit}\n`, 'the line at the limit is kept, the long one and what follows are not');
   });
 }
+
+test('forward stops its intake at a line longer than the limit, after accepting and delivering the lines before it', { timeout: 120_000 }, async () => {
+  const dir = join(tmp.dir, 'fwd');
+  const out = join(tmp.dir, 'fwd-out.txt');
+  const res = await sh(`${q(process.execPath)} --import tsx ${q(MAIN)} forward --dir ${q(dir)} --exec ${q(`cat >> ${out}`)} ${q(file)}`);
+  assert.equal(res.code, 1, res.stderr);
+  assert.match(res.stderr, new RegExp(`a line longer than ${LIMIT} bytes`));
+  assert.match(res.stderr, /2 lines were accepted before it/);
+  assert.equal(readFileSync(out, 'utf8'), `first\n${atLimit}\n`);
+});
