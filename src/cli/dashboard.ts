@@ -52,7 +52,9 @@ export async function dashboard(o: DashboardCommandOptions): Promise<number> {
   }
   let server;
   try {
-    server = await startDashboard({ queue, dir: o.dir, host: o.host, port: o.port ?? 7070, token, deadLetterTopics: o.deadLetterTopic, refreshMs: o.refreshMs });
+    // This process only watches: the queue's consumers run elsewhere, so its
+    // own completed/deadLettered events never come; count from stats().
+    server = await startDashboard({ queue, dir: o.dir, host: o.host, port: o.port ?? 7070, token, deadLetterTopics: o.deadLetterTopic, refreshMs: o.refreshMs, throughput: 'sampled' });
   } catch (err) {
     await queue?.close();
     throw new CliError(`cannot start the dashboard: ${describe(err)}`, EXIT_USAGE);

@@ -4,20 +4,48 @@
  * rejects with a message otherwise; the caller retries the same records.
  */
 import { spawn } from 'node:child_process';
+import { Agent as HttpAgent, request as httpRequest } from 'node:http';
+import { Agent as HttpsAgent, request as httpsRequest } from 'node:https';
 import { describe } from './common.js';
 
 /** Hands records to somewhere else; resolves once they were accepted. */
 export type Deliver = (records: Uint8Array[]) => Promise<void>;
 
-/** Records as NDJSON-style lines: each record, then `\n`. */
+/**
+ * How a delivery's records are put into its body (`--format`):
+ * - `lines`: each record's bytes as they are, then `\n`;
+ * - `json`: each record as one JSON string (its bytes read as UTF-8, a byte
+ *   sequence that is not UTF-8 becoming U+FFFD), then `\n`: NDJSON for any input.
+ */
+export type BodyFormat = 'lines' | 'json';
+
+/** Every `--format` value. */
+export const BODY_FORMATS: readonly BodyFormat[] = ['lines', 'json'];
+
+const NEWLINE = Buffer.from('\n');
+const utf8 = new TextDecoder('utf-8', { fatal: false });
+
+/** Records as lines: each record, then `\n`. */
 export function joinLines(records: Uint8Array[]): Buffer {
   const parts: Buffer[] = [];
-  for (const r of records) parts.push(Buffer.from(r.buffer, r.byteOffset, r.length), Buffer.from('\n'));
+  for (const r of records) parts.push(Buffer.from(r.buffer, r.byteOffset, r.length), NEWLINE);
   return Buffer.concat(parts);
 }
 
-/** `sh -c cmd` per delivery, the records as its stdin (one per line); accepted on exit status 0. */
-export function execTarget(cmd: string): Deliver {
+/** Records as NDJSON: each one a JSON string on its own line. */
+export function jsonLines(records: Uint8Array[]): Buffer {
+  let out = '';
+  for (const r of records) out += `${JSON.stringify(utf8.decode(r))}\n`;
+  return Buffer.from(out, 'utf8');
+}
+
+/** The body of one delivery in `format`. */
+export function encodeBody(records: Uint8Array[], format: BodyFormat): Buffer {
+  return format === 'json' ? jsonLines(records) : joinLines(records);
+}
+
+/** `sh -c cmd` per delivery, the records as its stdin (one per line, in `format`); accepted on exit status 0. */
+export function execTarget(cmd: string, format: BodyFormat = 'lines'): Deliver {
   return (records) =>
     new Promise((resolve, reject) => {
       const child = spawn('/bin/sh', ['-c', cmd], { stdio: ['pipe', 'inherit', 'inherit'] });
@@ -27,33 +55,66 @@ export function execTarget(cmd: string): Deliver {
         if (code === 0) resolve();
         else reject(new Error(`--exec command ${signal ? `was killed by ${signal}` : `exited with status ${code}`}`));
       });
-      child.stdin.end(joinLines(records));
+      child.stdin.end(encodeBody(records, format));
     });
 }
 
+/** Options of {@link httpTarget}. */
+export interface HttpTargetOptions {
+  /** Most records per delivery; with 1 and `lines`, the body is the record itself. */
+  batch: number;
+  /** Milliseconds to wait for the answer. */
+  timeoutMs: number;
+  format?: BodyFormat;
+}
+
+/** A delivery to an HTTP endpoint; `close()` drops its idle keep-alive connections. */
+export type HttpDeliver = Deliver & { close(): void };
+
 /**
- * One HTTP POST per delivery: the record itself when `batch` is 1, else the
- * records as NDJSON. Accepted on any 2xx answer within `timeoutMs`.
+ * One HTTP POST per delivery, over keep-alive connections (as many as
+ * deliveries run at once). In `lines` format the body is the record itself
+ * (`application/octet-stream`) when `batch` is 1, else the records one per
+ * line (`text/plain`); in `json` format it is NDJSON (`application/x-ndjson`).
+ * Accepted on a 2xx answer, whole, within `timeoutMs`. A redirect is not
+ * followed: it is a failed delivery (following a 301 or 302 would turn the
+ * POST into a GET without the records, and accept that).
  */
-export function httpTarget(url: string, batch: number, timeoutMs: number): Deliver {
-  return async (records) => {
-    const single = batch === 1 && records.length === 1;
-    let res: Response;
-    try {
-      res = await fetch(url, {
-        method: 'POST',
-        headers: { 'content-type': single ? 'application/octet-stream' : 'application/x-ndjson' },
-        body: single ? records[0]! : joinLines(records),
-        signal: AbortSignal.timeout(timeoutMs),
+export function httpTarget(url: string, o: HttpTargetOptions): HttpDeliver {
+  const format = o.format ?? 'lines';
+  const { timeoutMs } = o;
+  const target = new URL(url);
+  const secure = target.protocol === 'https:';
+  // Idle keep-alive sockets are unref'd by the agent: they do not hold the process open.
+  const agent = secure ? new HttpsAgent({ keepAlive: true }) : new HttpAgent({ keepAlive: true });
+  const send = secure ? httpsRequest : httpRequest;
+  const deliver = (records: Uint8Array[]) =>
+    new Promise<void>((resolve, reject) => {
+      const single = format === 'lines' && o.batch === 1 && records.length === 1;
+      const type = format === 'json' ? 'application/x-ndjson' : single ? 'application/octet-stream' : 'text/plain';
+      const body = single ? records[0]! : encodeBody(records, format);
+      let settled = false;
+      const finish = (err?: string) => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        if (err === undefined) return resolve();
+        req.destroy();
+        reject(new Error(`POST ${url}: ${err}`));
+      };
+      const req = send(target, { method: 'POST', agent, headers: { 'content-type': type, 'content-length': body.length } }, (res) => {
+        res.on('error', (err) => finish(describe(err)));
+        res.on('end', () => {
+          const status = res.statusCode ?? 0;
+          finish(status >= 200 && status <= 299 ? undefined : `HTTP ${status}`);
+        });
+        res.resume(); // read the answer to its end so the connection can be reused
       });
-    } catch (err) {
-      const e = err as Error;
-      const why = e.name === 'TimeoutError' ? `no answer within ${timeoutMs} ms` : describe((e.cause as Error | undefined) ?? e);
-      throw new Error(`POST ${url}: ${why}`);
-    }
-    await res.arrayBuffer().catch(() => undefined); // drain the body so the connection can be reused
-    if (res.status < 200 || res.status > 299) throw new Error(`POST ${url}: HTTP ${res.status}`);
-  };
+      const timer = setTimeout(() => finish(`no answer within ${timeoutMs} ms`), timeoutMs);
+      req.on('error', (err) => finish(describe(err)));
+      req.end(body);
+    });
+  return Object.assign(deliver, { close: () => agent.destroy() });
 }
 
 /**

@@ -5,9 +5,10 @@
  * - the intake reads lines from FILE (or stdin), appends each with
  *   `appendNoSync`, and makes every batch durable with one `sync`: a line
  *   counts as accepted only after that sync;
- * - the sender pops a batch, delivers it, and commits it only once the target
- *   accepted it; a failed delivery is retried with capped, jittered
- *   exponential backoff, for as long as it takes.
+ * - the sender (./sender.ts) pops batches, keeps up to `--concurrency`
+ *   deliveries outstanding, and commits records in spool order once the
+ *   target accepted them and everything before them; a failed delivery is
+ *   retried with capped, jittered exponential backoff, for as long as it takes.
  *
  * Killed at any point, a restart on the same directory delivers whatever was
  * accepted and not yet committed (at-least-once). Without input left (end of
@@ -16,18 +17,24 @@
  */
 import { open, type FileHandle } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
-import { Spool, FullError, LockedError, FerryError, type Popped } from '../spool/index.js';
+import { Spool, FullError, LockedError } from '../spool/index.js';
+import type { FileSystem } from '../storage/fs.js';
 import { CliError, EXIT_FAILED, EXIT_USAGE, describe, note, sleep, summaryLine } from './common.js';
-import { recordSplitter } from './framing.js';
-import { backoffMs, execTarget, httpTarget, type Deliver } from './deliver.js';
+import { FramingError, recordSplitter } from './framing.js';
+import { BODY_FORMATS, execTarget, httpTarget, type BodyFormat } from './deliver.js';
+import { runSender } from './sender.js';
 
 /** Options of `ferry forward`, as parsed from the command line. */
 export interface ForwardOptions {
   dir: string;
   exec?: string;
   http?: string;
-  /** Records per delivery (HTTP: NDJSON when above 1). */
+  /** Records per delivery. */
   batch?: number;
+  /** How records go into a delivery: `lines` (default) or `json`. */
+  format?: string;
+  /** Most deliveries outstanding at once (default {@link DEFAULT_HTTP_CONCURRENCY} with `http`, 1 with `exec`). */
+  concurrency?: number;
   /** Lines per group commit on the intake side. */
   syncBatch?: number;
   timeoutMs?: number;
@@ -36,15 +43,17 @@ export interface ForwardOptions {
   maxBytes?: number;
   segmentBytes?: number;
   quiet?: boolean;
+  /** @internal The spool's file system (tests inject faults through it). */
+  fs?: FileSystem;
 }
 
 export const DEFAULT_FORWARD_BATCH = 1;
+/** Deliveries outstanding at once with `--http` unless `--concurrency` says otherwise. */
+export const DEFAULT_HTTP_CONCURRENCY = 4;
 export const DEFAULT_SYNC_BATCH = 1000;
 export const DEFAULT_TIMEOUT_MS = 10_000;
 export const DEFAULT_RETRY_BASE_MS = 100;
 export const DEFAULT_RETRY_MAX_MS = 30_000;
-/** Payload bytes per delivery before a batch is cut short of its record count. */
-const DELIVERY_BYTES = 4 << 20;
 
 interface Counts {
   in: number;
@@ -72,6 +81,29 @@ function errorNotes(enabled: boolean): (reason: string) => void {
     at = now;
     note(`ferry: delivery failed, retrying: ${reason}`);
   };
+}
+
+/** The system error code (`ENOSPC`, ...) of `err` or of an error in its `cause` chain. */
+export function systemCode(err: unknown): string | undefined {
+  for (let e = err, depth = 0; e instanceof Error && depth < 8; e = e.cause, depth++) {
+    const code = (e as NodeJS.ErrnoException).code;
+    if (typeof code === 'string' && /^E[A-Z0-9]+$/.test(code) && !code.startsWith('ERR_')) return code;
+  }
+  return undefined;
+}
+
+/** The error that ends a forward whose intake failed; a full disk is named as such, with what to do. */
+function intakeFailure(err: unknown, input: string, dir: string, accepted: number): CliError {
+  const code = systemCode(err);
+  if (code === 'ENOSPC' || code === 'EDQUOT') {
+    const what = code === 'ENOSPC' ? 'the disk holding the spool is full' : 'the disk quota of the spool is used up';
+    return new CliError(
+      `${dir}: ${what} (${code}); reading ${input} stopped, and ${accepted} lines were accepted before it (the ones after were not stored). ` +
+        `Free some space there, or give --dir a spool on another disk, then run the same command again (lines already delivered may arrive twice)`,
+      EXIT_FAILED,
+    );
+  }
+  return new CliError(`reading ${input} stopped: ${describe(err)}; ${accepted} lines were accepted before it`, EXIT_FAILED);
 }
 
 /** Why `--http URL` cannot be used, or undefined when it can. */
@@ -136,53 +168,23 @@ async function intake(spool: Spool, input: Readable, syncBatch: number, counts: 
     if (++pending >= syncBatch) await flush();
   };
   for await (const chunk of input as AsyncIterable<Buffer>) {
-    for (const line of splitter.push(chunk)) await put(line);
+    let lines: Buffer[];
+    try {
+      lines = splitter.push(chunk);
+    } catch (err) {
+      // A line over the record limit: the lines before it in this chunk are good; accept them, then stop.
+      if (!(err instanceof FramingError)) throw err;
+      for (const line of err.records) await put(line);
+      await flush();
+      throw err;
+    }
+    for (const line of lines) await put(line);
     // A pipe's lines should not wait for a full batch to become durable.
     await flush();
     if (stop.aborted) return;
   }
   for (const line of splitter.end()) await put(line);
   await flush();
-}
-
-/** Pops, delivers and commits until told there is no more input and the spool is empty. */
-async function sender(spool: Spool, deliver: Deliver, o: Required<Pick<ForwardOptions, 'batch' | 'retryBaseMs' | 'retryMaxMs'>>, counts: Counts, stop: AbortSignal, inputDone: () => boolean, noteError: (reason: string) => void): Promise<void> {
-  while (!stop.aborted) {
-    let batch: Popped[];
-    try {
-      batch = await spool.popBatch(o.batch, DELIVERY_BYTES);
-    } catch (err) {
-      if (!(err instanceof FerryError) || err.code === 'ERR_CLOSED') throw err;
-      counts.lastError = describe(err); // damage was skipped and counted; go on
-      continue;
-    }
-    if (batch.length === 0) {
-      if (inputDone()) return;
-      const wake = new AbortController();
-      const onStop = () => wake.abort();
-      stop.addEventListener('abort', onStop, { once: true });
-      // The intake may finish without appending anything: look again now and then.
-      const timer = setTimeout(() => wake.abort(), 200);
-      await spool.signal({ signal: wake.signal }).catch(() => {});
-      clearTimeout(timer);
-      stop.removeEventListener('abort', onStop);
-      continue;
-    }
-    for (let attempt = 1; ; attempt++) {
-      try {
-        await deliver(batch.map((p) => p.data));
-        break;
-      } catch (err) {
-        counts.retries++;
-        counts.lastError = (err as Error).message;
-        noteError(counts.lastError);
-        await sleep(backoffMs(attempt, o.retryBaseMs, o.retryMaxMs), stop);
-        if (stop.aborted) return;
-      }
-    }
-    for (const p of batch) await p.commit();
-    counts.out += batch.length;
-  }
 }
 
 /** A status line on a terminal, redrawn a few times a second. */
@@ -207,17 +209,22 @@ export async function forward(file: string | undefined, o: ForwardOptions): Prom
   if (bad) throw new CliError(`--http ${bad}: got ${JSON.stringify(o.http)}`, EXIT_USAGE);
   // An empty command would "deliver" every record to nowhere.
   if (o.exec !== undefined && o.exec.trim() === '') throw new CliError('--exec needs a command', EXIT_USAGE);
+  if (o.format !== undefined && !BODY_FORMATS.includes(o.format as BodyFormat)) {
+    throw new CliError(`--format must be one of ${BODY_FORMATS.join(', ')}: got ${JSON.stringify(o.format)}`, EXIT_USAGE);
+  }
   const started = performance.now();
   const input = await openInput(file);
   let spool: Spool;
   try {
-    spool = await Spool.open(o.dir, { maxBytes: o.maxBytes, segmentBytes: o.segmentBytes });
+    spool = await Spool.open(o.dir, { maxBytes: o.maxBytes, segmentBytes: o.segmentBytes, fs: o.fs });
   } catch (err) {
     await input.close();
     if (err instanceof LockedError) throw new CliError(`${o.dir} is locked: another process has this spool open`, EXIT_USAGE);
     throw new CliError(`cannot open spool ${o.dir}: ${describe(err)}`, EXIT_USAGE);
   }
-  const deliver = o.exec !== undefined ? execTarget(o.exec) : httpTarget(o.http!, o.batch ?? DEFAULT_FORWARD_BATCH, o.timeoutMs ?? DEFAULT_TIMEOUT_MS);
+  const format = (o.format ?? 'lines') as BodyFormat;
+  const http = o.http !== undefined ? httpTarget(o.http, { batch: o.batch ?? DEFAULT_FORWARD_BATCH, timeoutMs: o.timeoutMs ?? DEFAULT_TIMEOUT_MS, format }) : undefined;
+  const deliver = http ?? execTarget(o.exec!, format);
   const counts: Counts = { in: 0, out: 0, retries: 0, lastError: '' };
   const stop = new AbortController();
   const onSignal = () => stop.abort();
@@ -231,10 +238,11 @@ export async function forward(file: string | undefined, o: ForwardOptions): Prom
       () => void (done = true),
       (err) => {
         done = true;
-        failure = new CliError(`reading ${input.name} stopped: ${describe(err)}; ${counts.in} lines were accepted before it`, EXIT_FAILED);
+        failure = intakeFailure(err, input.name, o.dir, counts.in);
       },
     );
-    await sender(spool, deliver, { batch: o.batch ?? DEFAULT_FORWARD_BATCH, retryBaseMs: o.retryBaseMs ?? DEFAULT_RETRY_BASE_MS, retryMaxMs: o.retryMaxMs ?? DEFAULT_RETRY_MAX_MS }, counts, stop.signal, () => done, errorNotes(o.quiet === true || !process.stderr.isTTY));
+    const concurrency = o.concurrency ?? (o.http !== undefined ? DEFAULT_HTTP_CONCURRENCY : 1);
+    await runSender(spool, deliver, { batch: o.batch ?? DEFAULT_FORWARD_BATCH, concurrency, retryBaseMs: o.retryBaseMs ?? DEFAULT_RETRY_BASE_MS, retryMaxMs: o.retryMaxMs ?? DEFAULT_RETRY_MAX_MS }, counts, stop.signal, () => done, errorNotes(o.quiet === true || !process.stderr.isTTY));
     if (stop.signal.aborted) input.stream.destroy();
     await producing;
   } catch (err) {
@@ -243,6 +251,7 @@ export async function forward(file: string | undefined, o: ForwardOptions): Prom
     endStatus();
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
+    http?.close();
     await spool.close().catch((err) => {
       failure ??= new CliError(`closing the spool failed: ${describe(err)}`);
     });

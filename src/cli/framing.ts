@@ -20,6 +20,20 @@ export const RAW_PREFIX_BYTES = 4;
 /** The largest record the CLI reads or writes: 1 GiB. A longer line or length prefix is refused. */
 export const MAX_RECORD_BYTES = 2 ** 30;
 
+/**
+ * Environment variable that lowers the record limit below
+ * {@link MAX_RECORD_BYTES}, so tests can exercise the refusal without a
+ * gibibyte of input. Undocumented for users; it can only lower the limit.
+ */
+export const TEST_LIMIT_ENV = 'FERRY_TEST_MAX_RECORD_BYTES';
+
+/** The record limit in force: {@link MAX_RECORD_BYTES}, or a smaller one from {@link TEST_LIMIT_ENV}. */
+export function recordLimit(env: NodeJS.ProcessEnv = process.env): number {
+  const v = env[TEST_LIMIT_ENV];
+  if (v === undefined || !/^\d+$/.test(v)) return MAX_RECORD_BYTES;
+  return Math.min(Number(v), MAX_RECORD_BYTES);
+}
+
 const NEWLINE = 0x0a;
 const EMPTY = Buffer.alloc(0);
 
@@ -47,32 +61,46 @@ export interface RecordSplitter {
 }
 
 class LineSplitter implements RecordSplitter {
-  /** Pieces of a line that started in an earlier chunk. */
+  /** Pieces of a line that started in an earlier chunk (never more than `max` bytes). */
   private partial: Buffer[] = [];
   private partialLen = 0;
   private consumed = 0;
 
+  constructor(private readonly max: number) {}
+
+  /**
+   * Every line is measured before any of it is kept: a line is refused as
+   * soon as its bytes so far pass the limit, whether its end is in this
+   * chunk or not, so what is held stays below the limit plus one chunk
+   * whatever the chunk sizes of the input are.
+   */
   push(chunk: Buffer): Buffer[] {
     const out: Buffer[] = [];
     let start = 0;
     for (;;) {
       const nl = chunk.indexOf(NEWLINE, start);
       if (nl < 0) break;
+      if (this.partialLen + (nl - start) > this.max) throw this.tooLong(out, start + this.max - this.partialLen);
       out.push(this.take(chunk.subarray(start, nl)));
       start = nl + 1;
     }
     if (start < chunk.length) {
       const rest = chunk.subarray(start);
+      if (this.partialLen + rest.length > this.max) throw this.tooLong(out, start + this.max - this.partialLen);
       this.partialLen += rest.length;
-      if (this.partialLen > MAX_RECORD_BYTES) {
-        const err = new FramingError(`a line longer than ${MAX_RECORD_BYTES} bytes`, this.consumed + chunk.length);
-        err.records = out;
-        throw err;
-      }
       this.partial.push(rest);
     }
     this.consumed += chunk.length;
     return out;
+  }
+
+  /** The refusal of the line in progress; `at` is the chunk offset of its first byte past the limit. */
+  private tooLong(records: Buffer[], at: number): FramingError {
+    const err = new FramingError(`a line longer than ${this.max} bytes (the record limit)`, this.consumed + at);
+    err.records = records;
+    this.partial = [];
+    this.partialLen = 0;
+    return err;
   }
 
   end(): Buffer[] {
@@ -92,6 +120,8 @@ class LineSplitter implements RecordSplitter {
 }
 
 class RawSplitter implements RecordSplitter {
+  constructor(private readonly max: number) {}
+
   private prefix = Buffer.alloc(RAW_PREFIX_BYTES);
   private prefixLen = 0;
   /** The record being filled across chunks, once its length is known. */
@@ -165,16 +195,16 @@ class RawSplitter implements RecordSplitter {
   }
 
   private checkLength(len: number, i: number): number {
-    if (len > MAX_RECORD_BYTES) {
-      throw new FramingError(`length prefix ${len} exceeds the ${MAX_RECORD_BYTES}-byte record limit`, this.consumed + i);
+    if (len > this.max) {
+      throw new FramingError(`length prefix ${len} exceeds the ${this.max}-byte record limit`, this.consumed + i);
     }
     return len;
   }
 }
 
-/** A fresh splitter for `framing`. */
-export function recordSplitter(framing: Framing): RecordSplitter {
-  return framing === 'raw' ? new RawSplitter() : new LineSplitter();
+/** A fresh splitter for `framing` that refuses records longer than `maxRecordBytes` (default {@link recordLimit}). */
+export function recordSplitter(framing: Framing, maxRecordBytes: number = recordLimit()): RecordSplitter {
+  return framing === 'raw' ? new RawSplitter(maxRecordBytes) : new LineSplitter(maxRecordBytes);
 }
 
 /** Bytes `records` take when framed. */

@@ -13,7 +13,7 @@ import { drain, DEFAULT_DRAIN_BATCH, DEFAULT_POLL_MS } from './drain.js';
 import { stats } from './stats.js';
 import { verify } from './verify.js';
 import { dashboard } from './dashboard.js';
-import { forward, DEFAULT_SYNC_BATCH, DEFAULT_TIMEOUT_MS, DEFAULT_RETRY_BASE_MS, DEFAULT_RETRY_MAX_MS } from './forward.js';
+import { forward, DEFAULT_HTTP_CONCURRENCY, DEFAULT_SYNC_BATCH, DEFAULT_TIMEOUT_MS, DEFAULT_RETRY_BASE_MS, DEFAULT_RETRY_MAX_MS } from './forward.js';
 
 function integer(min: number) {
   return (value: string): number => {
@@ -105,7 +105,9 @@ export function buildProgram(status: { code: number }): Command {
     .requiredOption('--dir <dir>', 'spool directory (created when missing)')
     .option('--exec <cmd>', 'deliver by running `sh -c CMD` with the records (one per line) as its stdin; accepted on exit 0')
     .option('--http <url>', 'deliver by HTTP POST to URL; accepted on a 2xx answer')
-    .option('--batch <n>', 'records per delivery (HTTP: an NDJSON body when above 1; default 1)', integer(1))
+    .option('--batch <n>', 'records per delivery (default 1)', integer(1))
+    .option('--format <format>', 'how records go into a delivery: "lines" (bytes as they are, one per line; default) or "json" (each record as a JSON string: NDJSON)')
+    .option('--concurrency <n>', `most deliveries outstanding at once; records are still committed in order (default ${DEFAULT_HTTP_CONCURRENCY} with --http, 1 with --exec)`, integer(1))
     .option('--sync-batch <n>', `input lines per group commit (default ${DEFAULT_SYNC_BATCH})`, integer(1))
     .option('--timeout-ms <ms>', `HTTP request timeout (default ${DEFAULT_TIMEOUT_MS})`, integer(1))
     .option('--retry-base-ms <ms>', `first retry delay, doubled per attempt, with jitter (default ${DEFAULT_RETRY_BASE_MS})`, integer(1))

@@ -11,7 +11,8 @@
  * - CSRF: every state-changing request is a POST whose `X-CSRF-Token` header
  *   equals the token this server process made at start and put into the
  *   page; a cross-site page cannot read it. A POST whose `Origin` is present
- *   and not this server is refused too. Missing or wrong: 403.
+ *   and not this server (`null` included) is refused too. Either way: 403,
+ *   with a message saying which check failed.
  */
 import { createHash, randomBytes, timingSafeEqual } from 'node:crypto';
 import type { IncomingMessage } from 'node:http';
@@ -107,16 +108,27 @@ export class Guard {
 
   /** Whether a state-changing request carries the CSRF token and, if it names an origin, this server's. */
   csrfOk(req: IncomingMessage): boolean {
+    return this.csrfProblem(req) === undefined;
+  }
+
+  /**
+   * What is wrong with a state-changing request, as the 403 answer says it,
+   * or undefined when it carries the CSRF token and names no other origin.
+   */
+  csrfProblem(req: IncomingMessage): string | undefined {
     const given = req.headers[CSRF_HEADER];
-    if (typeof given !== 'string' || !sameSecret(given, this.csrf)) return false;
+    if (typeof given !== 'string' || given === '') return 'missing CSRF token: send the X-CSRF-Token header from the dashboard page';
+    if (!sameSecret(given, this.csrf)) return 'wrong CSRF token: reload the dashboard page (a restarted dashboard has a new token)';
     const origin = req.headers.origin;
-    if (origin === undefined) return true;
+    if (origin === undefined) return undefined;
+    const own = `the dashboard's own page (${req.headers.host ?? 'its address'})`;
     let host: string;
     try {
       host = new URL(origin).host.toLowerCase();
     } catch {
-      return false;
+      return `Origin ${JSON.stringify(origin)} refused: changes are accepted only from ${own}`;
     }
-    return host === (req.headers.host ?? '').toLowerCase();
+    if (host === (req.headers.host ?? '').toLowerCase()) return undefined;
+    return `Origin ${JSON.stringify(origin)} refused: changes are accepted only from ${own}`;
   }
 }

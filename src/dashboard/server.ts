@@ -37,6 +37,14 @@ export interface DashboardOptions {
   deadLetterTopics?: string[];
   /** How often the server samples the queue or directory, ms. Default 2000 (5000 for `dir`). */
   refreshMs?: number;
+  /**
+   * How the throughput chart counts: `events` counts the `completed` and
+   * `deadLettered` events of `queue` (its consumers run in this process);
+   * `sampled` derives both rates from successive `stats()` samples (another
+   * process consumes; `queue`'s events would never come). Default: `events`
+   * when the queue emits them, else `sampled`.
+   */
+  throughput?: 'events' | 'sampled';
 }
 
 /** A running dashboard. */
@@ -155,7 +163,10 @@ export async function startDashboard(o: DashboardOptions): Promise<Dashboard> {
   const template = await readFile(new URL('index.html', PAGE_DIR), 'utf8');
   let throughput: Throughput | undefined;
   const source = o.queue ? new QueueSource(o.queue, (kind) => throughput?.count(kind)) : undefined;
-  if (source) throughput = new Throughput(source.features.events ? 'events' : 'sampled');
+  if (o.throughput !== undefined && o.throughput !== 'events' && o.throughput !== 'sampled') {
+    throw new InvalidArgumentError(`throughput must be "events" or "sampled", got ${JSON.stringify(o.throughput)}`);
+  }
+  if (source) throughput = new Throughput(o.throughput ?? (source.features.events ? 'events' : 'sampled'));
 
   // The latest sample, refreshed in the background.
   let rows: GroupRow[] = [];
@@ -221,7 +232,8 @@ export async function startDashboard(o: DashboardOptions): Promise<Dashboard> {
       throw new HttpError(404, 'not found');
     }
     if (req.method !== 'POST') throw new HttpError(405, 'method not allowed');
-    if (!guard.csrfOk(req)) throw new HttpError(403, 'missing or wrong CSRF token');
+    const refused = guard.csrfProblem(req);
+    if (refused) throw new HttpError(403, refused);
     if (!source) throw new HttpError(404, 'nothing to change for a directory');
     const body = await readJson(req);
     if (path === '/api/redrive') {

@@ -8,11 +8,15 @@
  *   process that consumes); every event is counted in the second it happened.
  * - sampled: only `stats()` is available (another process consumes). The
  *   dead-lettered rate is each group's rise in `dead` between two samples,
- *   spread over the seconds between them; completions cannot be told from
- *   stats, so that series stays empty and the backlog shows the trend.
+ *   spread over the seconds between them. The completed rate is each
+ *   group's fall in `pending + leased` less its rise in `dead`, spread the
+ *   same way: deliveries that left the backlog without dying. Publishes in
+ *   the same interval add to the backlog and hide as many completions, so
+ *   this is a lower bound (exact when nothing is published meanwhile).
  *   A fall in `dead` (the janitor purged, a removed group) counts as zero,
- *   never as a negative rate; a group that appears after the first sample
- *   starts from zero dead.
+ *   never as a negative rate, as does a backlog that grew; a group that
+ *   appears after the first sample starts from zero dead and from the
+ *   backlog it holds then.
  */
 import type { GroupRow } from './source.js';
 
@@ -39,10 +43,11 @@ interface Second {
 export class Throughput {
   readonly mode: 'events' | 'sampled';
   readonly #seconds = new Map<number, Second>();
-  readonly #lastDead = new Map<string, number>();
+  /** Each group's `dead` and `pending + leased` at the last sample. */
+  readonly #last = new Map<string, { dead: number; backlog: number }>();
   #lastSampleS: number | null = null;
-  /** Rise in dead counts sampled since the last second the rates were spread over (samples within one second add up here). */
-  #carry = 0;
+  /** Dead letters and completions sampled since the last second the rates were spread over (samples within one second add up here). */
+  #carry = { dead: 0, completed: 0 };
   readonly #now: () => number;
   /** The second counting began: nothing is known before it. */
   readonly #startS: number;
@@ -79,32 +84,39 @@ export class Throughput {
     const b = this.#at(nowS);
     b.backlog = rows.reduce((n, r) => n + r.pending + r.leased, 0);
     if (this.mode !== 'sampled') return;
-    let rise = 0;
+    let died = 0;
+    let completed = 0;
     const seen = new Set<string>();
+    const first = this.#lastSampleS === null;
     for (const r of rows) {
       const k = JSON.stringify([r.topic, r.group]);
       seen.add(k);
-      // A group first seen after the first sample was registered since, with no dead deliveries.
-      const before = this.#lastDead.get(k) ?? (this.#lastSampleS === null ? r.dead : 0);
-      if (r.dead > before) rise += r.dead - before;
-      this.#lastDead.set(k, r.dead);
+      const now = { dead: r.dead, backlog: r.pending + r.leased };
+      // A group first seen after the first sample was registered since, with no dead deliveries; its backlog starts from now.
+      const before = this.#last.get(k) ?? { dead: first ? r.dead : 0, backlog: now.backlog };
+      const rise = Math.max(0, now.dead - before.dead);
+      died += rise;
+      completed += Math.max(0, before.backlog - now.backlog - rise);
+      this.#last.set(k, now);
     }
-    for (const k of this.#lastDead.keys()) if (!seen.has(k)) this.#lastDead.delete(k);
+    for (const k of this.#last.keys()) if (!seen.has(k)) this.#last.delete(k);
     const from = this.#lastSampleS;
-    if (from === null) {
+    if (first || from === null) {
       this.#lastSampleS = nowS;
       return;
     }
-    this.#carry += rise;
+    this.#carry.dead += died;
+    this.#carry.completed += completed;
     if (nowS <= from) return;
     this.#lastSampleS = nowS;
     const span = nowS - from;
     for (let s = from + 1; s <= nowS; s++) {
       const sec = this.#at(s);
-      sec.deadLettered += this.#carry / span;
+      sec.deadLettered += this.#carry.dead / span;
+      sec.completed += this.#carry.completed / span;
       sec.known = true;
     }
-    this.#carry = 0;
+    this.#carry = { dead: 0, completed: 0 };
   }
 
   /** The last `WINDOW_S` seconds, ending with the current one. */
@@ -115,7 +127,7 @@ export class Throughput {
       const b = this.#seconds.get(s);
       out.t.push(s);
       const known = this.mode === 'events' ? s >= this.#startS : (b?.known ?? false);
-      out.completed.push(this.mode === 'events' && known ? (b?.completed ?? 0) : null);
+      out.completed.push(known ? (b?.completed ?? 0) : null);
       out.deadLettered.push(known ? (b?.deadLettered ?? 0) : null);
       out.backlog.push(b?.backlog ?? null);
     }

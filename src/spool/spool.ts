@@ -45,6 +45,12 @@ import { Wakeup } from './wakeup.js';
 import { ConsumerTurns } from './turns.js';
 import { WriteBehind } from './write-behind.js';
 
+/** `" (ENOSPC)"` for a system error's code, or nothing. */
+function causeText(cause: unknown): string {
+  const code = (cause as NodeJS.ErrnoException | undefined)?.code;
+  return typeof code === 'string' ? ` (${code})` : '';
+}
+
 /** Largest frame built in the reusable buffer. */
 const SCRATCH_MAX = 1 << 20;
 
@@ -86,6 +92,8 @@ export class Spool implements AsyncDisposable {
   private readonly turns = new ConsumerTurns();
   /** Requeues whose copy waits for a flush to cover frame number `mark`. */
   private copies: Array<{ mark: number; done(): void; failed(err: unknown): void }> = [];
+  /** The failure that cost that group (a write's or an fdatasync's system error), for the report. */
+  private groupLostCause: unknown;
 
   private constructor(
     /** The spool's directory, absolute. */
@@ -576,10 +584,11 @@ export class Spool implements AsyncDisposable {
     if (!st) return;
     try {
       st.seg.file().pwrite(st.bytes, st.at, 'record');
-    } catch {
+    } catch (err) {
       this.undoWrite(st.seg, st.at);
       st.seg.size = st.at;
       this.groupLost = true;
+      this.groupLostCause ??= err;
     }
   }
 
@@ -622,7 +631,9 @@ export class Spool implements AsyncDisposable {
   private async durable(forSync: boolean): Promise<void> {
     if (forSync && this.groupLost) {
       this.groupLost = false;
-      throw new GroupLostError('appendNoSync records were rolled back by a failed fdatasync; re-append the group');
+      const cause = this.groupLostCause;
+      this.groupLostCause = undefined;
+      throw new GroupLostError(`appendNoSync records were rolled back by a failed write or fdatasync${causeText(cause)}; re-append the group`, { cause });
     }
     if (this.written === this.durableWritten && !this.dirDirty && this.stats().unsyncedBytes === 0) return;
     try {
@@ -630,9 +641,9 @@ export class Spool implements AsyncDisposable {
     } catch (err) {
       if (forSync && (this.groupLost || (err instanceof FlushFailure && err.groupLost))) {
         this.groupLost = false;
-        throw new GroupLostError('appendNoSync records were rolled back by a failed fdatasync; re-append the group', {
-          cause: (err as FerryError).cause,
-        });
+        const cause = this.groupLostCause ?? (err as FerryError).cause;
+        this.groupLostCause = undefined;
+        throw new GroupLostError(`appendNoSync records were rolled back by a failed write or fdatasync${causeText(cause)}; re-append the group`, { cause });
       }
       throw err;
     }
@@ -661,7 +672,9 @@ export class Spool implements AsyncDisposable {
       if (dir) await this.fs.syncDir(this.dir);
     } catch (err) {
       if (dir) this.dirDirty = true;
-      const failure = new FlushFailure(err, this.rollback());
+      const lost = this.rollback();
+      if (lost) this.groupLostCause ??= err instanceof FerryError ? err.cause : err;
+      const failure = new FlushFailure(err, lost);
       this.flushes.failWaiting(failure);
       // The rollback cut every unsynced frame, requeue copies included.
       for (const c of this.copies.splice(0)) c.failed(failure);

@@ -2,7 +2,7 @@
  * `ferry forward` against a local HTTP server that fails 30% of requests and
  * is down for a while, with the forwarder SIGKILLed mid-way and restarted on
  * the same spool and input: every input line must arrive at least once, and
- * the lines' first arrivals must be in input order.
+ * with one delivery at a time the lines' first arrivals must be in input order.
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -74,42 +74,91 @@ const until = async (cond: () => boolean, ms: number) => {
 };
 
 describe('ferry forward', () => {
-  it('survives a 30%-failing endpoint, an outage and a SIGKILL: every line arrives, first arrivals in order', { timeout: 120_000 }, async () => {
-    const { dir, cleanup } = await scratch();
-    const lines = Array.from({ length: 3000 }, (_, i) => `{"n":${i}}`);
-    const input = join(dir, 'in.ndjson');
-    writeFileSync(input, `${lines.join('\n')}\n`);
-    const sink = new Sink();
-    await sink.start();
-    const args = ['--dir', join(dir, 'spool'), '--http', `http://127.0.0.1:${sink.port}/ingest`, '--batch', '50', '--retry-base-ms', '5', '--retry-max-ms', '100', '--timeout-ms', '2000', input];
-    try {
-      const first = startForward(args);
-      await until(() => sink.arrived.length >= 600, 30_000);
-      await sink.stop(); // the endpoint goes away for a while
-      await new Promise((r) => setTimeout(r, 300));
-      first.child.kill('SIGKILL');
-      const killed = await first.exited;
-      assert.equal(killed.signal, 'SIGKILL');
-      const before = sink.arrived.length;
-      assert.ok(before < lines.length, 'killed before it was done');
-
-      const second = startForward(args);
-      await new Promise((r) => setTimeout(r, 500)); // still down: it retries
+  for (const concurrency of [1, 4]) {
+    const order = concurrency === 1 ? 'first arrivals in order' : 'first arrivals in any order';
+    it(`--concurrency ${concurrency} survives a 30%-failing endpoint, an outage and a SIGKILL: every line arrives, ${order}`, { timeout: 120_000 }, async () => {
+      const { dir, cleanup } = await scratch();
+      const lines = Array.from({ length: 3000 }, (_, i) => `{"n":${i}}`);
+      const input = join(dir, 'in.ndjson');
+      writeFileSync(input, `${lines.join('\n')}\n`);
+      const sink = new Sink();
       await sink.start();
-      const res = await second.exited;
-      assert.equal(res.code, 0, res.stderr);
-      assert.match(res.stderr, /forwarded \d+ records/);
-      assert.ok(sink.failed > 0, 'the endpoint did fail requests');
+      const args = ['--dir', join(dir, 'spool'), '--http', `http://127.0.0.1:${sink.port}/ingest`, '--batch', '50', '--concurrency', String(concurrency), '--retry-base-ms', '5', '--retry-max-ms', '100', '--timeout-ms', '2000', input];
+      try {
+        const first = startForward(args);
+        await until(() => sink.arrived.length >= 600, 30_000);
+        await sink.stop(); // the endpoint goes away for a while
+        await new Promise((r) => setTimeout(r, 300));
+        first.child.kill('SIGKILL');
+        const killed = await first.exited;
+        assert.equal(killed.signal, 'SIGKILL');
+        const before = sink.arrived.length;
+        assert.ok(before < lines.length, 'killed before it was done');
 
-      const seen = new Set<string>();
-      const firsts: string[] = [];
-      for (const l of sink.arrived) {
-        if (!seen.has(l)) firsts.push(l);
-        seen.add(l);
+        const second = startForward(args);
+        await new Promise((r) => setTimeout(r, 500)); // still down: it retries
+        await sink.start();
+        const res = await second.exited;
+        assert.equal(res.code, 0, res.stderr);
+        assert.match(res.stderr, /forwarded \d+ records/);
+        assert.ok(sink.failed > 0, 'the endpoint did fail requests');
+
+        const seen = new Set<string>();
+        const firsts: string[] = [];
+        for (const l of sink.arrived) {
+          if (!seen.has(l)) firsts.push(l);
+          seen.add(l);
+        }
+        if (concurrency === 1) assert.deepEqual(firsts, lines, 'every line arrived at least once, first arrivals in input order');
+        else assert.deepEqual([...firsts].sort(), [...lines].sort(), 'every line arrived at least once');
+      } finally {
+        await sink.stop();
+        await cleanup();
       }
-      assert.deepEqual(firsts, lines, 'every line arrived at least once, first arrivals in input order');
+    });
+  }
+
+  it('--concurrency N keeps N requests in flight at the server, never more', { timeout: 120_000 }, async () => {
+    const { dir, cleanup } = await scratch();
+    const N = 3;
+    let inFlight = 0;
+    let most = 0;
+    const held: (() => void)[] = [];
+    const arrived: string[] = [];
+    // Holds each request until N are in flight (or, should that never happen, a while), then answers them all.
+    let fallback: NodeJS.Timeout | undefined;
+    const release = () => {
+      clearTimeout(fallback);
+      fallback = undefined;
+      for (const answer of held.splice(0)) answer();
+    };
+    const server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        inFlight++;
+        most = Math.max(most, inFlight);
+        held.push(() => {
+          arrived.push(Buffer.concat(chunks).toString());
+          inFlight--;
+          res.writeHead(200).end();
+        });
+        if (held.length >= N) release();
+        else fallback ??= setTimeout(release, 5_000);
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+    const port = (server.address() as AddressInfo).port;
+    try {
+      const lines = Array.from({ length: 4 * N }, (_, i) => `line ${i}`);
+      const res = await ferry(['forward', '--dir', join(dir, 's'), '--http', `http://127.0.0.1:${port}/`, '--concurrency', String(N), '-q'], { input: `${lines.join('\n')}\n`, timeoutMs: 100_000 });
+      assert.equal(res.code, 0, res.stderr);
+      assert.equal(most, N, `at most and at some point exactly ${N} requests in flight`);
+      assert.deepEqual([...arrived].sort(), [...lines].sort());
     } finally {
-      await sink.stop();
+      clearTimeout(fallback);
+      server.closeAllConnections();
+      await new Promise<void>((r) => server.close(() => r()));
       await cleanup();
     }
   });
@@ -182,6 +231,33 @@ describe('ferry forward: arguments and failures', () => {
       assert.equal(res.code, 2, res.stderr);
       assert.match(res.stderr, /is a directory/);
     } finally {
+      await cleanup();
+    }
+  });
+
+  it('--http does not follow a redirect: the delivery is retried to the URL given, never turned into a GET', { timeout: 60_000 }, async () => {
+    const { dir, cleanup } = await scratch();
+    const seen: string[] = [];
+    let redirected = 0;
+    const server = createServer((req, res) => {
+      const chunks: Buffer[] = [];
+      req.on('data', (c: Buffer) => chunks.push(c));
+      req.on('end', () => {
+        seen.push(`${req.method} ${req.url} ${Buffer.concat(chunks).toString()}`);
+        if (req.url === '/ingest' && redirected++ === 0) res.writeHead(302, { location: '/elsewhere' }).end();
+        else res.writeHead(200).end();
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+    try {
+      const port = (server.address() as AddressInfo).port;
+      const res = await ferry(['forward', '--dir', join(dir, 's'), '--http', `http://127.0.0.1:${port}/ingest`, '--retry-base-ms', '1'], { input: 'only\n', timeoutMs: 30_000 });
+      assert.equal(res.code, 0, res.stderr);
+      assert.match(res.stderr, /HTTP 302/);
+      assert.deepEqual(seen, ['POST /ingest only', 'POST /ingest only']);
+    } finally {
+      server.closeAllConnections();
+      await new Promise<void>((r) => server.close(() => r()));
       await cleanup();
     }
   });

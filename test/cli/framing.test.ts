@@ -1,6 +1,9 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { encodeRecords, recordSplitter, FramingError, type Framing } from '../../src/cli/framing.js';
+import { readFile } from 'node:fs/promises';
+import { join } from 'node:path';
+import { encodeRecords, recordSplitter, recordLimit, FramingError, MAX_RECORD_BYTES, TEST_LIMIT_ENV, type Framing } from '../../src/cli/framing.js';
+import { ROOT } from './helpers.js';
 
 /** Splits `input` cut at every position in `cuts`, returning the records as strings. */
 function split(framing: Framing, input: Buffer, cuts: number[]): Buffer[] {
@@ -52,4 +55,49 @@ test('raw: a stream cut at any point inside a record or prefix is a FramingError
 
 test('encodeRecords lines: each record followed by a newline', () => {
   assert.equal(encodeRecords([Buffer.from('a'), Buffer.alloc(0), Buffer.from('bc')], 'lines').toString(), 'a\n\nbc\n');
+});
+
+test('lines: the record limit holds at every chunk cut, whether the line ends in the chunk that passes it or later', () => {
+  const max = 16;
+  const ok = 'a'.repeat(max);
+  const long = 'b'.repeat(max + 6);
+  const input = Buffer.from(`x\n${ok}\n${long}\nafter\n`);
+  const longStart = 2 + max + 1;
+  for (let i = 0; i <= input.length; i++) {
+    for (let j = i; j <= input.length; j++) {
+      const s = recordSplitter('lines', max);
+      const got: string[] = [];
+      let fault: FramingError | undefined;
+      let at = 0;
+      for (const c of [i, j, input.length]) {
+        try {
+          got.push(...s.push(input.subarray(at, c)).map(String));
+        } catch (err) {
+          assert.ok(err instanceof FramingError, `cuts ${i},${j}: ${err}`);
+          fault = err;
+          got.push(...err.records.map(String));
+          break;
+        }
+        at = c;
+      }
+      assert.ok(fault, `cuts ${i},${j}: the ${max + 6}-byte line was refused`);
+      assert.deepEqual(got, ['x', ok], `cuts ${i},${j}: the lines before it, the one at the limit included`);
+      assert.equal(fault.inputOffset, longStart + max, `cuts ${i},${j}: the offset of the first byte past the limit`);
+    }
+  }
+});
+
+test('lines: a line that never ends is refused once it passes the limit, holding no more than the limit', () => {
+  const s = recordSplitter('lines', 10);
+  assert.deepEqual(s.push(Buffer.from('abcdefghij')), []);
+  assert.throws(() => s.push(Buffer.from('k')), (err: unknown) => err instanceof FramingError && /longer than 10 bytes/.test(err.message) && err.inputOffset === 10);
+});
+
+test('the real limit is 1 GiB (2^30 bytes), as docs/CLI.md says; the test variable can only lower it', async () => {
+  assert.equal(MAX_RECORD_BYTES, 2 ** 30);
+  assert.equal(recordLimit({}), 2 ** 30);
+  assert.equal(recordLimit({ [TEST_LIMIT_ENV]: '16' }), 16);
+  assert.equal(recordLimit({ [TEST_LIMIT_ENV]: String(2 ** 40) }), 2 ** 30);
+  const docs = await readFile(join(ROOT, 'docs', 'CLI.md'), 'utf8');
+  assert.match(docs, /at most 1 GiB \(2\^30 bytes\)/);
 });

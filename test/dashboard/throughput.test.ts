@@ -37,7 +37,25 @@ test('sampled: the dead-lettered rate is the rise in dead counts spread over the
   now += 3600; // 4 s after the baseline
   t.sample([row('a', 14), row('b', 3), row('c', 2)]); // b fell (purged): 0, c is new: from 0
   const s = t.series();
-  assert.equal(s.completed.every((x) => x === null), true, 'completions are unknown from stats');
+  assert.deepEqual(s.completed.slice(-5), [null, 0, 0, 0, 0], 'no backlog fell: nothing completed');
   assert.deepEqual(s.deadLettered.slice(-5), [null, 1.5, 1.5, 1.5, 1.5]); // a rose 4, c 2: 6 over 4 s
   assert.equal(sum(s.deadLettered), 6);
+});
+
+test('sampled: the completed rate is the fall in pending + leased less the rise in dead, never negative', () => {
+  let now = 3_000_000_000;
+  const t = new Throughput('sampled', () => now);
+  t.sample([row('a', 0, 50, 10), row('b', 0, 5, 0)]); // baseline
+  now += 2000;
+  // a: backlog 60 → 20 with 10 more dead: 30 completed. b: backlog grew (publishes): 0, not negative.
+  t.sample([row('a', 10, 15, 5), row('b', 0, 9, 0)]);
+  now += 1000;
+  // c appears holding 7: nothing known about what it held before, so nothing completed there.
+  t.sample([row('a', 10, 15, 5), row('b', 0, 9, 0), row('c', 0, 7, 0)]);
+  const s = t.series();
+  assert.equal(s.mode, 'sampled');
+  assert.deepEqual(s.completed.slice(-4), [null, 15, 15, 0]);
+  assert.deepEqual(s.deadLettered.slice(-4), [null, 5, 5, 0]);
+  assert.equal(sum(s.completed), 30);
+  assert.equal(s.backlog.at(-1), 20 + 9 + 7);
 });

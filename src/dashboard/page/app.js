@@ -135,12 +135,12 @@
     $('chart-note').textContent =
       s.mode === 'events'
         ? 'Completed and dead-lettered deliveries per second, counted from the queue\u2019s events, and the backlog (pending + leased over every group).'
-        : 'Dead-lettered deliveries per second, from the rise of the dead counts between samples, and the backlog (pending + leased over every group). Completions are not counted: this process does not consume.';
+        : 'Sampled from the group counts: dead-lettered deliveries per second from the rise of the dead counts, completed deliveries per second from the fall of pending + leased less that rise (at least: messages published in the same interval hide as many completions), and the backlog (pending + leased over every group).';
     const data = [s.t, s.completed, s.deadLettered, s.backlog];
     if (!chart) {
       const box = $('chart');
       const opts = chartOpts(Math.max(320, box.clientWidth || 900));
-      opts.series[1].show = s.mode === 'events';
+      if (s.mode !== 'events') opts.series[1].label = 'completed/s (at least)';
       chart = new uPlot(opts, data, box);
       window.addEventListener('resize', () => chart.setSize({ width: Math.max(320, box.clientWidth), height: 260 }));
     } else {

@@ -1,0 +1,172 @@
+/**
+ * The sending side of `ferry forward`: pops records from a spool, delivers
+ * them with up to `concurrency` deliveries outstanding, and commits them in
+ * spool order.
+ *
+ * The deliveries form a window over the head of the spool, oldest first. A
+ * delivery is retried on the same records (capped, jittered backoff) until
+ * the target accepts it. A record is committed only when its delivery and
+ * every delivery before it were accepted, so the window moves only when its
+ * oldest delivery is accepted: a delivery that keeps failing holds up the
+ * ones after it, and at most `concurrency` deliveries are outstanding or
+ * waiting for their commit. Killed at any point, everything not committed is
+ * still in the spool.
+ *
+ * `Spool.popBatch` returns records from the head without removing them, and a
+ * commit moves the head at once; so the records not yet in the window are
+ * those after the first `inWindow` of a `popBatch` made at that moment.
+ */
+import { FerryError, type Popped, type Spool } from '../spool/index.js';
+import { describe, sleep } from './common.js';
+import { backoffMs, type Deliver } from './deliver.js';
+
+/** Payload bytes per delivery before a batch is cut short of its record count. */
+export const DELIVERY_BYTES = 4 << 20;
+
+/** How the sender batches, overlaps and retries. */
+export interface SenderOptions {
+  /** Most records per delivery. */
+  batch: number;
+  /** Most deliveries outstanding (or accepted and waiting for an older one). */
+  concurrency: number;
+  retryBaseMs: number;
+  retryMaxMs: number;
+  /** Payload bytes per delivery before a batch is cut short (default {@link DELIVERY_BYTES}). */
+  deliveryBytes?: number;
+}
+
+/** What the sender reports as it goes. */
+export interface SenderCounts {
+  /** Records committed. */
+  out: number;
+  retries: number;
+  lastError: string;
+}
+
+interface Flight {
+  records: Popped[];
+  bytes: number;
+  accepted: boolean;
+  done: Promise<void>;
+}
+
+/** How long an idle sender waits for an append before it looks again. */
+const IDLE_POLL_MS = 200;
+
+/**
+ * Pops, delivers and commits until `stop` aborts, or until `inputDone()` is
+ * true and the spool is empty. On `stop`, deliveries under way are let
+ * finish (a retry wait is cut short) and the accepted prefix is committed.
+ *
+ * @throws what `popBatch` throws other than damage (a `FerryError` other than
+ * `ERR_CLOSED`, which is counted in `lastError` and stepped past).
+ */
+export async function runSender(
+  spool: Spool,
+  deliver: Deliver,
+  o: SenderOptions,
+  counts: SenderCounts,
+  stop: AbortSignal,
+  inputDone: () => boolean,
+  noteError: (reason: string) => void = () => {},
+): Promise<void> {
+  const maxBytes = o.deliveryBytes ?? DELIVERY_BYTES;
+  const halt = new AbortController();
+  const onStop = () => halt.abort();
+  stop.addEventListener('abort', onStop, { once: true });
+  if (stop.aborted) halt.abort();
+
+  const window: Flight[] = [];
+  let inWindow = 0;
+  let windowBytes = 0;
+  const commits: Promise<void>[] = [];
+  let kick: () => void = () => {};
+
+  const commitReady = () => {
+    while (window[0]?.accepted) {
+      const f = window.shift()!;
+      // Each commit moves the head at once; the cursor writes are awaited at the end.
+      for (const p of f.records) commits.push(p.commit());
+      inWindow -= f.records.length;
+      windowBytes -= f.bytes;
+      counts.out += f.records.length;
+    }
+    if (commits.length > 1024) {
+      const settled = Promise.all(commits.splice(0)).then(() => {});
+      commits.push(settled);
+    }
+  };
+
+  const launch = (records: Popped[]) => {
+    const data = records.map((p) => p.data);
+    const bytes = data.reduce((n, d) => n + d.length, 0);
+    const f: Flight = { records, bytes, accepted: false, done: Promise.resolve() };
+    inWindow += records.length;
+    windowBytes += bytes;
+    window.push(f);
+    f.done = (async () => {
+      for (let attempt = 1; !halt.signal.aborted; attempt++) {
+        try {
+          await deliver(data);
+          f.accepted = true;
+          return;
+        } catch (err) {
+          counts.retries++;
+          counts.lastError = (err as Error).message;
+          noteError(counts.lastError);
+          await sleep(backoffMs(attempt, o.retryBaseMs, o.retryMaxMs), halt.signal);
+        }
+      }
+    })().finally(() => {
+      commitReady();
+      kick();
+    });
+  };
+
+  try {
+    while (!halt.signal.aborted) {
+      let drained = false;
+      while (window.length < o.concurrency && !halt.signal.aborted) {
+        // Read before popping: input that was done before an empty pop has nothing more to add.
+        const wasDone = inputDone();
+        const skip = inWindow;
+        let popped: Popped[];
+        try {
+          popped = await spool.popBatch(skip + o.batch, windowBytes + maxBytes);
+        } catch (err) {
+          if (!(err instanceof FerryError) || err.code === 'ERR_CLOSED') throw err;
+          counts.lastError = describe(err); // damage was skipped and counted; go on
+          continue;
+        }
+        const fresh = popped.slice(skip);
+        if (fresh.length === 0) {
+          drained = wasDone;
+          break;
+        }
+        launch(fresh);
+      }
+      if (window.length === 0 && drained) return;
+      if (halt.signal.aborted) break;
+      // Wait for a delivery to finish, or (with room in the window) for an append.
+      const wake = new AbortController();
+      const onHalt = () => wake.abort();
+      halt.signal.addEventListener('abort', onHalt, { once: true });
+      kick = () => wake.abort();
+      // The intake may finish without appending anything: look again now and then.
+      const timer = setTimeout(() => wake.abort(), IDLE_POLL_MS);
+      const woken = new Promise<void>((r) => wake.signal.addEventListener('abort', () => r(), { once: true }));
+      if (window.length < o.concurrency) spool.signal({ signal: wake.signal }).then(() => wake.abort(), () => {});
+      await woken;
+      clearTimeout(timer);
+      kick = () => {};
+      halt.signal.removeEventListener('abort', onHalt);
+    }
+  } finally {
+    // Stopping (or failing): cut retry waits short, let deliveries under way finish, commit the accepted prefix.
+    halt.abort();
+    stop.removeEventListener('abort', onStop);
+    await Promise.allSettled(window.map((f) => f.done));
+    commitReady();
+    await Promise.all(commits);
+  }
+}
