@@ -96,17 +96,26 @@ const CLICKHOUSE_TRANSIENT_CODES = new Set([
 ]);
 
 /**
- * A ClickHouse error. The client's server error carries the server's
- * numeric `code` (a string): the codes above (too many queries, timeouts,
+ * A ClickHouse error, by the server's numeric code (see `clickhouseCode`): the codes above (too many queries, timeouts,
  * network and keeper trouble) may pass, and every other server code
  * (syntax 62, unknown table 60, type mismatch 53, …) fails at once. An error
  * without a server code is the transport's (refused or reset connection,
  * request timeout, an HTTP 5xx from a proxy): transient.
  */
 export function clickhouseTransient(err: unknown): boolean {
-  const e = err as { code?: unknown; type?: unknown } | null;
-  const code = e?.code;
-  // Node system errors (ECONNREFUSED, ECONNRESET, ETIMEDOUT…) have string codes that are not numbers.
-  if (typeof code !== 'string' || !/^\d+$/.test(code)) return true;
-  return CLICKHOUSE_TRANSIENT_CODES.has(code);
+  const code = clickhouseCode(err);
+  return code === undefined || CLICKHOUSE_TRANSIENT_CODES.has(code);
+}
+
+/**
+ * The server's error code of a ClickHouse error: the client's `code` when it
+ * parsed one, else the `Code: 62, …` / `Code: 62. …` the server's text starts
+ * with (the client does not parse the older servers' form). Node system
+ * errors (ECONNREFUSED, ECONNRESET…) have codes that are not numbers: none.
+ */
+export function clickhouseCode(err: unknown): string | undefined {
+  const e = err as { code?: unknown; message?: unknown } | null;
+  if (typeof e?.code === 'string' && /^\d+$/.test(e.code)) return e.code;
+  if (typeof e?.message === 'string') return /^Code: (\d+)[.,]/.exec(e.message)?.[1];
+  return undefined;
 }

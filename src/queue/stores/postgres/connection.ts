@@ -70,11 +70,24 @@ function urlUser(connectionString: string): string {
   }
 }
 
+/**
+ * `connectionString` naming `user`: pg lets a connection string's empty user
+ * override a `user` setting beside it, so the name has to go into the URL.
+ */
+function withUser(connectionString: string, user: string | undefined): string {
+  if (user === undefined) return connectionString;
+  try {
+    const u = new URL(connectionString);
+    u.username = encodeURIComponent(user);
+    return u.toString();
+  } catch {
+    return connectionString;
+  }
+}
+
 /** Settings of a pool ferry opens itself: size, user fallback, timeouts, TCP keep-alive. */
 export function poolConfig(driver: typeof pg, connectionString: string, max: number, t?: PostgresTimeouts): pg.PoolConfig {
-  const cfg: pg.PoolConfig = { connectionString, max, keepAlive: true };
-  const user = fallbackUser(driver, connectionString);
-  if (user !== undefined) cfg.user = user;
+  const cfg: pg.PoolConfig = { connectionString: withUser(connectionString, fallbackUser(driver, connectionString)), max, keepAlive: true };
   if (t) {
     cfg.connectionTimeoutMillis = t.connectTimeoutMs;
     if (t.statementTimeoutMs > 0) {
