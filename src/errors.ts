@@ -105,8 +105,18 @@ export class CorruptError extends FerryError {
  * rejects with an `IOError` whose cause is the original failure. The Go diskqueue's `ErrIO`.
  */
 export class IOError extends FerryError {
-  constructor(message: string, options?: FerryErrorOptions) {
+  /**
+   * Whether trying the same call again may succeed: true for a dropped or
+   * frozen connection, a timeout, a busy or locked database, a deadlock; false
+   * when the store's database refused the call itself (a constraint, a data or
+   * syntax error, a missing right, a read-only or full or corrupt file), which
+   * a retry would meet again. Default true.
+   */
+  readonly transient: boolean;
+
+  constructor(message: string, options?: FerryErrorOptions & { transient?: boolean }) {
     super('ERR_IO', message, options);
+    this.transient = options?.transient ?? true;
   }
   /** The errno name of the cause (`EIO`, `ENOSPC`, …), when it has one. */
   get errno(): string | undefined {

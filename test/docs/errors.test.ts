@@ -128,6 +128,14 @@ const ROWS: Row[] = [
     coveredBy: 'test/queue/postgres.test.ts',
   },
   {
+    doc: 'docs/OPERATIONS.md', claim: 'A call past a limit rejects with an `IOError` whose `transient` is true', error: 'IOError',
+    coveredBy: 'test/queue/postgres-timeouts.test.ts',
+  },
+  {
+    doc: 'docs/OPERATIONS.md', claim: 'the call rejects at once with\n`ClosedError`', error: 'ClosedError',
+    coveredBy: 'test/queue/postgres-timeouts.test.ts',
+  },
+  {
     doc: 'docs/OPERATIONS.md', claim: 'the store refuses to\nconsume without one (`NoLockerError`)', error: 'NoLockerError',
     coveredBy: 'test/queue/clickhouse.test.ts',
   },

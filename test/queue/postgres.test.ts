@@ -16,7 +16,7 @@ import { createStoreQueue } from '../../src/queue/engine.js';
 import { createQueue } from '../../src/queue/index.js';
 import { PostgresStore } from '../../src/queue/stores/postgres/store.js';
 import type { Queue, Store } from '../../src/queue/types.js';
-import { POSTGRES_SKIP, POSTGRES_URL, adminPool, dropSchema, testSchema } from '../stores/postgres-env.js';
+import { POSTGRES_DIRECT_URL, POSTGRES_SKIP, POSTGRES_URL, adminPool, dropSchema, testSchema } from '../stores/postgres-env.js';
 import { sleep, waitFor, counts } from '../stores/helpers.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -58,7 +58,7 @@ describe('postgres store', { skip: POSTGRES_SKIP }, () => {
       await assert.rejects(PostgresStore.open({ connectionString: POSTGRES_URL, schema }), InvalidArgumentError, schema);
     }
     await assert.rejects(PostgresStore.open({}), InvalidArgumentError);
-    const pool = new pg.Pool({ connectionString: POSTGRES_URL, max: 1 });
+    const pool = new pg.Pool({ connectionString: POSTGRES_DIRECT_URL, max: 1 });
     try {
       await assert.rejects(PostgresStore.open({ connectionString: POSTGRES_URL, pool }), InvalidArgumentError);
     } finally {
@@ -114,7 +114,7 @@ describe('postgres store', { skip: POSTGRES_SKIP }, () => {
 
   it('works on a borrowed pool and leaves it open when the queue closes', async () => {
     const schema = fresh();
-    const pool = new pg.Pool({ connectionString: POSTGRES_URL, max: 3 });
+    const pool = new pg.Pool({ connectionString: POSTGRES_DIRECT_URL, max: 3 });
     try {
       const q = (await createQueue({ enabled: true, type: 'postgres', config: { schema } }, { pool }))!;
       const got: string[] = [];

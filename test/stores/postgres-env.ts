@@ -5,19 +5,22 @@
  * skipped with one line saying why; under CI=true that is a failure instead,
  * so a broken service never passes as a green run.
  */
-import { userInfo } from 'node:os';
 import pg from 'pg';
+import { poolConfig } from '../../src/queue/stores/postgres/connection.js';
 import { PostgresStore } from '../../src/queue/stores/postgres/store.js';
 import type { Store } from '../../src/queue/types.js';
 import type { StoreFactory, StoreHarness } from './factories.js';
 
 export const POSTGRES_URL = process.env.FERRY_TEST_POSTGRES_URL || 'postgres://localhost/test';
-// libpq falls back to the login name when a URL names no user; pg reads only
-// $USER, which some CI shells leave unset.
-if (!process.env.PGUSER && !process.env.USER) process.env.PGUSER = userInfo().username;
+/**
+ * POSTGRES_URL for `pg` used directly: naming the login name when neither it,
+ * PGUSER nor USER names a user, as ferry's own pools do (pg alone reads only
+ * $USER, which some CI shells leave unset). The stores get POSTGRES_URL itself.
+ */
+export const POSTGRES_DIRECT_URL = poolConfig(pg, POSTGRES_URL, 1).connectionString!;
 
 async function reachable(): Promise<string | undefined> {
-  const c = new pg.Client({ connectionString: POSTGRES_URL, connectionTimeoutMillis: 3000 });
+  const c = new pg.Client({ connectionString: POSTGRES_DIRECT_URL, connectionTimeoutMillis: 3000 });
   c.on('error', () => undefined);
   try {
     await c.connect();
@@ -36,7 +39,7 @@ if (unreachable && process.env.CI === 'true') throw new Error(`CI=true: ${unreac
 export const POSTGRES_SKIP = unreachable ? `skipped: ${unreachable}` : undefined;
 
 /** Statements against the test server outside any store (schema drops, inspection). */
-export const adminPool = new pg.Pool({ connectionString: POSTGRES_URL, max: 2, allowExitOnIdle: true });
+export const adminPool = new pg.Pool({ connectionString: POSTGRES_DIRECT_URL, max: 2, allowExitOnIdle: true });
 adminPool.on('error', () => undefined);
 
 let counter = 0;

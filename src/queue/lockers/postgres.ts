@@ -15,6 +15,7 @@
 import { performance } from 'node:perf_hooks';
 import type pg from 'pg';
 import { ClosedError, FerryError, InvalidArgumentError, IOError } from '../../errors.js';
+import { poolConfig } from '../stores/postgres/connection.js';
 import { checkAcquire, pause, retryDelay } from './checks.js';
 import type { AcquireOptions, DistributedLocker, HeldLock } from './types.js';
 
@@ -59,6 +60,8 @@ export class PostgresLocker implements DistributedLocker {
 
   /**
    * Opens a pool (with `connectionString`) or wraps `pool`, and checks the server answers.
+   * When neither the URL nor `PGUSER` names a user (and `$USER` is unset), it
+   * connects as the operating system's login name, as libpq does.
    * @throws InvalidArgumentError neither or both of `connectionString` and `pool`, or a bad `poolSize`.
    * @throws IOError the server cannot be reached.
    */
@@ -70,7 +73,7 @@ export class PostgresLocker implements DistributedLocker {
     if (!pool) {
       const mod = (await import('pg')) as unknown as { default?: typeof pg } & typeof pg;
       const Driver = mod.default ?? mod;
-      pool = new Driver.Pool({ connectionString: opts.connectionString, max: opts.poolSize ?? 10 });
+      pool = new Driver.Pool(poolConfig(Driver, opts.connectionString!, opts.poolSize ?? 10));
       pool.on('error', () => undefined);
     }
     const locker = new PostgresLocker(pool, opts.pool === undefined, opts.prefix ?? 'ferry:lock:');

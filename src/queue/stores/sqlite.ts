@@ -23,6 +23,7 @@ import { EventEmitter } from 'node:events';
 import { closeSync, constants, openSync, realpathSync } from 'node:fs';
 import type BetterSqlite3 from 'better-sqlite3';
 import { ClosedError, InvalidArgumentError, IOError, PayloadTooLargeError } from '../../errors.js';
+import { sqliteTransient } from './transient.js';
 import { deliveryId } from '../delivery-id.js';
 import { takeClaimable } from './recovered.js';
 import { parseSeqCursor } from './seq-cursor.js';
@@ -304,10 +305,22 @@ export class SqliteStore implements Store {
     return String(this.#db.pragma('journal_mode', { simple: true }));
   }
 
-  /** Runs `fn` in a `BEGIN IMMEDIATE` transaction and hands it the database clock read after the lock was taken. */
+  /**
+   * Runs `fn` in a `BEGIN IMMEDIATE` transaction and hands it the database
+   * clock read after the lock was taken. A SQLite error becomes an `IOError`
+   * (the driver's error its cause) whose `transient` says whether a retry can
+   * help: true for a busy or locked database, false for a read-only, full or
+   * corrupt one or a constraint (see `./transient.ts`).
+   */
   #write<T>(fn: (now: number) => T): T {
     if (this.#closed) throw new ClosedError('sqlite store is closed');
-    return this.#tx.immediate(fn) as T;
+    try {
+      return this.#tx.immediate(fn) as T;
+    } catch (err) {
+      const code = (err as { code?: unknown }).code;
+      if (typeof code !== 'string' || !code.startsWith('SQLITE_')) throw err;
+      throw new IOError(`sqlite store: ${(err as Error).message} (${code})`, { cause: err, transient: sqliteTransient(err) });
+    }
   }
 
   /**
@@ -381,7 +394,7 @@ export class SqliteStore implements Store {
       this.#appendRows(msgs);
     } catch (err) {
       // The driver refuses a value over the limit as it binds it (a range error), SQLite a row over it (SQLITE_TOOBIG).
-      if (err instanceof RangeError || (err as { code?: unknown }).code === 'SQLITE_TOOBIG') {
+      if (err instanceof RangeError || (err as { cause?: { code?: unknown } }).cause?.code === 'SQLITE_TOOBIG') {
         throw new PayloadTooLargeError(`a message is too large for SQLite: ${(err as Error).message}`, { cause: err });
       }
       throw err;

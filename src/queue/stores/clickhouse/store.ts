@@ -22,6 +22,7 @@ import { EventEmitter } from 'node:events';
 import { performance } from 'node:perf_hooks';
 import type { ClickHouseClient } from '@clickhouse/client';
 import { ClosedError, FerryError, InvalidArgumentError, IOError, NoLockerError } from '../../../errors.js';
+import { clickhouseTransient } from '../transient.js';
 import { MAX_TIMER_MS } from '../../options.js';
 import { deliveryId } from '../../delivery-id.js';
 import { ProcessLocker } from '../../lockers/process.js';
@@ -52,7 +53,16 @@ export interface ClickHouseStoreOptions {
   locker?: DistributedLocker;
   /** How long one operation may hold a lock, ms; an operation that would write past it fails instead. Default 30000. */
   lockTtlMs?: number;
+  /**
+   * Longest wait for the answer to one HTTP request, ms (ignored with
+   * `client`: set the client's `request_timeout`). A request past it is
+   * abandoned and the call rejects with a transient `IOError`. Keep it well
+   * under the queue's `leaseDurationMs` (30000 by default). Default 10000.
+   */
+  requestTimeoutMs?: number;
 }
+
+const DEFAULT_REQUEST_TIMEOUT_MS = 10_000;
 
 const DEFAULT_LOCK_TTL_MS = 30_000;
 /** A fenced write whose leases all have longer than this to run skips the distributed lock (see `#fenced`). */
@@ -64,11 +74,15 @@ const CLOCK_REFRESH_MS = 1000;
 /** The server settings every statement runs with: statements carry their values inline, so allow long ones. */
 const SETTINGS = { max_query_size: '268435456' } as const;
 
-/** Driver and server errors become `IOError`s (transient to the engine) with the original as `cause`. */
+/**
+ * Driver and server errors become `IOError`s with the original as `cause`;
+ * `transient` says whether a retry can help (by the server's error code, see
+ * `../transient.ts`).
+ */
 function wrap(err: unknown, what: string): FerryError {
   if (err instanceof FerryError) return err;
   const e = err as { message?: string };
-  return new IOError(`clickhouse store: ${what} failed: ${(e?.message ?? String(err)).split('\n')[0]}`, { cause: err });
+  return new IOError(`clickhouse store: ${what} failed: ${(e?.message ?? String(err)).split('\n')[0]}`, { cause: err, transient: clickhouseTransient(err) });
 }
 
 let driver: Promise<typeof import('@clickhouse/client')> | undefined;
@@ -157,6 +171,10 @@ export class ClickHouseStore implements Store {
     const lockTtlMs = opts.lockTtlMs ?? DEFAULT_LOCK_TTL_MS;
     if (!Number.isInteger(lockTtlMs) || lockTtlMs < 100 || lockTtlMs > MAX_TIMER_MS) throw new InvalidArgumentError(`clickhouse store: lockTtlMs must be an integer from 100 to ${MAX_TIMER_MS}`);
     if (opts.locker !== undefined && typeof opts.locker?.acquire !== 'function') throw new InvalidArgumentError('clickhouse store: locker must have an acquire method');
+    const requestTimeoutMs = opts.requestTimeoutMs ?? DEFAULT_REQUEST_TIMEOUT_MS;
+    if (!Number.isInteger(requestTimeoutMs) || requestTimeoutMs < 1 || requestTimeoutMs > MAX_TIMER_MS) {
+      throw new InvalidArgumentError(`clickhouse store: requestTimeoutMs must be an integer from 1 to ${MAX_TIMER_MS}, got ${typeof requestTimeoutMs === 'string' ? JSON.stringify(requestTimeoutMs) : String(requestTimeoutMs)}`);
+    }
     let client = opts.client;
     if (!client) {
       const { createClient, ClickHouseLogLevel } = await loadDriver();
@@ -165,6 +183,7 @@ export class ClickHouseStore implements Store {
         username: opts.username ?? 'default',
         password: opts.password ?? '',
         clickhouse_settings: SETTINGS,
+        request_timeout: requestTimeoutMs,
         log: { level: ClickHouseLogLevel.OFF },
       });
     }
@@ -376,7 +395,7 @@ export class ClickHouseStore implements Store {
     this.#notify(cs.filter((c) => ids.has(c.deliveryId) && (!keyedOnly || c.message.key !== undefined)).map((c) => c.message.topic));
   }
 
-  async claim(req: ClaimRequest): Promise<Claimed[]> {
+  async #claim(req: ClaimRequest): Promise<Claimed[]> {
     const due = async (now: number) => {
       const live = (await this.#rows<DeliveryRecord>('live-deliveries', { topic: req.topic, grp: req.group })).map((r) => toDeliveryRow(req.topic, req.group, r));
       let limit = req.max;
@@ -504,35 +523,35 @@ export class ClickHouseStore implements Store {
     return cs.filter((c) => held.has(c)).map((c) => c.deliveryId);
   }
 
-  async ack(cs: Claimed[]): Promise<string[]> {
+  async #ack(cs: Claimed[]): Promise<string[]> {
     const held = await this.#fenced('ack', cs, (d, now) => ({ ...d, state: ACKED, finishedAt: now, leaseUntil: 0 }));
     this.#notifyKeyed(cs, held, true);
     return held;
   }
 
-  async retry(c: Claimed, backoffMs: number, lastError: string): Promise<boolean> {
+  async #retry(c: Claimed, backoffMs: number, lastError: string): Promise<boolean> {
     const held = await this.#fenced('retry', [c], (d, now) => ({ ...d, state: PENDING, availableAt: now + Math.ceil(backoffMs), lastError, token: '', holder: '', leaseUntil: 0 }));
     return held.length === 1;
   }
 
   /** With `opts.unrun` the claim's attempt is taken back, as `release` does: it ran no handler. */
-  async kill(c: Claimed, lastError: string, opts?: KillOptions): Promise<boolean> {
+  async #kill(c: Claimed, lastError: string, opts?: KillOptions): Promise<boolean> {
     const unrun = opts?.unrun === true;
     const held = await this.#fenced('kill', [c], (d, now) => ({ ...d, state: DEAD, attempt: unrun ? Math.max(0, d.attempt - 1) : d.attempt, finishedAt: now, lastError, leaseUntil: 0 }));
     this.#notifyKeyed([c], held, true);
     return held.length === 1;
   }
 
-  extend(cs: Claimed[], leaseMs: number): Promise<string[]> {
+  #extend(cs: Claimed[], leaseMs: number): Promise<string[]> {
     return this.#fenced('extend', cs, (d, now) => ({ ...d, leaseUntil: now + Math.ceil(leaseMs) }));
   }
 
-  async release(cs: Claimed[]): Promise<void> {
+  async #release(cs: Claimed[]): Promise<void> {
     const held = await this.#fenced('release', cs, (d) => ({ ...d, state: PENDING, attempt: Math.max(0, d.attempt - 1), token: '', holder: '', leaseUntil: 0 }));
     this.#notifyKeyed(cs, held, false);
   }
 
-  async purge(policy: PurgePolicy, batch: number): Promise<number> {
+  async #purge(policy: PurgePolicy, batch: number): Promise<number> {
     const now = await this.#now();
     let removed = 0;
     // Dead rows first: a message whose dead row goes now may then be finished.
@@ -559,7 +578,7 @@ export class ClickHouseStore implements Store {
     return removed;
   }
 
-  async stats(topic: string, group: string): Promise<QueueStats> {
+  async #stats(topic: string, group: string): Promise<QueueStats> {
     const now = await this.#now();
     const [r] = await this.#rows<{ live: string; leased: string; dead: string; due: string; oldest_due: string }>('stats', { topic, grp: group, now });
     const live = Number(r!.live);
@@ -626,7 +645,7 @@ export class ClickHouseStore implements Store {
     }
   }
 
-  async ping(): Promise<void> {
+  async #ping(): Promise<void> {
     this.#assertOpen();
     let res: { success: boolean; error?: Error };
     try {
@@ -644,6 +663,63 @@ export class ClickHouseStore implements Store {
       held();
       await this.#insert('insert-janitor', [['janitor', holder, now + Math.ceil(ttlMs), Math.max(Number(r?.l_ver ?? 0) + 1, now * 1000)]]);
       return true;
+    });
+  }
+
+  /**
+   * The store's calls below take an optional last `signal`: when it aborts
+   * the call rejects at once with `ClosedError`. Its HTTP request is not cut
+   * short; it ends by itself within `requestTimeoutMs`.
+   */
+  claim(req: ClaimRequest, signal?: AbortSignal): Promise<Claimed[]> {
+    return this.#abortable('claim', signal, () => this.#claim(req));
+  }
+
+  ack(cs: Claimed[], signal?: AbortSignal): Promise<string[]> {
+    return this.#abortable('ack', signal, () => this.#ack(cs));
+  }
+
+  retry(c: Claimed, backoffMs: number, lastError: string, signal?: AbortSignal): Promise<boolean> {
+    return this.#abortable('retry', signal, () => this.#retry(c, backoffMs, lastError));
+  }
+
+  kill(c: Claimed, lastError: string, opts?: KillOptions, signal?: AbortSignal): Promise<boolean> {
+    return this.#abortable('kill', signal, () => this.#kill(c, lastError, opts));
+  }
+
+  extend(cs: Claimed[], leaseMs: number, signal?: AbortSignal): Promise<string[]> {
+    return this.#abortable('extend', signal, () => this.#extend(cs, leaseMs));
+  }
+
+  release(cs: Claimed[], signal?: AbortSignal): Promise<void> {
+    return this.#abortable('release', signal, () => this.#release(cs));
+  }
+
+  purge(policy: PurgePolicy, batch: number, signal?: AbortSignal): Promise<number> {
+    return this.#abortable('purge', signal, () => this.#purge(policy, batch));
+  }
+
+  stats(topic: string, group: string, signal?: AbortSignal): Promise<QueueStats> {
+    return this.#abortable('stats', signal, () => this.#stats(topic, group));
+  }
+
+  ping(signal?: AbortSignal): Promise<void> {
+    return this.#abortable('ping', signal, () => this.#ping());
+  }
+
+  /** `run()`, unless `signal` aborts first: then a `ClosedError` at once (`run` goes on, bounded by the request timeout). */
+  #abortable<T>(what: string, signal: AbortSignal | undefined, run: () => Promise<T>): Promise<T> {
+    if (!signal) return run();
+    const closed = () => new ClosedError(`clickhouse store: ${what} abandoned: its signal aborted (the queue is closing)`);
+    if (signal.aborted) return Promise.reject(closed());
+    const running = run();
+    return new Promise<T>((resolve, reject) => {
+      const onAbort = () => reject(closed());
+      signal.addEventListener('abort', onAbort, { once: true });
+      running.then(
+        (v) => (signal.removeEventListener('abort', onAbort), resolve(v)),
+        (e: unknown) => (signal.removeEventListener('abort', onAbort), reject(e)),
+      );
     });
   }
 

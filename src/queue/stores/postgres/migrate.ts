@@ -10,13 +10,19 @@ import { migrations } from './sql.js';
 /** First key of the two-key advisory lock form: "ferr" in ASCII, so ferry's locks are recognisable in pg_locks. */
 export const LOCK_NAMESPACE = 0x66657272;
 
+/** Longest wait for the migration lock or one migration, ms: an hour, where the store's own statements get seconds. */
+const MIGRATION_TIMEOUT_MS = 3_600_000;
+
 /** Applies every pending migration to `schema`; resolves with the version the schema is at. */
 export async function migrate(pool: pg.Pool, schema: string, quotedSchema: string): Promise<number> {
   const client = await pool.connect();
   let broken: Error | undefined;
   try {
     await client.query('BEGIN');
-    await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [LOCK_NAMESPACE, `migrate:${schema}`]);
+    // A migration may rebuild an index of a large table: it runs without the
+    // store's statement timeout (the client-side one is per query below).
+    await client.query('SET LOCAL statement_timeout = 0');
+    await client.query({ text: 'SELECT pg_advisory_xact_lock($1, hashtext($2))', values: [LOCK_NAMESPACE, `migrate:${schema}`], query_timeout: MIGRATION_TIMEOUT_MS } as pg.QueryConfig);
     await client.query(`CREATE SCHEMA IF NOT EXISTS ${quotedSchema}`);
     await client.query(
       `CREATE TABLE IF NOT EXISTS ${quotedSchema}.migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT clock_timestamp())`,
@@ -25,7 +31,7 @@ export async function migrate(pool: pg.Pool, schema: string, quotedSchema: strin
     let at = res.rows[0]?.v ?? 0;
     for (const m of migrations(quotedSchema)) {
       if (m.version <= at) continue;
-      await client.query(m.sql);
+      await client.query({ text: m.sql, query_timeout: MIGRATION_TIMEOUT_MS } as pg.QueryConfig);
       await client.query(`INSERT INTO ${quotedSchema}.migrations (version, name) VALUES ($1, $2)`, [m.version, m.name]);
       at = m.version;
     }

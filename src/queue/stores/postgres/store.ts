@@ -16,6 +16,9 @@ import { ClosedError, FerryError, InvalidArgumentError, IOError } from '../../..
 import { deliveryId } from '../../delivery-id.js';
 import { parseSeqCursor } from '../seq-cursor.js';
 import type { ClaimRequest, Claimed, ConsumerGroup, KillOptions, MessagePage, PurgePolicy, QueueStats, StartFrom, Store, StoredMessage } from '../../types.js';
+import { postgresTransient } from '../transient.js';
+import { endClient, poolConfig, resolveTimeouts } from './connection.js';
+import type { PostgresTimeouts } from './connection.js';
 import { migrate } from './migrate.js';
 import { quoteSchema, statements, wakeChannel } from './sql.js';
 import type { StatementName } from './sql.js';
@@ -30,6 +33,30 @@ export interface PostgresStoreOptions {
   schema?: string;
   /** Size of the store's own pool (ignored with `pool`). Default 10. */
   poolSize?: number;
+  /**
+   * Longest wait to open a connection, or for a free one of the store's pool,
+   * ms (ignored with `pool`: set the pool's `connectionTimeoutMillis`).
+   * Default 10000. A call that waits longer rejects with a transient `IOError`.
+   */
+  connectTimeoutMs?: number;
+  /**
+   * The server's `statement_timeout` for the store's connections, ms; 0 for
+   * none (ignored with `pool`). The server cancels a statement that runs
+   * longer (the call rejects with a transient `IOError`) and ends a session
+   * left idle inside a transaction for the longer of this and
+   * `queryTimeoutMs`. Default 10000. Migrations run without it.
+   */
+  statementTimeoutMs?: number;
+  /**
+   * Longest wait for the server's answer to one statement, ms; 0 for none.
+   * Past it the call rejects with a transient `IOError` and the connection is
+   * dropped (its answer could otherwise arrive for the next caller). Keep it
+   * above `statementTimeoutMs`, so a slow statement is cancelled by the server
+   * first, and well below the queue's `leaseDurationMs` (30000 by default),
+   * so a heartbeat that cannot reach the server fails while the lease still
+   * holds. Applies to a borrowed `pool` too. Default 15000.
+   */
+  queryTimeoutMs?: number;
 }
 
 /** Rows of a backfill page (messages read per round trip when a new `earliest` group catches up). */
@@ -69,11 +96,22 @@ function toMessage(r: ClaimRow): StoredMessage {
   return m;
 }
 
-/** Driver and server errors become `IOError`s (transient to the engine) with the original as `cause`. */
+/**
+ * Driver and server errors become `IOError`s with the original as `cause`;
+ * `transient` says whether a retry can help (by SQLSTATE, see `../transient.ts`).
+ */
 function wrap(err: unknown, what: string): FerryError {
   if (err instanceof FerryError) return err;
   const e = err as { message?: string; code?: string };
-  return new IOError(`postgres store: ${what} failed: ${e?.message ?? String(err)}${e?.code ? ` (${e.code})` : ''}`, { cause: err });
+  return new IOError(`postgres store: ${what} failed: ${e?.message ?? String(err)}${e?.code ? ` (${e.code})` : ''}`, {
+    cause: err,
+    transient: postgresTransient(err),
+  });
+}
+
+/** The error of a call whose `signal` aborted: the queue's close deadline passed. */
+function aborted(what: string): ClosedError {
+  return new ClosedError(`postgres store: ${what} abandoned: its signal aborted (the queue is closing)`);
 }
 
 /** Deadlock-free order for statements that update several deliveries: every caller locks rows in delivery-ID order. */
@@ -114,12 +152,14 @@ export class PostgresStore implements Store {
   readonly #schema: string;
   readonly #listeners = new Set<() => void>();
   readonly #names = new Map<StatementName, string>();
+  readonly #timeouts: PostgresTimeouts;
   #closed = false;
 
-  private constructor(driverModule: typeof pg, pool: pg.Pool, ownsPool: boolean, schema: string, quoted: string) {
+  private constructor(driverModule: typeof pg, pool: pg.Pool, ownsPool: boolean, schema: string, quoted: string, timeouts: PostgresTimeouts) {
     this.#driver = driverModule;
     this.#pool = pool;
     this.#ownsPool = ownsPool;
+    this.#timeouts = timeouts;
     this.#schema = schema;
     this.#sql = statements(quoted);
     this.#channel = wakeChannel(schema);
@@ -129,7 +169,10 @@ export class PostgresStore implements Store {
    * Connects, creates the schema when missing and applies pending migrations
    * (under an advisory lock, so instances may start together).
    *
-   * @throws InvalidArgumentError neither or both of `connectionString` and `pool`, or a bad schema name.
+   * When neither the URL nor `PGUSER` names a user (and `$USER` is unset),
+   * the store connects as the operating system's login name, as libpq does.
+   *
+   * @throws InvalidArgumentError neither or both of `connectionString` and `pool`, a bad schema name, `poolSize` or timeout.
    * @throws IOError the database is unreachable or refuses the migration (the driver's error is the cause).
    */
   static async open(opts: PostgresStoreOptions): Promise<PostgresStore> {
@@ -140,9 +183,10 @@ export class PostgresStore implements Store {
     if (opts.poolSize !== undefined && (!Number.isInteger(opts.poolSize) || opts.poolSize < 1)) {
       throw new InvalidArgumentError('postgres store: poolSize must be a positive integer');
     }
+    const timeouts = resolveTimeouts(opts, 'postgres store');
     const Driver = await loadDriver();
     const ownsPool = opts.pool === undefined;
-    const pool = opts.pool ?? new Driver.Pool({ connectionString: opts.connectionString, max: opts.poolSize ?? 10 });
+    const pool = opts.pool ?? new Driver.Pool(poolConfig(Driver, opts.connectionString!, opts.poolSize ?? 10, timeouts));
     // An idle client that loses its connection emits on the pool; without a
     // listener that would crash the process. The pool replaces it on next use.
     if (ownsPool) pool.on('error', () => undefined);
@@ -152,7 +196,7 @@ export class PostgresStore implements Store {
       if (ownsPool) await pool.end().catch(() => undefined);
       throw wrap(err, `opening schema ${schema}`);
     }
-    return new PostgresStore(Driver, pool, ownsPool, schema, quoted);
+    return new PostgresStore(Driver, pool, ownsPool, schema, quoted, timeouts);
   }
 
   /** The schema this store uses (unquoted). */
@@ -176,15 +220,80 @@ export class PostgresStore implements Store {
       prepared = `ferry_${name}_${createHash('sha1').update(text).digest('hex').slice(0, 12)}`;
       this.#names.set(name, prepared);
     }
-    return { name: prepared, text: this.#sql[name], values };
+    return this.#timed({ name: prepared, text: this.#sql[name], values });
   }
 
-  async #q<R extends pg.QueryResultRow>(name: StatementName, values: unknown[]): Promise<pg.QueryResult<R>> {
+  /** `q` with the client-side answer timeout (so a borrowed pool has it too). */
+  #timed(q: pg.QueryConfig): pg.QueryConfig {
+    if (this.#timeouts.queryTimeoutMs > 0) (q as { query_timeout?: number }).query_timeout = this.#timeouts.queryTimeoutMs;
+    return q;
+  }
+
+  /** One statement on a pooled connection. */
+  async #q<R extends pg.QueryResultRow>(name: StatementName, values: unknown[], signal?: AbortSignal): Promise<pg.QueryResult<R>> {
+    return this.#withClient(name, signal, (c) => c.query<R>(this.#stmt(name, values)));
+  }
+
+  /**
+   * Runs `fn` on a pooled connection. When `signal` aborts first the call
+   * rejects at once with `ClosedError` and the connection is destroyed (the
+   * server sees it close and ends its statement); a connection whose
+   * statement failed other than by the server's answer (a timeout, a dropped
+   * socket) is destroyed too, never handed to the next caller.
+   */
+  async #withClient<T>(what: string, signal: AbortSignal | undefined, fn: (c: pg.PoolClient) => Promise<T>, onServerError?: (c: pg.PoolClient) => Promise<void>): Promise<T> {
     this.#assertOpen();
+    if (signal?.aborted) throw aborted(what);
+    let onAbort: (() => void) | undefined;
+    const abort = signal
+      ? new Promise<never>((_, reject) => {
+          onAbort = () => reject(aborted(what));
+          signal.addEventListener('abort', onAbort, { once: true });
+        })
+      : undefined;
+    abort?.catch(() => undefined);
+    let client: pg.PoolClient | undefined;
+    let released = false;
+    // A socket error while checked out between two statements is emitted on
+    // the client, where nothing else listens: the next statement fails instead.
+    const ignore = () => undefined;
+    const release = (err?: Error) => {
+      if (released || client === undefined) return;
+      released = true;
+      client.release(err);
+      client.removeListener('error', ignore);
+    };
     try {
-      return await this.#pool.query<R>(this.#stmt(name, values));
+      const connecting = this.#pool.connect();
+      try {
+        client = await (abort ? Promise.race([connecting, abort]) : connecting);
+      } catch (err) {
+        // A connection that arrives after the abort goes straight back.
+        if (abort) void connecting.then((c) => c.release(), () => undefined);
+        throw err;
+      }
+      client.on('error', ignore);
+      const running = fn(client);
+      running.catch(() => undefined);
+      try {
+        const out = await (abort ? Promise.race([running, abort]) : running);
+        release();
+        return out;
+      } catch (err) {
+        if (err instanceof ClosedError || !(err instanceof this.#driver.DatabaseError)) {
+          // Aborted, timed out, or the socket failed: the connection's state is unknown.
+          release(err instanceof Error ? err : new Error(String(err)));
+        } else {
+          let broken: Error | undefined;
+          if (onServerError) await onServerError(client).catch((e: Error) => (broken = e));
+          release(broken);
+        }
+        throw err;
+      }
     } catch (err) {
-      throw wrap(err, name);
+      throw wrap(err, what);
+    } finally {
+      if (onAbort) signal!.removeEventListener('abort', onAbort);
     }
   }
 
@@ -193,28 +302,24 @@ export class PostgresStore implements Store {
    * without waiting for the WAL flush: for claims only, where a database crash
    * that forgets the commit merely makes the deliveries claimable again
    * (a later synchronous commit, an ack of them included, flushes it first).
+   * A transaction the server refused is rolled back; one cut short otherwise
+   * (abort, timeout, dropped socket) goes with its connection.
    */
-  async #tx<T>(what: string, fn: (c: pg.PoolClient) => Promise<T>, relaxed = false): Promise<T> {
-    this.#assertOpen();
-    let client: pg.PoolClient;
-    try {
-      client = await this.#pool.connect();
-    } catch (err) {
-      throw wrap(err, what);
-    }
-    let broken: Error | undefined;
-    try {
-      // One simple-protocol round trip for both.
-      await client.query(relaxed ? 'BEGIN; SET LOCAL synchronous_commit TO off' : 'BEGIN');
-      const out = await fn(client);
-      await client.query('COMMIT');
-      return out;
-    } catch (err) {
-      await client.query('ROLLBACK').catch((e: Error) => (broken = e));
-      throw wrap(err, what);
-    } finally {
-      client.release(broken);
-    }
+  async #tx<T>(what: string, fn: (c: pg.PoolClient) => Promise<T>, relaxed = false, signal?: AbortSignal): Promise<T> {
+    return this.#withClient(
+      what,
+      signal,
+      async (client) => {
+        // One simple-protocol round trip for both.
+        await client.query(this.#timed({ text: relaxed ? 'BEGIN; SET LOCAL synchronous_commit TO off' : 'BEGIN' }));
+        const out = await fn(client);
+        await client.query(this.#timed({ text: 'COMMIT' }));
+        return out;
+      },
+      async (client) => {
+        await client.query(this.#timed({ text: 'ROLLBACK' }));
+      },
+    );
   }
 
   async ensureGroup(topic: string, group: string, startFrom: StartFrom): Promise<void> {
@@ -283,7 +388,13 @@ export class PostgresStore implements Store {
     });
   }
 
-  async claim(req: ClaimRequest): Promise<Claimed[]> {
+  /**
+   * Each call below takes an optional last `signal`: when it aborts the call
+   * rejects at once with `ClosedError` and its connection is destroyed, so
+   * the server ends the statement (a transaction rolls back). A call that
+   * gets no answer within `queryTimeoutMs` rejects with a transient `IOError`.
+   */
+  async claim(req: ClaimRequest, signal?: AbortSignal): Promise<Claimed[]> {
     const values = (limit: number) => [req.topic, req.group, limit, req.runnerId, Math.ceil(req.leaseMs)];
     let rows: ClaimRow[];
     if (req.maxInFlight > 0) {
@@ -292,9 +403,9 @@ export class PostgresStore implements Store {
         const inFlight = (await c.query<{ n: number }>(this.#stmt('in-flight', [req.topic, req.group]))).rows[0]!.n;
         const limit = Math.min(req.max, req.maxInFlight - inFlight);
         return limit > 0 ? (await c.query<ClaimRow>(this.#stmt('claim', values(limit)))).rows : [];
-      }, true);
+      }, true, signal);
     } else {
-      rows = (await this.#q<ClaimRow>('claim', values(req.max))).rows;
+      rows = (await this.#q<ClaimRow>('claim', values(req.max), signal)).rows;
     }
     return rows.map((r) => {
       const c: Claimed = { deliveryId: r.delivery_id, claimToken: r.claim_token, group: req.group, attempt: r.attempt, message: toMessage(r) };
@@ -303,54 +414,49 @@ export class PostgresStore implements Store {
     });
   }
 
-  async ack(cs: Claimed[]): Promise<string[]> {
+  async ack(cs: Claimed[], signal?: AbortSignal): Promise<string[]> {
     if (cs.length === 0) return (this.#assertOpen(), []);
     const s = sorted(cs);
-    const res = await this.#q<HeldRow>('ack', [s.map((c) => c.deliveryId), s.map((c) => c.claimToken), this.#channel]);
+    const res = await this.#q<HeldRow>('ack', [s.map((c) => c.deliveryId), s.map((c) => c.claimToken), this.#channel], signal);
     return stillHeld(cs, res.rows);
   }
 
-  async retry(c: Claimed, backoffMs: number, lastError: string): Promise<boolean> {
-    return (await this.#q('retry', [c.deliveryId, c.claimToken, Math.ceil(backoffMs), lastError])).rowCount === 1;
+  async retry(c: Claimed, backoffMs: number, lastError: string, signal?: AbortSignal): Promise<boolean> {
+    return (await this.#q('retry', [c.deliveryId, c.claimToken, Math.ceil(backoffMs), lastError], signal)).rowCount === 1;
   }
 
-  async kill(c: Claimed, lastError: string, opts?: KillOptions): Promise<boolean> {
-    return (await this.#q('kill', [c.deliveryId, c.claimToken, lastError, this.#channel, opts?.unrun ? 1 : 0])).rowCount === 1;
+  async kill(c: Claimed, lastError: string, opts?: KillOptions, signal?: AbortSignal): Promise<boolean> {
+    return (await this.#q('kill', [c.deliveryId, c.claimToken, lastError, this.#channel, opts?.unrun ? 1 : 0], signal)).rowCount === 1;
   }
 
-  async extend(cs: Claimed[], leaseMs: number): Promise<string[]> {
+  async extend(cs: Claimed[], leaseMs: number, signal?: AbortSignal): Promise<string[]> {
     if (cs.length === 0) return (this.#assertOpen(), []);
     const s = sorted(cs);
-    const res = await this.#q<HeldRow>('extend', [s.map((c) => c.deliveryId), s.map((c) => c.claimToken), Math.ceil(leaseMs)]);
+    const res = await this.#q<HeldRow>('extend', [s.map((c) => c.deliveryId), s.map((c) => c.claimToken), Math.ceil(leaseMs)], signal);
     return stillHeld(cs, res.rows);
   }
 
-  async release(cs: Claimed[]): Promise<void> {
+  async release(cs: Claimed[], signal?: AbortSignal): Promise<void> {
     if (cs.length === 0) return this.#assertOpen();
     const s = sorted(cs);
-    await this.#q('release', [s.map((c) => c.deliveryId), s.map((c) => c.claimToken), this.#channel]);
+    await this.#q('release', [s.map((c) => c.deliveryId), s.map((c) => c.claimToken), this.#channel], signal);
   }
 
-  async purge(policy: PurgePolicy, batch: number): Promise<number> {
+  async purge(policy: PurgePolicy, batch: number, signal?: AbortSignal): Promise<number> {
     // Two statements, dead rows first: a message whose dead row goes now may
     // then be finished, and the second statement's snapshot sees that.
-    const dead = await this.#q('purge-dead', [Math.floor(policy.deadRetentionMs), batch]);
-    const messages = await this.#q('purge-messages', [Math.floor(policy.ackedRetentionMs), batch]);
+    const dead = await this.#q('purge-dead', [Math.floor(policy.deadRetentionMs), batch], signal);
+    const messages = await this.#q('purge-messages', [Math.floor(policy.ackedRetentionMs), batch], signal);
     return (dead.rowCount ?? 0) + (messages.rowCount ?? 0);
   }
 
-  async stats(topic: string, group: string): Promise<QueueStats> {
-    const r = (await this.#q<{ live: number; leased: number; dead: number; oldest_ms: number }>('stats', [topic, group])).rows[0]!;
+  async stats(topic: string, group: string, signal?: AbortSignal): Promise<QueueStats> {
+    const r = (await this.#q<{ live: number; leased: number; dead: number; oldest_ms: number }>('stats', [topic, group], signal)).rows[0]!;
     return { pending: r.live - r.leased, leased: r.leased, dead: r.dead, oldestPendingAgeMs: r.oldest_ms };
   }
 
-  async ping(): Promise<void> {
-    this.#assertOpen();
-    try {
-      await this.#pool.query('SELECT 1');
-    } catch (err) {
-      throw wrap(err, 'ping');
-    }
+  async ping(signal?: AbortSignal): Promise<void> {
+    await this.#withClient('ping', signal, (c) => c.query(this.#timed({ text: 'SELECT 1' })));
   }
 
   async removeGroup(topic: string, group: string): Promise<boolean> {
@@ -391,7 +497,9 @@ export class PostgresStore implements Store {
    * instance) until `signal` aborts or the store closes. Uses a dedicated
    * connection outside the pool; when it drops, reconnects with a doubling
    * delay and wakes every topic it had heard of, since notifications sent
-   * while it was away are lost. Never rejects.
+   * while it was away are lost. Every `queryTimeoutMs` it sends `SELECT 1`
+   * on that connection: a server that stops answering (a frozen or partitioned
+   * network sends no error) counts as a drop. Never rejects.
    */
   async listen(signal: AbortSignal, wake: (topic: string) => void): Promise<void> {
     const heard = new Set<string>();
@@ -410,19 +518,32 @@ export class PostgresStore implements Store {
       client.on('end', stop);
       signal.addEventListener('abort', stop, { once: true });
       this.#listeners.add(stop);
+      let probe: NodeJS.Timeout | undefined;
       try {
         await client.connect();
         client.on('notification', onNotify);
-        await client.query(`LISTEN "${this.#channel}"`);
+        await client.query(this.#timed({ text: `LISTEN "${this.#channel}"` }));
         delay = LISTEN_BACKOFF_MIN_MS;
         if (reconnecting) for (const t of heard) wake(t);
+        if (this.#timeouts.queryTimeoutMs > 0) {
+          let probing = false;
+          probe = setInterval(() => {
+            if (probing) return;
+            probing = true;
+            client.query(this.#timed({ text: 'SELECT 1' })).then(
+              () => (probing = false),
+              () => stop(),
+            );
+          }, this.#timeouts.queryTimeoutMs);
+        }
         await stopped;
       } catch {
         // Unreachable or dropped: polling carries on meanwhile; try again below.
       } finally {
+        clearInterval(probe);
         signal.removeEventListener('abort', stop);
         this.#listeners.delete(stop);
-        await client.end().catch(() => undefined);
+        await endClient(client, 1000);
       }
       if (signal.aborted || this.#closed) break;
       reconnecting = true;
@@ -441,7 +562,8 @@ export class PostgresStore implements Store {
 
   /** Connection settings for the listener: the pool's own. */
   #clientConfig(): pg.ClientConfig {
-    return { ...(this.#pool as unknown as { options: pg.ClientConfig }).options };
+    const options = (this.#pool as unknown as { options: pg.ClientConfig }).options;
+    return { ...options, connectionTimeoutMillis: options.connectionTimeoutMillis || this.#timeouts.connectTimeoutMs };
   }
 
   /** Stops listeners and ends the pool when the store opened it; a borrowed pool stays open. Idempotent. */

@@ -1,0 +1,119 @@
+/**
+ * How ferry's Postgres code connects: the user name libpq would pick, and the
+ * timeouts that keep a call from waiting forever on a server that stopped
+ * answering. Shared by the store and `PostgresLocker`.
+ */
+import { userInfo } from 'node:os';
+import type pg from 'pg';
+import { InvalidArgumentError } from '../../../errors.js';
+
+/** Default of `connectTimeoutMs`: opening a connection, or waiting for a free one in the pool. */
+export const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
+/** Default of `statementTimeoutMs`: the server cancels a statement running longer. */
+export const DEFAULT_STATEMENT_TIMEOUT_MS = 10_000;
+/** Default of `queryTimeoutMs`: the store gives up on an answer that has not come, and drops the connection. */
+export const DEFAULT_QUERY_TIMEOUT_MS = 15_000;
+/** Largest timeout accepted (the longest Node timer). */
+const MAX_TIMEOUT_MS = 2 ** 31 - 1;
+
+/** The timeouts of a Postgres store, all in ms. */
+export interface PostgresTimeouts {
+  connectTimeoutMs: number;
+  statementTimeoutMs: number;
+  queryTimeoutMs: number;
+}
+
+/**
+ * Checks the timeout options (integers; `connectTimeoutMs` at least 1, the
+ * others 0 for none) and fills in the defaults.
+ * @throws InvalidArgumentError a value that is not such an integer.
+ */
+export function resolveTimeouts(opts: Partial<Record<keyof PostgresTimeouts, unknown>>, who: string): PostgresTimeouts {
+  const one = (name: keyof PostgresTimeouts, dflt: number, min: number): number => {
+    const v = opts[name] ?? dflt;
+    if (typeof v !== 'number' || !Number.isInteger(v) || v < min || v > MAX_TIMEOUT_MS) {
+      throw new InvalidArgumentError(`${who}: ${name} must be an integer from ${min} to ${MAX_TIMEOUT_MS} (ms), got ${typeof v === 'string' ? JSON.stringify(v) : String(v)}`);
+    }
+    return v;
+  };
+  return {
+    connectTimeoutMs: one('connectTimeoutMs', DEFAULT_CONNECT_TIMEOUT_MS, 1),
+    statementTimeoutMs: one('statementTimeoutMs', DEFAULT_STATEMENT_TIMEOUT_MS, 0),
+    queryTimeoutMs: one('queryTimeoutMs', DEFAULT_QUERY_TIMEOUT_MS, 0),
+  };
+}
+
+/**
+ * The user name to connect as when neither `connectionString` nor `PGUSER`
+ * names one and `pg` found none in `$USER`: the operating system's login
+ * name, as libpq does. Undefined when one is named (pg's own choice stands)
+ * or the login name cannot be read.
+ */
+export function fallbackUser(driver: typeof pg, connectionString: string | undefined): string | undefined {
+  if (process.env.PGUSER || (driver.defaults as { user?: string }).user) return undefined;
+  if (connectionString !== undefined && urlUser(connectionString)) return undefined;
+  try {
+    return userInfo().username || undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** The user a connection string names, in its authority or as a `user=` parameter; '' when none. */
+function urlUser(connectionString: string): string {
+  try {
+    const u = new URL(connectionString);
+    return decodeURIComponent(u.username) || u.searchParams.get('user') || '';
+  } catch {
+    // Not a URL (a keyword/value string such as "host=/tmp user=app"): look for user=.
+    return /(?:^|\s)user\s*=\s*'?([^'\s]+)/.exec(connectionString)?.[1] ?? '';
+  }
+}
+
+/**
+ * `connectionString` naming `user`: pg lets a connection string's empty user
+ * override a `user` setting beside it, so the name has to go into the URL.
+ */
+function withUser(connectionString: string, user: string | undefined): string {
+  if (user === undefined) return connectionString;
+  try {
+    const u = new URL(connectionString);
+    u.username = encodeURIComponent(user);
+    return u.toString();
+  } catch {
+    return connectionString;
+  }
+}
+
+/** Settings of a pool ferry opens itself: size, user fallback, timeouts, TCP keep-alive. */
+export function poolConfig(driver: typeof pg, connectionString: string, max: number, t?: PostgresTimeouts): pg.PoolConfig {
+  const cfg: pg.PoolConfig = { connectionString: withUser(connectionString, fallbackUser(driver, connectionString)), max, keepAlive: true };
+  if (t) {
+    cfg.connectionTimeoutMillis = t.connectTimeoutMs;
+    if (t.statementTimeoutMs > 0) {
+      cfg.statement_timeout = t.statementTimeoutMs;
+      // A client that stops mid-transaction holds its row locks no longer than a statement may run.
+      cfg.idle_in_transaction_session_timeout = Math.max(t.statementTimeoutMs, t.queryTimeoutMs);
+    }
+    if (t.queryTimeoutMs > 0) cfg.query_timeout = t.queryTimeoutMs;
+  }
+  return cfg;
+}
+
+/**
+ * Ends a client that may sit on a connection nobody answers: a polite end
+ * first, then, after `graceMs`, the socket is destroyed. Never rejects.
+ */
+export async function endClient(client: pg.Client, graceMs: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  const ended = client.end().catch(() => undefined);
+  const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), graceMs)));
+  try {
+    if ((await Promise.race([ended, late])) === 'late') {
+      (client as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
+      await ended;
+    }
+  } finally {
+    clearTimeout(timer);
+  }
+}
