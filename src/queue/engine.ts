@@ -68,7 +68,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Codec } from '../codecs.js';
-import { ClosedError, CodecError, DeadLetterLoopError, FerryError, IOError, PayloadTooLargeError, ScheduleTooFarError, UnsupportedError, InvalidArgumentError } from '../errors.js';
+import { ClosedError, CodecError, DeadLetterLoopError, PayloadTooLargeError, ScheduleTooFarError, UnsupportedError, InvalidArgumentError } from '../errors.js';
 import { GuardedStore, raceSignal, settledBefore, stopController } from './abortable.js';
 import { KeyedLock, groupKey, requireStoreOp } from './admin.js';
 import { AttemptRegistry } from './attempt.js';
@@ -84,6 +84,7 @@ import { shown } from '../show-value.js';
 import { DEFAULT_LEASE_DURATION_MS, checkCloseOptions, checkCodec, hoursToMs, resolveEngineConfig, resolveSubscribeOptions } from './options.js';
 import type { EngineConfig, ResolvedEngineConfig, SubscribeOptions } from './options.js';
 import { redrive } from './redrive.js';
+import { isTransient } from './stores/transient.js';
 import { StoreSubscription } from './subscription.js';
 import { WakeTimer } from './wake-timer.js';
 import type { SubscriptionHost } from './subscription.js';
@@ -103,15 +104,6 @@ export const PUBLISH_RETRY_BASE_MS = 25;
 const PUBLISH_YIELD_MS = 5;
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
-
-/**
- * Whether a store error may pass if tried again. ferry's own errors are
- * answers (closed, unsupported, invalid), except I/O errors; anything else a
- * store throws (a busy database, a dropped connection) is worth a retry.
- */
-function isTransient(err: unknown): boolean {
-  return !(err instanceof FerryError) || err instanceof IOError;
-}
 
 /** Whether the last argument of `publish` is `{ codec }` rather than a message. */
 function isPublishOptions(v: unknown): v is PublishOptions<unknown> {
