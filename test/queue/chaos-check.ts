@@ -21,6 +21,30 @@ export interface Line {
   lost?: boolean;
 }
 
+/** A handler run read from the logs: its start line, when it ended, and how. */
+export interface Run {
+  id: string;
+  n: number;
+  key: string;
+  at: number;
+  end: number;
+}
+
+/** Per key, no message started before the one ahead of it had succeeded (`successes`: the successful runs of each message ID). */
+export function checkKeyOrder(runs: Run[], successes: Map<string, Run[]>, label = ''): void {
+  const byKey = new Map<string, Run[]>();
+  for (const r of runs) byKey.set(r.key, [...(byKey.get(r.key) ?? []), r]);
+  for (const [key, rs] of byKey) {
+    rs.sort((a, b) => a.at - b.at);
+    for (let i = 1; i < rs.length; i++) {
+      const prev = rs[i - 1]!;
+      const cur = rs[i]!;
+      assert.ok(cur.n >= prev.n, `${label}${key}: message ${cur.n} started after ${prev.n}`);
+      if (cur.n > prev.n) assert.ok(successes.get(prev.id)!.some((s) => s.end <= cur.at), `${label}${key}: ${cur.n} started before ${prev.n} had succeeded`);
+    }
+  }
+}
+
 /** Asserts the properties above for group `g`; returns counts for the test's summary line. */
 export function checkGroup(lines: Line[], kills: Map<string, number>, g: string, messages: number, maxInFlight: number): { runs: number; duplicates: number; peak: number } {
   const mine = lines.filter((l) => l.g === g);
@@ -47,17 +71,7 @@ export function checkGroup(lines: Line[], kills: Map<string, number>, g: string,
     }
   }
 
-  const byKey = new Map<string, typeof runs>();
-  for (const r of runs) byKey.set(r.key, [...(byKey.get(r.key) ?? []), r]);
-  for (const [key, rs] of byKey) {
-    rs.sort((a, b) => a.at - b.at);
-    for (let i = 1; i < rs.length; i++) {
-      const prev = rs[i - 1]!;
-      const cur = rs[i]!;
-      assert.ok(cur.n >= prev.n, `${g}/${key}: message ${cur.n} started after ${prev.n}`);
-      if (cur.n > prev.n) assert.ok(successes.get(prev.id)!.some((s) => s.end <= cur.at), `${g}/${key}: ${cur.n} started before ${prev.n} had succeeded`);
-    }
-  }
+  checkKeyOrder(runs, successes, `${g}/`);
 
   const events = runs.flatMap((r) => [
     { at: r.at, d: 1 },

@@ -10,6 +10,7 @@
  * one ahead of it had succeeded.
  */
 import assert from 'node:assert/strict';
+import { checkKeyOrder } from './chaos-check.js';
 
 export interface PartitionLine {
   w: string;
@@ -89,17 +90,7 @@ export function checkRound(lines: PartitionLine[], rows: FinalRow[], messages: n
   }
 
   // Per key, a message starts only after the one ahead of it succeeded.
-  const byKey = new Map<string, typeof runs>();
-  for (const r of runs) byKey.set(r.key, [...(byKey.get(r.key) ?? []), r]);
-  for (const [key, rs] of byKey) {
-    rs.sort((a, b) => a.at - b.at);
-    for (let i = 1; i < rs.length; i++) {
-      const prev = rs[i - 1]!;
-      const cur = rs[i]!;
-      assert.ok(cur.n >= prev.n, `${key}: message ${cur.n} started after ${prev.n}`);
-      if (cur.n > prev.n) assert.ok(successes.get(prev.id)!.some((s) => s.end <= cur.at), `${key}: ${cur.n} started before ${prev.n} had succeeded`);
-    }
-  }
+  checkKeyOrder(runs, successes);
   return { runs: runs.length, duplicates, explainedByLeaseLost: byLeaseLost, explainedByFailedAck: byFailedAck, leaseLost: lost.size };
 }
 
