@@ -56,7 +56,10 @@ export function checkRound(lines: PartitionLine[], rows: FinalRow[], messages: n
   for (const r of runs.filter((r) => r.ok)) successes.set(r.id, [...(successes.get(r.id) ?? []), r]);
   assert.equal(successes.size, messages, `messages that never succeeded: ${messages - successes.size}`);
 
-  // Fencing, from the store: one confirmed completion per delivery, of its last attempt.
+  // Fencing, from the store: at most one confirmed completion per delivery, of
+  // its last attempt. None when the ack landed but its answer was lost (the
+  // worker then reports a failed ack after the run).
+  const ackErrors = lines.filter((l) => l.t === 'err' && l.op === 'ack');
   assert.equal(rows.length, messages, 'one delivery row per message');
   const byId = new Map(rows.map((r) => [r.message_id, r]));
   const completions = new Map<string, PartitionLine[]>();
@@ -64,6 +67,11 @@ export function checkRound(lines: PartitionLine[], rows: FinalRow[], messages: n
   for (const row of rows) {
     assert.equal(row.state, 2, `${row.message_id} is not acked (state ${row.state})`);
     const cs = completions.get(row.message_id) ?? [];
+    if (cs.length === 0) {
+      const ok = successes.get(row.message_id)!;
+      assert.ok(ok.some((r) => ackErrors.some((e) => e.w === r.w && e.at >= r.end)), `${row.message_id}: acked, with no completion confirmed and no failed ack`);
+      continue;
+    }
     assert.equal(cs.length, 1, `${row.message_id}: ${cs.length} confirmed completions (${cs.map((c) => `${c.w}#${c.a}`).join(', ')})`);
     assert.equal(cs[0]!.a, row.attempt, `${row.message_id}: completion of attempt ${cs[0]!.a} confirmed on ${cs[0]!.w}, but the store's last claim is attempt ${row.attempt}`);
   }
@@ -74,14 +82,13 @@ export function checkRound(lines: PartitionLine[], rows: FinalRow[], messages: n
 
   // Every successful run but the confirmed one is explained by a lost lease or a failed ack.
   const lost = new Set(lines.filter((l) => l.t === 'lost').map((l) => `${l.w} ${l.id} ${l.a}`));
-  const ackErrors = lines.filter((l) => l.t === 'err' && l.op === 'ack');
   let duplicates = 0;
   let byLeaseLost = 0;
   let byFailedAck = 0;
   for (const [id, rs] of successes) {
-    const confirmed = completions.get(id)![0]!;
+    const confirmed = completions.get(id)?.[0];
     for (const r of rs) {
-      if (r.w === confirmed.w && r.a === confirmed.a) continue;
+      if (confirmed && r.w === confirmed.w && r.a === confirmed.a) continue;
       duplicates++;
       if (lost.has(`${r.w} ${r.id} ${r.a}`)) byLeaseLost++;
       else if (ackErrors.some((e) => e.w === r.w && e.at >= r.end)) byFailedAck++;
