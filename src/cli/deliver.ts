@@ -23,7 +23,8 @@ export type BodyFormat = 'lines' | 'json';
 export const BODY_FORMATS: readonly BodyFormat[] = ['lines', 'json'];
 
 const NEWLINE = Buffer.from('\n');
-const utf8 = new TextDecoder('utf-8', { fatal: false });
+// ignoreBOM: a record that starts with a byte-order mark keeps it (U+FEFF), as it keeps every other byte.
+const utf8 = new TextDecoder('utf-8', { fatal: false, ignoreBOM: true });
 
 /** Records as lines: each record, then `\n`. */
 export function joinLines(records: Uint8Array[]): Buffer {

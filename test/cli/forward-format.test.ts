@@ -18,6 +18,7 @@ const LINES = [
   Buffer.from([0x62, 0xff, 0xfe, 0x63, 0xc3]), // not UTF-8
   Buffer.from('{"n":1}'),
   Buffer.from('tab\there'),
+  Buffer.from('\ufeffBOM-led'), // a byte-order mark is part of the record
 ];
 const INPUT = Buffer.concat(LINES.flatMap((l) => [l, Buffer.from('\n')]));
 
@@ -79,14 +80,14 @@ test('--format json: every line of the body is a JSON string holding the input l
   const got = await forward(['--batch', String(LINES.length), '--format', 'json']);
   for (const r of got) assert.equal(r.type, 'application/x-ndjson');
   const values = got.flatMap((r) => lines(r.body)).map((l) => JSON.parse(l.toString('utf8')) as unknown);
-  assert.deepEqual(values, ['plain text', 'a "quote" and a back\\slash', 'b\ufffd\ufffdc\ufffd', '{"n":1}', 'tab\there']);
+  assert.deepEqual(values, ['plain text', 'a "quote" and a back\\slash', 'b\ufffd\ufffdc\ufffd', '{"n":1}', 'tab\there', '\ufeffBOM-led']);
 });
 
 test('--format json with --batch 1: each body is one NDJSON line', { timeout: 60_000 }, async () => {
   const got = await forward(['--format', 'json']);
   assert.equal(got.length, LINES.length);
   for (const r of got) assert.equal(r.type, 'application/x-ndjson');
-  assert.deepEqual(got.map((r) => JSON.parse(lines(r.body)[0]!.toString()) as unknown), ['plain text', 'a "quote" and a back\\slash', 'b\ufffd\ufffdc\ufffd', '{"n":1}', 'tab\there']);
+  assert.deepEqual(got.map((r) => JSON.parse(lines(r.body)[0]!.toString()) as unknown), ['plain text', 'a "quote" and a back\\slash', 'b\ufffd\ufffdc\ufffd', '{"n":1}', 'tab\there', '\ufeffBOM-led']);
 });
 
 test('--batch 1 (default --format lines): the body is the record itself', { timeout: 60_000 }, async () => {
