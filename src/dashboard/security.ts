@@ -122,13 +122,14 @@ export class Guard {
     const origin = req.headers.origin;
     if (origin === undefined) return undefined;
     const own = `the dashboard's own page (${req.headers.host ?? 'its address'})`;
-    let host: string;
+    let url: URL;
     try {
-      host = new URL(origin).host.toLowerCase();
+      url = new URL(origin);
     } catch {
       return `Origin ${JSON.stringify(origin)} refused: changes are accepted only from ${own}`;
     }
-    if (host === (req.headers.host ?? '').toLowerCase()) return undefined;
+    // The dashboard serves plain http: its own page's origin is http://<Host>.
+    if (url.protocol === 'http:' && url.host.toLowerCase() === (req.headers.host ?? '').toLowerCase()) return undefined;
     return `Origin ${JSON.stringify(origin)} refused: changes are accepted only from ${own}`;
   }
 }

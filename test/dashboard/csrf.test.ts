@@ -57,6 +57,9 @@ test('a refused change says which check refused it', { timeout: 60_000 }, async 
     assert.match(foreign.error, /Origin "https:\/\/attacker\.example" refused/);
     assert.doesNotMatch(foreign.error, /CSRF token/, 'the token was right: the message must not blame it');
 
+    const otherScheme = await redrive(d, { 'x-csrf-token': csrf, origin: own.replace(/^http:/, 'https:') });
+    assert.equal(otherScheme.status, 403, 'the same host under another scheme is another origin');
+
     const nul = await redrive(d, { 'x-csrf-token': csrf, origin: 'null' });
     assert.equal(nul.status, 403);
     assert.match(nul.error, /Origin "null" refused/);
