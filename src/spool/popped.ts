@@ -6,8 +6,8 @@ export class Popped {
     readonly data: Uint8Array,
     /**
      * Retires this record so it is not delivered again. Idempotent; a no-op
-     * once the head has moved past it (committed, skipped as damaged, rolled
-     * back) and after close. Resolves once the cursor was written (and, under
+     * once the head has moved past it (committed, skipped as damaged, cut by a
+     * rollback) and after close. Resolves once the cursor was written (and, under
      * `commitSync`, fdatasynced); a cursor that cannot be written does not
      * reject, it shows in `spool.cursorError`.
      */

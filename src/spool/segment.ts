@@ -28,8 +28,12 @@ const EMPTY = new Uint8Array(0);
 export class SpoolSegment {
   /** No more frames go here (its end is damaged or unknown); the next append rotates. */
   sealed = false;
-  /** Bumped each time its unsynced end is cut away, so a stale commit can tell. */
-  epoch = 0;
+  /**
+   * The size each rollback cut this segment back to, oldest first. A record
+   * handed out before a rollback is gone only if a cut since then went below
+   * its end; one that ends below every such cut is still there, byte for byte.
+   */
+  private cuts: number[] = [];
   /**
    * Removed from the spool (consumed, or cut away by a rollback). A flush
    * that listed it skips it: every record in a consumed segment is committed,
@@ -74,6 +78,27 @@ export class SpoolSegment {
       throw asIOError(`cannot create segment ${path}`, err);
     }
     return new SpoolSegment(fs, seq, path, SEGMENT_HEADER_SIZE, 0, h);
+  }
+
+  /** How many rollbacks have cut this segment; a pop remembers it to ask {@link intactSince} later. */
+  get epoch(): number {
+    return this.cuts.length;
+  }
+
+  /** Notes that a rollback cut this segment back to `size` bytes (header included). */
+  cutTo(size: number): void {
+    this.cuts.push(size);
+  }
+
+  /**
+   * Whether the bytes below `end` are still the ones that were there at
+   * `epoch`: no rollback since then cut the segment shorter than `end`.
+   * Bytes past a cut are rewritten by later appends, so a record that was
+   * cut may have another in its place at the same offset.
+   */
+  intactSince(epoch: number, end: number): boolean {
+    for (let k = epoch; k < this.cuts.length; k++) if (this.cuts[k]! < end) return false;
+    return true;
   }
 
   /** The descriptor, opened read-write on first use (throws the system error, e.g. ENOENT). */

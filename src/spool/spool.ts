@@ -326,7 +326,7 @@ export class Spool implements AsyncDisposable {
    * ignoring the cap, since the commit right after frees as much) and then
    * commits it at the head, so one undeliverable record cannot block the rest.
    * Resolves false without writing when it is the only record queued, or when
-   * it is not the head now: already committed (or skipped, or rolled back),
+   * it is not the head now: already committed (or skipped, or cut by a rollback),
    * or a later record of a {@link popBatch} (commit the ones before it
    * first); a copy then would be a duplicate. Not atomic: a crash between the
    * two steps delivers it twice.
@@ -348,7 +348,7 @@ export class Spool implements AsyncDisposable {
   /** Writes the copy and holds the consumer side until its flush settles. */
   private requeueNow(popped: Popped): Promise<boolean> {
     const h = this.segs[0];
-    const atHead = !!h && h.seq === popped.seq && h.epoch === popped.epoch && this.headOffset === popped.offset && popped.next <= h.size;
+    const atHead = !!h && h.seq === popped.seq && this.headOffset === popped.offset && popped.next <= h.size && h.intactSince(popped.epoch, popped.next);
     if (!atHead) return Promise.resolve(false);
     if (this.segs.length === 1 && popped.next === h.size) return Promise.resolve(false);
     this.place(popped.data, false, true);
@@ -711,7 +711,6 @@ export class Spool implements AsyncDisposable {
       const s = this.segs[i]!;
       if (s.size <= s.durable && s.durable > 0) continue;
       s.reopen();
-      s.epoch++;
       if (s.durable === 0) {
         // Created since the last flush: its name was never durable either.
         s.retired = true;
@@ -733,6 +732,9 @@ export class Spool implements AsyncDisposable {
         s.size = s.durable;
         s.sealed = true;
       }
+      // Only what lies past the cut is gone: a record handed out before it
+      // that ends below it is still the same record at the same place.
+      s.cutTo(s.size);
     }
     if (this.segs.length === 0) {
       this.headOffset = SEGMENT_HEADER_SIZE;
@@ -756,8 +758,10 @@ export class Spool implements AsyncDisposable {
 
   /**
    * Retires the frame at `at` if it is still the head. A rollback since the
-   * pop may have put another record at the same position, so a commit from
-   * before it is a no-op: at worst the record is delivered again.
+   * pop that cut this frame may have put another record at the same
+   * position, so a commit of a cut frame is a no-op (the record it meant is
+   * gone). A frame that ends below every cut since is the same record and
+   * is retired as usual.
    */
   private commitAt(seg: SpoolSegment, at: number, next: number, epoch: number): Promise<void> {
     if (this.closed) return Promise.resolve();
@@ -766,7 +770,7 @@ export class Spool implements AsyncDisposable {
   }
 
   private commitNow(seg: SpoolSegment, at: number, next: number, epoch: number): Promise<void> {
-    if (this.segs[0] !== seg || this.headOffset !== at || seg.epoch !== epoch || next > seg.size) return Promise.resolve();
+    if (this.segs[0] !== seg || this.headOffset !== at || next > seg.size || !seg.intactSince(epoch, next)) return Promise.resolve();
     this.headOffset = next;
     this.counters.committed++;
     return this.advanced();

@@ -349,3 +349,114 @@ describe('rollback across a rotation', () => {
     await again.close();
   });
 });
+
+describe('a rollback keeps what was durable', () => {
+  // A failed fdatasync cuts only the bytes past the last successful one. A
+  // record popped before it that ends below the cut is the same record at the
+  // same place: its commit and requeue work; only a record that was cut is stale.
+
+  it('a failed requeue leaves the record at the head: requeue again moves it, and commit retires it', async () => {
+    const fs = new FaultyFileSystem();
+    const s = await openS(fs);
+    try {
+      for (const r of ['A', 'B', 'C']) await s.append(enc(r));
+      const p = (await s.pop())!;
+      fs.inject({ step: 'sync:data', error: 'EIO' });
+      await assert.rejects(s.requeue(p), IOError);
+      assert.equal(dec((await s.pop())!.data), 'A', 'still at the head');
+      assert.equal(await s.requeue(p), true, 'the head moves on a second try');
+      assert.deepEqual((await drain(s)).values, ['B', 'C', 'A']);
+    } finally {
+      await s.close();
+    }
+    const fs2 = new FaultyFileSystem();
+    const t = await openS(fs2);
+    try {
+      for (const r of ['A', 'B', 'C']) await t.append(enc(r));
+      const p = (await t.pop())!;
+      fs2.inject({ step: 'sync:data', error: 'EIO' });
+      await assert.rejects(t.requeue(p), IOError);
+      await p.commit();
+      assert.deepEqual((await drain(t)).values, ['B', 'C'], 'the commit retired A');
+    } finally {
+      await t.close();
+    }
+  });
+
+  it('calls held behind a failed requeue find the record still at the head, in call order', async () => {
+    const fs = new FaultyFileSystem();
+    const s = await openS(fs);
+    try {
+      for (const r of ['A', 'B', 'C']) await s.append(enc(r));
+      const p = (await s.pop())!;
+      fs.inject({ step: 'sync:data', error: 'EIO' });
+      const [first, pop, second, commit] = await Promise.allSettled([s.requeue(p), s.pop(), s.requeue(p), p.commit()]);
+      assert.ok(first.status === 'rejected' && first.reason instanceof IOError, `first requeue: ${String(first.status)}`);
+      assert.equal(pop.status === 'fulfilled' && pop.value && dec(pop.value.data), 'A');
+      assert.deepEqual(second, { status: 'fulfilled', value: true }, 'the second requeue moves it');
+      assert.equal(commit.status, 'fulfilled'); // after the move: a no-op
+      assert.deepEqual((await drain(s)).values, ['B', 'C', 'A']);
+    } finally {
+      await s.close();
+    }
+  });
+
+  it('a durable record popped before a lost appendNoSync group still commits', async () => {
+    const fs = new FaultyFileSystem();
+    const s = await openS(fs);
+    try {
+      for (const r of ['A', 'B']) await s.append(enc(r));
+      const p = (await s.pop())!;
+      await s.appendNoSync(enc('C'));
+      fs.inject({ step: 'sync:data', error: 'EIO' });
+      await assert.rejects(s.sync(), GroupLostError);
+      await p.commit();
+      assert.deepEqual((await drain(s)).values, ['B']);
+    } finally {
+      await s.close();
+    }
+  });
+
+  it('a record that was durable by the time of a later rollback survives it too', async () => {
+    const fs = new FaultyFileSystem();
+    const s = await openS(fs);
+    try {
+      await s.appendNoSync(enc('A'));
+      await s.appendNoSync(enc('B'));
+      const p = (await s.pop())!; // popped before it was durable
+      await s.sync();
+      await s.appendNoSync(enc('C'));
+      fs.inject({ step: 'sync:data', error: 'EIO' });
+      await assert.rejects(s.sync(), GroupLostError);
+      assert.equal(await s.requeue(p), true);
+      assert.deepEqual((await drain(s)).values, ['B', 'A']);
+    } finally {
+      await s.close();
+    }
+  });
+
+  it('a record the rollback cut stays stale, even once another record sits at its offset and is durable', async () => {
+    const fs = new FaultyFileSystem();
+    const s = await openS(fs);
+    try {
+      await s.append(enc('A'));
+      await s.appendNoSync(enc('X'));
+      const a = (await s.pop())!;
+      await a.commit();
+      const x = (await s.pop())!; // X: not durable
+      fs.inject({ step: 'sync:data', error: 'EIO' });
+      await assert.rejects(s.sync(), GroupLostError);
+      await s.append(enc('Y')); // same size, written where X was
+      await s.append(enc('Z'));
+      // A second rollback that cuts less must not make X's pop valid again.
+      await s.appendNoSync(enc('W'));
+      fs.inject({ step: 'sync:data', error: 'EIO' });
+      await assert.rejects(s.sync(), GroupLostError);
+      assert.equal(await s.requeue(x), false, 'X was cut: requeue does nothing');
+      await x.commit(); // a no-op: it must not retire Y
+      assert.deepEqual((await drain(s)).values, ['Y', 'Z']);
+    } finally {
+      await s.close();
+    }
+  });
+});

@@ -48,7 +48,6 @@ interface Rec {
 interface Pop {
   spool: Popped;
   rec: Rec;
-  epoch: number;
 }
 
 const FRAME = 12 + 6;
@@ -135,8 +134,13 @@ class Model {
     for (const r of this.recs) r.unreported = false;
   }
 
+  /**
+   * A pop is stale only when its record is no longer the head: committed, or
+   * cut by a rollback (then gone). A rollback that cut other records leaves
+   * a durable head record as it was.
+   */
   commit(p: Pop): void {
-    if (p.epoch === this.epoch && this.head() === p.rec) p.rec.state = 'committed';
+    if (this.head() === p.rec) p.rec.state = 'committed';
   }
 
   bytes(): number {
@@ -272,16 +276,14 @@ export async function runScheduled(s: Scheduler, p: Program): Promise<void> {
       case 'pop': {
         const call = spool.pop();
         let want: Rec | undefined;
-        let epoch = -1;
         model.turn(() => {
           want = model.head();
-          epoch = model.epoch;
         });
         return watch(
           call,
           (got) => {
             expect((got ? new TextDecoder().decode(got.data) : undefined) === want?.payload, `${tag} got ${got && new TextDecoder().decode(got.data)}, model head ${want?.payload}`);
-            if (got && want) pops.push({ spool: got, rec: want, epoch });
+            if (got && want) pops.push({ spool: got, rec: want });
           },
           (e) => expect(false, `${tag} threw ${String(e)}`),
         );
@@ -289,17 +291,15 @@ export async function runScheduled(s: Scheduler, p: Program): Promise<void> {
       case 'popBatch': {
         const call = spool.popBatch(c.n);
         let want: Rec[] = [];
-        let epoch = -1;
         model.turn(() => {
           want = model.recs.filter((r) => r.state === 'live').slice(0, c.n);
-          epoch = model.epoch;
         });
         return watch(
           call,
           (got) => {
             const g = got.map((p) => new TextDecoder().decode(p.data));
             expect(JSON.stringify(g) === JSON.stringify(want.map((r) => r.payload)), `${tag} got ${g.join(',')}, model ${want.map((r) => r.payload).join(',')}`);
-            if (g.length === want.length) got.forEach((p, j) => pops.push({ spool: p, rec: want[j]!, epoch }));
+            if (g.length === want.length) got.forEach((p, j) => pops.push({ spool: p, rec: want[j]! }));
           },
           (e) => expect(false, `${tag} threw ${String(e)}`),
         );
@@ -318,8 +318,9 @@ export async function runScheduled(s: Scheduler, p: Program): Promise<void> {
         let moves = false;
         let copy: Rec | undefined;
         model.turn(() => {
-          // Only the current head moves, and not when it is all there is.
-          const atHead = pop.epoch === model.epoch && model.head() === pop.rec;
+          // Only the current head moves (a record a rollback cut is gone,
+          // never the head), and not when it is all there is.
+          const atHead = model.head() === pop.rec;
           moves = atHead && model.recs.filter((r) => r.state === 'live').length > 1;
           if (!moves) return;
           const cp = model.add(false, pop.rec.payload);
