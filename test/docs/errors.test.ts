@@ -124,6 +124,10 @@ const ROWS: Row[] = [
     coveredBy: 'test/queue/lockers.test.ts',
   },
   {
+    doc: 'docs/QUEUE.md', claim: 'deadline rejects with `ClosedError`', error: 'ClosedError',
+    coveredBy: 'test/stores/engine-close-deadline.test.ts',
+  },
+  {
     doc: 'docs/OPERATIONS.md', claim: 'Until then an open by another user fails with\n  `IOError`', error: 'IOError',
     coveredBy: 'test/queue/postgres.test.ts',
   },
