@@ -8,13 +8,33 @@
  */
 import { setMaxListeners } from 'node:events';
 import { ClosedError } from '../errors.js';
-import type { ClaimRequest, Claimed, KillOptions, PurgePolicy, QueueStats, StartFrom, Store, StoredMessage } from './types.js';
+import type { ClaimRequest, Claimed, CloseOptions, KillOptions, PurgePolicy, QueueStats, StartFrom, Store, StoredMessage } from './types.js';
 
 /** A controller whose signal may carry many listeners at once (one per store call in flight) without Node's leak warning. */
 export function stopController(): AbortController {
   const ctl = new AbortController();
   setMaxListeners(0, ctl.signal);
   return ctl;
+}
+
+/**
+ * Aborts `stop` when one close call's deadline passes (`opts.timeoutMs`, else
+ * `defaultMs`) or its `opts.signal` aborts, unless `done` (the close) settles
+ * first. Every call of `close` arms its own, so the earliest deadline of all
+ * the calls made wins, whichever call came first.
+ */
+export function armCloseDeadline(stop: AbortController, opts: CloseOptions, defaultMs: number, done: Promise<unknown>): void {
+  if (stop.signal.aborted) return;
+  const timer = setTimeout(() => stop.abort(new ClosedError('close deadline passed')), opts.timeoutMs ?? defaultMs);
+  const signal = opts.signal;
+  const onAbort = () => stop.abort(new ClosedError('close was aborted by its signal', { cause: signal?.reason }));
+  if (signal?.aborted) onAbort();
+  else signal?.addEventListener('abort', onAbort, { once: true });
+  const clear = () => {
+    clearTimeout(timer);
+    signal?.removeEventListener('abort', onAbort);
+  };
+  done.then(clear, clear);
 }
 
 /** The error a call cut short by `signal` rejects with. */

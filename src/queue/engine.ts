@@ -69,7 +69,7 @@
 import { randomUUID } from 'node:crypto';
 import type { Codec } from '../codecs.js';
 import { ClosedError, CodecError, DeadLetterLoopError, PayloadTooLargeError, ScheduleTooFarError, UnsupportedError, InvalidArgumentError } from '../errors.js';
-import { GuardedStore, raceSignal, settledBefore, stopController } from './abortable.js';
+import { GuardedStore, armCloseDeadline, raceSignal, settledBefore, stopController } from './abortable.js';
 import { KeyedLock, groupKey, requireStoreOp } from './admin.js';
 import { AttemptRegistry } from './attempt.js';
 import { knownKeys, rejectUnknownKeys } from '../known-keys.js';
@@ -339,7 +339,7 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
       for (const s of this.#subs) {
         if (s.topic === topic && s.group === group) throw new InvalidArgumentError(`group ${group} of topic ${topic} has a subscription on this queue: close it first`);
       }
-      return remove(topic, group);
+      return raceSignal(this.#stop.signal, remove(topic, group));
     });
   }
 
@@ -347,7 +347,7 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
   async listGroups(topic?: string): Promise<ConsumerGroup[]> {
     this.#assertOpen();
     if (topic !== undefined) validateName('topic', topic);
-    return requireStoreOp(this.#store, 'listGroups')(topic);
+    return raceSignal(this.#stop.signal, requireStoreOp(this.#store, 'listGroups')(topic));
   }
 
   /** See `Queue.redrive`. */
@@ -372,7 +372,7 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
       }
       page.after = opts.after;
     }
-    return requireStoreOp(this.#store, 'listMessages')(topic, page);
+    return raceSignal(this.#stop.signal, requireStoreOp(this.#store, 'listMessages')(topic, page));
   }
 
   /** See `Queue.stats`. */
@@ -407,6 +407,8 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
       return Promise.reject(err);
     }
     this.#closePromise ??= this.#close(opts);
+    const leases = [...this.#subs].map((s) => s.leaseDurationMs);
+    armCloseDeadline(this.#stop, opts, Math.max(DEFAULT_LEASE_DURATION_MS, ...leases), this.#closePromise);
     return this.#closePromise;
   }
 
@@ -416,17 +418,13 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
    * `signal`) all of it keeps that one deadline: at the deadline every store
    * call still in flight is given up, so a hung store cannot hold close past
    * it. Without one, each subscription waits its own lease and the rest at
-   * most the longest of those (or the default lease).
+   * most the longest of those (or the default lease). A later `close` call
+   * with an earlier deadline brings it forward (armCloseDeadline). Once closed,
+   * any call still waiting on the store rejects with `ClosedError`.
    */
   async #close(opts: CloseOptions): Promise<void> {
     this.#closed = true;
     const stop = this.#stop;
-    const leases = [...this.#subs].map((s) => s.leaseDurationMs);
-    const ms = opts.timeoutMs ?? Math.max(DEFAULT_LEASE_DURATION_MS, ...leases);
-    const deadline = setTimeout(() => stop.abort(new ClosedError('close deadline passed')), ms);
-    const onAbort = () => stop.abort(new ClosedError('close was aborted by its signal', { cause: opts.signal?.reason }));
-    if (opts.signal?.aborted) onAbort();
-    else opts.signal?.addEventListener('abort', onAbort, { once: true });
     let results: PromiseSettledResult<void>[] = [];
     try {
       await settledBefore(Promise.allSettled([...this.#subscribing]), stop.signal);
@@ -445,8 +443,7 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
         await closing;
       }
     } finally {
-      clearTimeout(deadline);
-      opts.signal?.removeEventListener('abort', onAbort);
+      stop.abort(new ClosedError('queue closed')); // a stats, ping or listing still waiting on the store rejects now
     }
     const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');
     if (failed) throw failed.reason;

@@ -5,7 +5,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import { ClosedError, CodecError } from '../errors.js';
-import { GuardedStore, settledBefore, stopController } from './abortable.js';
+import { GuardedStore, armCloseDeadline, settledBefore, stopController } from './abortable.js';
 import { Attempt, type AttemptRegistry, type LossCause } from './attempt.js';
 import { retryBackoffMs } from './backoff.js';
 import { deadLetterCopy, errorText } from './dead-letter.js';
@@ -530,7 +530,8 @@ export class StoreSubscription implements Subscription {
     } catch (err) {
       return Promise.reject(err);
     }
-    this.#closePromise ??= this.#close(opts);
+    this.#closePromise ??= this.#close();
+    armCloseDeadline(this.#stop, opts, this.#o.leaseDurationMs, this.#closePromise);
     return this.#closePromise;
   }
 
@@ -542,14 +543,10 @@ export class StoreSubscription implements Subscription {
    * hold close past it; handlers still running are aborted and keep their
    * leases, which run out by themselves.
    */
-  async #close(opts: CloseOptions): Promise<void> {
+  async #close(): Promise<void> {
     this.#closing = true;
     this.wake();
-    const stop = this.#stop;
-    const deadline = setTimeout(() => stop.abort(new ClosedError('close deadline passed')), opts.timeoutMs ?? this.#o.leaseDurationMs);
-    const onAbort = () => stop.abort(new ClosedError('close was aborted by its signal', { cause: opts.signal?.reason }));
-    if (opts.signal?.aborted) onAbort();
-    else opts.signal?.addEventListener('abort', onAbort, { once: true });
+    const stop = this.#stop; // aborted at the earliest deadline of the close calls (armCloseDeadline)
     try {
       await this.#loopDone; // a claim in flight is cut short at the deadline
       // Prefetched deliveries never started: give them back without spending an attempt.
@@ -571,8 +568,7 @@ export class StoreSubscription implements Subscription {
       clearTimeout(this.#lapseTimer);
       await this.#beatInFlight;
     } finally {
-      clearTimeout(deadline);
-      opts.signal?.removeEventListener('abort', onAbort);
+      stop.abort(new ClosedError('subscription closed')); // nothing of it may stay pending
     }
     // Abandoned attempts stay registered until their handlers return: a
     // later claim of the same delivery in this queue waits for them.

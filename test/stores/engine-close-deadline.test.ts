@@ -18,7 +18,7 @@ import type { InstrumentedStore } from './helpers.js';
 const HUNG_MS = 20_000;
 
 /** Makes `op` hang on `store` from now on, until `release` is called; `entered` resolves at the first hung call. */
-function hang(store: InstrumentedStore, op: 'claim' | 'extend' | 'ack' | 'retry' | 'kill' | 'release' | 'purge' | 'stats' | 'append' | 'ensureGroup') {
+function hang(store: InstrumentedStore, op: 'claim' | 'extend' | 'ack' | 'retry' | 'kill' | 'release' | 'purge' | 'stats' | 'append' | 'ensureGroup' | 'ping' | 'listGroups' | 'listMessages' | 'removeGroup') {
   const gate = deferred();
   const entered = deferred();
   let calls = 0;
@@ -137,6 +137,38 @@ for (const factory of STORE_FACTORIES) {
         for (const h of hs) assert.equal(await settles(h.entered), 'resolved');
         assert.equal(await settles(q.close({ timeoutMs: 100 })), 'resolved');
         for (const p of [stats, publish, subscribe]) await assert.rejects(p, ClosedError);
+      } finally {
+        for (const h of hs) h.release();
+      }
+    });
+
+    it('a second close with an earlier deadline brings the first one\'s forward, for the subscription and the queue', async () => {
+      const { q, store } = await t.instance();
+      const h = hang(store, 'ack');
+      try {
+        const sub = await q.subscribe('t', 'g', async () => undefined, { ...FAST, leaseDurationMs: HUNG_MS * 10 });
+        await q.publish({ topic: 't', payload: enc('x') });
+        assert.equal(await settles(h.entered), 'resolved');
+        const first = sub.close(); // its own deadline: the lease, far beyond the safety net
+        const second = q.close({ timeoutMs: 100 });
+        assert.equal(await settles(second), 'resolved');
+        assert.equal(await settles(first), 'resolved');
+      } finally {
+        h.release();
+      }
+    });
+
+    it('a store call of stats, ping or a listing still waiting when close ends early rejects with ClosedError', async () => {
+      const { q, store } = await t.instance();
+      const hs = [hang(store, 'stats'), hang(store, 'ping'), hang(store, 'listGroups'), hang(store, 'listMessages'), hang(store, 'removeGroup')];
+      try {
+        const calls = [q.stats('t', 'g'), q.ping(), q.listGroups(), q.listMessages('t'), q.removeGroup('t', 'g')];
+        for (const h of hs) assert.equal(await settles(h.entered), 'resolved');
+        assert.equal(await settles(q.close({ timeoutMs: HUNG_MS * 10 })), 'resolved'); // nothing else to wait for: close ends at once
+        for (const p of calls) {
+          assert.equal(await settles(p), 'rejected');
+          await assert.rejects(p, ClosedError);
+        }
       } finally {
         for (const h of hs) h.release();
       }
