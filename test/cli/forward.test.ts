@@ -6,7 +6,8 @@
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import { spawnChild } from '../helpers/children.js';
 import { createServer, type Server } from 'node:http';
 import { writeFileSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -58,7 +59,7 @@ class Sink {
 }
 
 function startForward(args: string[]): { child: ChildProcess; exited: Promise<{ code: number | null; signal: string | null; stderr: string }> } {
-  const child = spawn(process.execPath, ['--import', 'tsx', MAIN, 'forward', ...args], { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawnChild(process.execPath, ['--import', 'tsx', MAIN, 'forward', ...args], { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   child.stderr!.on('data', (b: Buffer) => (stderr += b.toString()));
   const exited = new Promise<{ code: number | null; signal: string | null; stderr: string }>((r) => child.on('close', (code, signal) => r({ code, signal, stderr })));

@@ -2,7 +2,7 @@
  * Runs the ferry CLI from source as a child process (no build needed) and
  * gives each test its own temporary directory.
  */
-import { spawn } from 'node:child_process';
+import { spawnChild } from '../helpers/children.js';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { dirname, join, resolve } from 'node:path';
@@ -20,7 +20,7 @@ export interface Run {
 /** Runs `ferry ...args` with `input` on stdin (closed at once when absent); `timeoutMs` kills it (code null) if it runs longer. */
 export function ferry(args: string[], opts: { input?: Uint8Array | string; env?: Record<string, string>; closeStdout?: boolean; timeoutMs?: number } = {}): Promise<Run> {
   return new Promise((resolvePromise, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', MAIN, ...args], {
+    const child = spawnChild(process.execPath, ['--import', 'tsx', MAIN, ...args], {
       cwd: ROOT,
       env: { ...process.env, ...opts.env },
       stdio: ['pipe', 'pipe', 'pipe'],

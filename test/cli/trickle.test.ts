@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawnChild } from '../helpers/children.js';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DiskQueue } from '../../src/diskqueue/index.js';
@@ -22,7 +22,7 @@ function publishedRecords(dir: string): number {
 
 test('push from a slow pipe stores each line as it arrives, not when a batch fills', async () => {
   const dir = join(tempDir(), 'q');
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'push', '-q', dir], { stdio: ['pipe', 'ignore', 'inherit'] });
+  const child = spawnChild(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'push', '-q', dir], { stdio: ['pipe', 'ignore', 'inherit'] });
   child.stdin.write('first line\n');
   // The producer stays open (like `tail -F`); the line must be stored anyway.
   let published = 0;

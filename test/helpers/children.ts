@@ -22,13 +22,14 @@ function killAll(): void {
 afterEach(killAll);
 process.once('exit', killAll);
 
-/** Like `spawn`, but the child is SIGKILLed when the current test ends if it is still running. */
-export function spawnChild(command: string, args: readonly string[], options: SpawnOptions = {}): ChildProcess {
-  const child = spawn(command, args, options);
+function track<C extends ChildProcess>(child: C): C {
   running.add(child);
   child.once('exit', () => running.delete(child));
   return child;
 }
+
+/** Like `spawn` (same overloads), but the child is SIGKILLed when the current test ends if it is still running. */
+export const spawnChild: typeof spawn = ((...args: Parameters<typeof spawn>) => track(spawn(...args))) as typeof spawn;
 
 /** `node --import tsx <script> ...args`, tracked like `spawnChild`. */
 export function spawnTsx(script: string, args: readonly string[], options: SpawnOptions = {}): ChildProcess {
