@@ -115,7 +115,7 @@ describe('ferry forward', () => {
     }
   });
 
-  it('--exec delivers records one per line to the command\'s stdin, retrying a failing command', { timeout: 60_000 }, async () => {
+  it('--exec delivers records one per line to the command\'s stdin, retrying a failing command', { timeout: 300_000 }, async () => {
     const { dir, cleanup } = await scratch();
     try {
       const out = join(dir, 'out.txt');
@@ -156,7 +156,7 @@ describe('ferry forward: arguments and failures', () => {
     const { dir, cleanup } = await scratch();
     try {
       for (const url of ['http://', 'http://exa mple/', 'ftp://example/']) {
-        const res = await ferry(['forward', '--dir', join(dir, 's'), '--http', url], { input: 'a\n', timeoutMs: 20_000 });
+        const res = await ferry(['forward', '--dir', join(dir, 's'), '--http', url], { input: 'a\n', timeoutMs: 120_000 });
         assert.equal(res.code, 2, `${url}: ${res.stderr}`);
         assert.match(res.stderr, /--http /);
       }
@@ -168,7 +168,7 @@ describe('ferry forward: arguments and failures', () => {
   it('rejects an empty --exec command (exit 2)', async () => {
     const { dir, cleanup } = await scratch();
     try {
-      const res = await ferry(['forward', '--dir', join(dir, 's'), '--exec', ' '], { input: 'a\n', timeoutMs: 20_000 });
+      const res = await ferry(['forward', '--dir', join(dir, 's'), '--exec', ' '], { input: 'a\n', timeoutMs: 120_000 });
       assert.equal(res.code, 2, res.stderr);
       assert.match(res.stderr, /--exec needs a command/);
     } finally {
@@ -179,7 +179,7 @@ describe('ferry forward: arguments and failures', () => {
   it('a directory as FILE is an unreadable input: exit 2', async () => {
     const { dir, cleanup } = await scratch();
     try {
-      const res = await ferry(['forward', '--dir', join(dir, 's'), '--exec', 'cat', dir], { timeoutMs: 20_000 });
+      const res = await ferry(['forward', '--dir', join(dir, 's'), '--exec', 'cat', dir], { timeoutMs: 120_000 });
       assert.equal(res.code, 2, res.stderr);
       assert.match(res.stderr, /is a directory/);
     } finally {
@@ -187,7 +187,7 @@ describe('ferry forward: arguments and failures', () => {
     }
   });
 
-  it('prints why delivery fails when stderr is not a terminal', { timeout: 60_000 }, async () => {
+  it('prints why delivery fails when stderr is not a terminal', { timeout: 300_000 }, async () => {
     const { dir, cleanup } = await scratch();
     try {
       const flag = join(dir, 'failed-once');
