@@ -5,6 +5,7 @@
 import { spawnSync } from 'node:child_process';
 import { readdirSync, statSync } from 'node:fs';
 import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 
 function collect(path, out) {
   const st = statSync(path);
@@ -29,7 +30,13 @@ const files = (roots.length ? roots : ['test']).flatMap((r) => collect(r, []));
 // the children a test spawned when it ends and on that exit.
 const res = spawnSync(
   process.execPath,
-  ['--import', 'tsx', '--test', '--test-concurrency=2', '--test-timeout=600000', '--test-force-exit', ...flags, ...files],
+  [
+    '--import', 'tsx', '--test', '--test-concurrency=2', '--test-timeout=600000', '--test-force-exit',
+    // TAP on stdout as before; the slowest files, from scripts/file-times.mjs, on stderr at the end.
+    '--test-reporter=tap', '--test-reporter-destination=stdout',
+    `--test-reporter=${fileURLToPath(new URL('./file-times.mjs', import.meta.url))}`, '--test-reporter-destination=stderr',
+    ...flags, ...files,
+  ],
   { stdio: 'inherit' },
 );
 process.exit(res.status ?? 1);
