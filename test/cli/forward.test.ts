@@ -12,10 +12,9 @@ import { createServer, type Server } from 'node:http';
 import { writeFileSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
-import { ROOT, ferry, scratch } from './helpers.js';
+import { CLI, ROOT, ferry, scratch } from './helpers.js';
 import { backoffMs } from '../../src/cli/deliver.js';
 
-const MAIN = join(ROOT, 'src', 'cli', 'main.ts');
 
 /** A flaky NDJSON sink: every request body's lines are recorded only when the answer is 200. */
 class Sink {
@@ -59,7 +58,7 @@ class Sink {
 }
 
 function startForward(args: string[]): { child: ChildProcess; exited: Promise<{ code: number | null; signal: string | null; stderr: string }> } {
-  const child = spawnChild(process.execPath, ['--import', 'tsx', MAIN, 'forward', ...args], { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawnChild(process.execPath, [...CLI, 'forward', ...args], { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   child.stderr!.on('data', (b: Buffer) => (stderr += b.toString()));
   const exited = new Promise<{ code: number | null; signal: string | null; stderr: string }>((r) => child.on('close', (code, signal) => r({ code, signal, stderr })));
