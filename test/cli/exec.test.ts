@@ -28,7 +28,7 @@ test('a failing --exec stops the drain and leaves its record queued for the next
   // Succeeds for every record but "b".
   const cmd = 'r=$(cat); [ "$r" != b ] || exit 3; printf "%s," "$r" >> "$OUT"';
   const res = await ferry(['drain', q, '--exec', cmd], { env: { OUT: out } });
-  assert.equal(res.code, 1);
+  assert.equal(res.code, 1, res.stderr);
   assert.match(res.stderr, /exited with status 3; the record stays queued; 1 records were delivered/);
   assert.equal(await read(out), 'a,');
   const second = await ferry(['drain', q, '-q']);

@@ -1,8 +1,8 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawnChild } from '../helpers/children.js';
 import { join } from 'node:path';
-import { ferry, scratch, ROOT } from './helpers.js';
+import { CLI, ferry, scratch, ROOT } from './helpers.js';
 
 const tmp = await scratch();
 after(() => tmp.cleanup());
@@ -11,7 +11,7 @@ test('drain --follow delivers records pushed later by another process, and SIGTE
   const q = join(tmp.dir, 'q');
   assert.equal((await ferry(['push', q, '-q'], { input: 'first\n' })).code, 0);
 
-  const child = spawn(process.execPath, ['--import', 'tsx', join(ROOT, 'src/cli/main.ts'), 'drain', q, '--follow', '--poll-ms', '50'], {
+  const child = spawnChild(process.execPath, [...CLI, 'drain', q, '--follow', '--poll-ms', '50'], {
     cwd: ROOT,
     stdio: ['ignore', 'pipe', 'pipe'],
   });

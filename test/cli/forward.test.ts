@@ -6,15 +6,15 @@
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import { spawnChild } from '../helpers/children.js';
 import { createServer, type Server } from 'node:http';
 import { writeFileSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
-import { ROOT, ferry, scratch } from './helpers.js';
+import { CLI, ROOT, ferry, scratch } from './helpers.js';
 import { backoffMs } from '../../src/cli/deliver.js';
 
-const MAIN = join(ROOT, 'src', 'cli', 'main.ts');
 
 /** A flaky NDJSON sink: every request body's lines are recorded only when the answer is 200. */
 class Sink {
@@ -58,7 +58,7 @@ class Sink {
 }
 
 function startForward(args: string[]): { child: ChildProcess; exited: Promise<{ code: number | null; signal: string | null; stderr: string }> } {
-  const child = spawn(process.execPath, ['--import', 'tsx', MAIN, 'forward', ...args], { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawnChild(process.execPath, [...CLI, 'forward', ...args], { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   child.stderr!.on('data', (b: Buffer) => (stderr += b.toString()));
   const exited = new Promise<{ code: number | null; signal: string | null; stderr: string }>((r) => child.on('close', (code, signal) => r({ code, signal, stderr })));
@@ -163,7 +163,7 @@ describe('ferry forward', () => {
     }
   });
 
-  it('--exec delivers records one per line to the command\'s stdin, retrying a failing command', { timeout: 60_000 }, async () => {
+  it('--exec delivers records one per line to the command\'s stdin, retrying a failing command', { timeout: 300_000 }, async () => {
     const { dir, cleanup } = await scratch();
     try {
       const out = join(dir, 'out.txt');
@@ -204,7 +204,7 @@ describe('ferry forward: arguments and failures', () => {
     const { dir, cleanup } = await scratch();
     try {
       for (const url of ['http://', 'http://exa mple/', 'ftp://example/']) {
-        const res = await ferry(['forward', '--dir', join(dir, 's'), '--http', url], { input: 'a\n', timeoutMs: 20_000 });
+        const res = await ferry(['forward', '--dir', join(dir, 's'), '--http', url], { input: 'a\n', timeoutMs: 120_000 });
         assert.equal(res.code, 2, `${url}: ${res.stderr}`);
         assert.match(res.stderr, /--http /);
       }
@@ -216,7 +216,7 @@ describe('ferry forward: arguments and failures', () => {
   it('rejects an empty --exec command (exit 2)', async () => {
     const { dir, cleanup } = await scratch();
     try {
-      const res = await ferry(['forward', '--dir', join(dir, 's'), '--exec', ' '], { input: 'a\n', timeoutMs: 20_000 });
+      const res = await ferry(['forward', '--dir', join(dir, 's'), '--exec', ' '], { input: 'a\n', timeoutMs: 120_000 });
       assert.equal(res.code, 2, res.stderr);
       assert.match(res.stderr, /--exec needs a command/);
     } finally {
@@ -227,7 +227,7 @@ describe('ferry forward: arguments and failures', () => {
   it('a directory as FILE is an unreadable input: exit 2', async () => {
     const { dir, cleanup } = await scratch();
     try {
-      const res = await ferry(['forward', '--dir', join(dir, 's'), '--exec', 'cat', dir], { timeoutMs: 20_000 });
+      const res = await ferry(['forward', '--dir', join(dir, 's'), '--exec', 'cat', dir], { timeoutMs: 120_000 });
       assert.equal(res.code, 2, res.stderr);
       assert.match(res.stderr, /is a directory/);
     } finally {
@@ -235,7 +235,7 @@ describe('ferry forward: arguments and failures', () => {
     }
   });
 
-  it('--http does not follow a redirect: the delivery is retried to the URL given, never turned into a GET', { timeout: 60_000 }, async () => {
+  it('--http does not follow a redirect: the delivery is retried to the URL given, never turned into a GET', { timeout: 300_000 }, async () => {
     const { dir, cleanup } = await scratch();
     const seen: string[] = [];
     let redirected = 0;
@@ -251,7 +251,7 @@ describe('ferry forward: arguments and failures', () => {
     await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
     try {
       const port = (server.address() as AddressInfo).port;
-      const res = await ferry(['forward', '--dir', join(dir, 's'), '--http', `http://127.0.0.1:${port}/ingest`, '--retry-base-ms', '1'], { input: 'only\n', timeoutMs: 30_000 });
+      const res = await ferry(['forward', '--dir', join(dir, 's'), '--http', `http://127.0.0.1:${port}/ingest`, '--retry-base-ms', '1'], { input: 'only\n', timeoutMs: 120_000 });
       assert.equal(res.code, 0, res.stderr);
       assert.match(res.stderr, /HTTP 302/);
       assert.deepEqual(seen, ['POST /ingest only', 'POST /ingest only']);
@@ -262,7 +262,7 @@ describe('ferry forward: arguments and failures', () => {
     }
   });
 
-  it('prints why delivery fails when stderr is not a terminal', { timeout: 60_000 }, async () => {
+  it('prints why delivery fails when stderr is not a terminal', { timeout: 300_000 }, async () => {
     const { dir, cleanup } = await scratch();
     try {
       const flag = join(dir, 'failed-once');

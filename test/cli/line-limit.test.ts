@@ -8,7 +8,7 @@
  */
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawnChild } from '../helpers/children.js';
 import { writeFile } from 'node:fs/promises';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -39,7 +39,7 @@ const push = (dir: string) => `${q(process.execPath)} --import tsx ${q(MAIN)} pu
 
 function sh(script: string): Promise<{ code: number | null; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawn('/bin/sh', ['-c', script], { cwd: ROOT, env: { ...process.env, [TEST_LIMIT_ENV]: String(LIMIT) }, stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawnChild('/bin/sh', ['-c', script], { cwd: ROOT, env: { ...process.env, [TEST_LIMIT_ENV]: String(LIMIT) }, stdio: ['ignore', 'ignore', 'pipe'] });
     let stderr = '';
     child.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
     child.on('error', reject);

@@ -1,11 +1,12 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawnChild } from '../helpers/children.js';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { DiskQueue } from '../../src/diskqueue/index.js';
 import { decodeHeader } from '../../src/diskqueue/format.js';
 import { tempDir } from '../helpers/tmp.js';
+import { CLI } from './helpers.js';
 
 /** Records the first segment's header says are published (push holds the lock, so no open). */
 function publishedRecords(dir: string): number {
@@ -22,11 +23,12 @@ function publishedRecords(dir: string): number {
 
 test('push from a slow pipe stores each line as it arrives, not when a batch fills', async () => {
   const dir = join(tempDir(), 'q');
-  const child = spawn(process.execPath, ['--import', 'tsx', 'src/cli/main.ts', 'push', '-q', dir], { stdio: ['pipe', 'ignore', 'inherit'] });
+  const child = spawnChild(process.execPath, [...CLI, 'push', '-q', dir], { stdio: ['pipe', 'ignore', 'inherit'] });
   child.stdin.write('first line\n');
   // The producer stays open (like `tail -F`); the line must be stored anyway.
   let published = 0;
-  for (const deadline = Date.now() + 20_000; Date.now() < deadline && published === 0; ) {
+  // The deadline is a hang bound (the line is stored within a second or so of a start).
+  for (const deadline = Date.now() + 120_000; Date.now() < deadline && published === 0; ) {
     await new Promise((r) => setTimeout(r, 100));
     published = publishedRecords(dir);
   }

@@ -226,7 +226,7 @@ test('ferry dashboard refuses a non-loopback bind without a token, and a config 
 });
 
 test('ferry dashboard serves a queue from its config file until SIGTERM', async () => {
-  const { spawn } = await import('node:child_process');
+  const { spawnChild: spawn } = await import('../helpers/children.js');
   const { ROOT } = await import('../cli/helpers.js');
   const cfg = join(work, 'serve.json');
   await writeFile(cfg, JSON.stringify({ enabled: true, type: 'sqlite', config: { path: join(work, 'serve.db') } }));

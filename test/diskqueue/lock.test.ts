@@ -1,6 +1,6 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawnChild } from '../helpers/children.js';
 import { DiskQueue, LockedError } from '../../src/diskqueue/index.js';
 import { tempDir } from '../helpers/tmp.js';
 
@@ -15,7 +15,7 @@ test('a second open of the same directory in this process is LockedError; close 
 
 test('a lock held by another process excludes us, and does not outlive that process when it is killed', async () => {
   const dir = tempDir();
-  const child = spawn(
+  const child = spawnChild(
     process.execPath,
     ['--import', 'tsx', '-e', `import('./src/diskqueue/index.ts').then(async (m) => { await m.DiskQueue.open(${JSON.stringify(dir)}); process.stdout.write('held\\n'); setInterval(() => {}, 1000); })`],
     { stdio: ['ignore', 'pipe', 'inherit'] },

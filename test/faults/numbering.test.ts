@@ -74,12 +74,12 @@ describe('segment numbers are never reused', () => {
 });
 
 describe('a run of missing numbers', () => {
-  it('a stray segment numbered far above the rest is one loss event, found in bounded time and memory', async () => {
+  // The timeout is a hang bound: a step per missing number (99,999,994 of
+  // them) takes minutes, or runs out of heap, where the open takes milliseconds.
+  it('a stray segment numbered far above the rest is one loss event, found in bounded time and memory', { timeout: 120_000 }, async () => {
     const fs = await buildStore(); // segments 2, 3, 4
     fs.writeFile(segPath(99_999_999), fs.readFile(segPath(4))!);
-    const started = performance.now();
     const q = await openQ(fs);
-    assert.ok(performance.now() - started < 5000, 'open took too long');
     const st = q.stats();
     assert.equal(st.corruptions, 1);
     assert.equal(st.lostSegments, 99_999_999 - 4 - 1);

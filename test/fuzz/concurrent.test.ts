@@ -3,8 +3,9 @@
  * with fast-check's scheduler ordering call starts, promise settlements and
  * the seam's fsync completions, against the model in concurrent-model.ts.
  *
- * `FERRY_CONCURRENCY_RUNS` sets the number of random programs (default 1000;
- * `npm run fuzz` runs more). Every entry of concurrent-corpus.json is replayed
+ * `FERRY_CONCURRENCY_RUNS` sets the number of random programs (default 300
+ * in CI, 1000 under FERRY_LONG=1 / `npm run test:long`; `npm run fuzz` runs
+ * 20,000). Every entry of concurrent-corpus.json is replayed
  * first: programs that once failed, each under 200 schedules, and seeds. A
  * failing run prints its seed and shrink path, which replays the same program
  * and schedule for as long as the generators below are unchanged; a failure
@@ -13,9 +14,10 @@
 import { describe, it } from 'node:test';
 import { readFileSync } from 'node:fs';
 import fc from 'fast-check';
+import { runs } from '../helpers/long.js';
 import { runConcurrent, RECORD_FRAME, type Call, type ConcurrentProgram, type Wave } from './concurrent-model.js';
 
-const RUNS = Number(process.env.FERRY_CONCURRENCY_RUNS ?? 1000);
+const RUNS = runs(300, 1000, 'FERRY_CONCURRENCY_RUNS');
 
 interface Corpus {
   /** Programs that once failed, each replayed under many schedules. */

@@ -7,7 +7,8 @@
  * `maxAttempts` runs) and the other 100 are handled. On SQLite and Postgres.
  */
 import assert from 'node:assert/strict';
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
+import { spawnChild } from '../helpers/children.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -33,7 +34,7 @@ after(() => {
 async function runUntilDrained(store: Store, args: string[]): Promise<number> {
   let crashes = 0;
   for (;;) {
-    const child = spawn(process.execPath, ['--import', 'tsx', join(here, 'fixtures', 'crash-loop-worker.ts'), ...args], { stdio: ['ignore', 'ignore', 'inherit'] });
+    const child = spawnChild(process.execPath, ['--import', 'tsx', join(here, 'fixtures', 'crash-loop-worker.ts'), ...args], { stdio: ['ignore', 'ignore', 'inherit'] });
     children.add(child);
     const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
     let code: number | null | undefined;

@@ -14,7 +14,7 @@
  * Rounds: FERRY_PARTITION_ROUNDS, else 10 with FERRY_LONG=1, else 2.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawnChild } from '../helpers/children.js';
 import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -86,7 +86,7 @@ describe('postgres store under network partitions', { skip: POSTGRES_SKIP }, () 
         const log = join(dir, `${name}.log`);
         const url = new URL(proxy.url(POSTGRES_URL));
         url.searchParams.set('application_name', name);
-        const child = spawn(process.execPath, ['--import', 'tsx', join(here, 'fixtures', 'pg-partition-worker.ts'), url.toString(), schema, topic, GROUP, log, name, String(queryTimeoutMs)], {
+        const child = spawnChild(process.execPath, ['--import', 'tsx', join(here, 'fixtures', 'pg-partition-worker.ts'), url.toString(), schema, topic, GROUP, log, name, String(queryTimeoutMs)], {
           stdio: ['ignore', 'ignore', 'inherit'],
         });
         children.add(child);

@@ -6,7 +6,7 @@
  * user name specified in startup packet".
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawnChild } from '../helpers/children.js';
 import { userInfo } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, describe, it } from 'node:test';
@@ -27,7 +27,7 @@ describe('postgres without USER or PGUSER', { skip: POSTGRES_SKIP ?? (namesUser 
     delete env.USER;
     delete env.PGUSER;
     delete env.USERNAME;
-    const child = spawn(process.execPath, ['--import', 'tsx', join(here, 'fixtures', 'pg-no-user.ts'), POSTGRES_URL, schema], { env, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawnChild(process.execPath, ['--import', 'tsx', join(here, 'fixtures', 'pg-no-user.ts'), POSTGRES_URL, schema], { env, stdio: ['ignore', 'pipe', 'pipe'] });
     let out = '';
     let err = '';
     child.stdout.on('data', (d) => (out += d));

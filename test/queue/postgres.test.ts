@@ -5,7 +5,8 @@
  * consumer process killed while it holds leases.
  */
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
+import { spawnChild } from '../helpers/children.js';
 import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { after, describe, it } from 'node:test';
@@ -17,7 +18,7 @@ import { createQueue } from '../../src/queue/index.js';
 import { PostgresStore } from '../../src/queue/stores/postgres/store.js';
 import type { Queue, Store } from '../../src/queue/types.js';
 import { POSTGRES_DIRECT_URL, POSTGRES_SKIP, POSTGRES_URL, adminPool, dropSchema, testSchema } from '../stores/postgres-env.js';
-import { sleep, waitFor, counts } from '../stores/helpers.js';
+import { HOUR_POLL, sleep, waitFor, counts } from '../stores/helpers.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const enc = (s: string) => new TextEncoder().encode(s);
@@ -129,18 +130,16 @@ describe('postgres store', { skip: POSTGRES_SKIP }, () => {
     }
   });
 
-  it('a publish in one instance wakes an idle subscriber of another within a second (60 s poll)', async () => {
+  it('a publish in one instance wakes an idle subscriber of another (hourly poll: the delivery came from the wake-up)', async () => {
     const schema = fresh();
     const consumer = queueOn(await open(schema));
     const producer = queueOn(await open(schema));
     const got: Array<{ text: string; at: number }> = [];
-    await consumer.subscribe('t', 'g', async (d) => void got.push({ text: dec(d.payload), at: Date.now() }), { pollIntervalMs: 60_000 });
+    await consumer.subscribe('t', 'g', async (d) => void got.push({ text: dec(d.payload), at: Date.now() }), { pollIntervalMs: HOUR_POLL });
     await sleep(300); // the subscription's first claim has come back empty
-    const sent = Date.now();
     await producer.publish({ topic: 't', payload: enc('ping') });
     await waitFor(() => got.length === 1, 2000, 'woken delivery');
     assert.equal(got[0]!.text, 'ping');
-    assert.ok(got[0]!.at - sent < 1000, `took ${got[0]!.at - sent} ms`);
   });
 
   it("acking a key lane's head wakes the next message of that key in every instance without a poll", async () => {
@@ -154,16 +153,14 @@ describe('postgres store', { skip: POSTGRES_SKIP }, () => {
       await sleep(50);
       log.push({ text: dec(d.payload), start, end: Date.now() });
     };
-    await a.subscribe('t', 'g', handler, { pollIntervalMs: 60_000 });
-    await b.subscribe('t', 'g', handler, { pollIntervalMs: 60_000 });
+    await a.subscribe('t', 'g', handler, { pollIntervalMs: HOUR_POLL });
+    await b.subscribe('t', 'g', handler, { pollIntervalMs: HOUR_POLL });
     await sleep(300);
     await producer.publish(...['k1', 'k2', 'k3', 'k4'].map((t) => ({ topic: 't', key: 'k', payload: enc(t) })));
     await waitFor(() => log.length === 4, 5000, 'the whole lane');
     assert.deepEqual(log.map((l) => l.text), ['k1', 'k2', 'k3', 'k4']);
-    for (let i = 1; i < 4; i++) {
-      assert.ok(log[i]!.start >= log[i - 1]!.end, 'one at a time');
-      assert.ok(log[i]!.start - log[i - 1]!.end < 1000, `k${i + 1} waited ${log[i]!.start - log[i - 1]!.end} ms after its head`);
-    }
+    // The whole lane ran with neither subscription's hourly poll firing: each ack woke the next.
+    for (let i = 1; i < 4; i++) assert.ok(log[i]!.start >= log[i - 1]!.end, 'one at a time');
   });
 
   it('polling alone delivers everything when every notification is lost', async () => {
@@ -193,7 +190,7 @@ describe('postgres store', { skip: POSTGRES_SKIP }, () => {
     const consumer = queueOn(await open(schema));
     const producer = queueOn(await open(schema));
     const got: Array<{ text: string; at: number }> = [];
-    await consumer.subscribe('t', 'g', async (d) => void got.push({ text: dec(d.payload), at: Date.now() }), { pollIntervalMs: 60_000 });
+    await consumer.subscribe('t', 'g', async (d) => void got.push({ text: dec(d.payload), at: Date.now() }), { pollIntervalMs: HOUR_POLL });
     const listeners = async () =>
       (await adminPool.query<{ pid: number }>(`SELECT pid FROM pg_stat_activity WHERE query = $1`, [`LISTEN "${schema}.wake"`])).rows.map((r) => r.pid);
     await waitFor(async () => (await listeners()).length === 2, 3000, 'two listeners');
@@ -203,10 +200,9 @@ describe('postgres store', { skip: POSTGRES_SKIP }, () => {
       const now = await listeners();
       return now.length === 2 && now.every((p) => !before.includes(p));
     }, 5000, 'both listeners back');
-    const sent = Date.now();
     await producer.publish({ topic: 't', payload: enc('after reconnect') });
+    // The poll is hourly: a delivery at all came from the reconnected listener.
     await waitFor(() => got.length === 1, 2000, 'woken delivery');
-    assert.ok(got[0]!.at - sent < 1000, `took ${got[0]!.at - sent} ms`);
   });
 
   it('a consumer process SIGKILLed while holding leases: each lease expires and its delivery completes elsewhere exactly once', async () => {
@@ -217,7 +213,7 @@ describe('postgres store', { skip: POSTGRES_SKIP }, () => {
     const texts = ['a', 'b', 'c', 'd', 'e', 'f'];
     await producer.publish(...texts.map((t) => ({ topic: 'jobs', payload: enc(t) })));
 
-    const child = spawn(process.execPath, ['--import', 'tsx', join(here, 'fixtures', 'pg-holder.ts'), POSTGRES_URL, schema, '4'], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawnChild(process.execPath, ['--import', 'tsx', join(here, 'fixtures', 'pg-holder.ts'), POSTGRES_URL, schema, '4'], { stdio: ['ignore', 'pipe', 'inherit'] });
     const exited = new Promise<NodeJS.Signals | null>((resolve) => child.on('exit', (_code, signal) => resolve(signal)));
     const held: string[] = [];
     for await (const line of createInterface({ input: child.stdout! })) {

@@ -3,7 +3,7 @@
  * after its concurrent publishes resolved loses none of them.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawnChild } from '../helpers/children.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -22,7 +22,7 @@ it('every publish that resolved before SIGKILL is in the database after reopenin
     await setup.ensureGroup('t', 'g', 'latest');
     await setup.close();
 
-    const child = spawn(process.execPath, ['--import', 'tsx', join(here, 'fixtures', 'sqlite-publisher.ts'), path], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawnChild(process.execPath, ['--import', 'tsx', join(here, 'fixtures', 'sqlite-publisher.ts'), path], { stdio: ['ignore', 'pipe', 'inherit'] });
     const exited = new Promise<NodeJS.Signals | null>((resolve) => child.on('exit', (_code, signal) => resolve(signal)));
     const resolved: string[] = [];
     for await (const line of createInterface({ input: child.stdout! })) {

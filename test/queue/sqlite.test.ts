@@ -1,6 +1,7 @@
 /** SQLite-specific behaviour: WAL mode, lazy loading of the driver, and surviving a killed consumer. */
 import assert from 'node:assert/strict';
-import { spawn, spawnSync } from 'node:child_process';
+import { spawnSync } from 'node:child_process';
+import { spawnChild } from '../helpers/children.js';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -11,7 +12,7 @@ import { IOError } from '../../src/errors.js';
 import { createQueue } from '../../src/queue/index.js';
 import Database from 'better-sqlite3';
 import { PAGE_SIZE, SqliteStore } from '../../src/queue/stores/sqlite.js';
-import { counts } from '../stores/helpers.js';
+import { counts, waitFor } from '../stores/helpers.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 const enc = (s: string) => new TextEncoder().encode(s);
@@ -54,7 +55,7 @@ describe('sqlite store', () => {
     const ids = await q.publish(...['one', 'two', 'hang', 'four', 'five'].map((t) => ({ topic: 'jobs', payload: enc(t) })));
     await q.close();
 
-    const child = spawn(process.execPath, ['--import', 'tsx', join(here, 'fixtures', 'sqlite-consumer.ts'), path], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawnChild(process.execPath, ['--import', 'tsx', join(here, 'fixtures', 'sqlite-consumer.ts'), path], { stdio: ['ignore', 'pipe', 'inherit'] });
     const started: Array<{ id: string; attempt: number; text: string }> = [];
     const exited = new Promise<NodeJS.Signals | null>((resolve) => child.on('exit', (_code, signal) => resolve(signal)));
     for await (const line of createInterface({ input: child.stdout! })) {
@@ -70,10 +71,12 @@ describe('sqlite store', () => {
     // 'hang' is still leased by the dead consumer, or pending once that lease has run out.
     assert.deepEqual([left.pending + left.leased, left.dead], [3, 0]);
     const finished: Array<[string, number]> = [];
-    await q2.subscribe('jobs', 'workers', async (d) => void finished.push([new TextDecoder().decode(d.payload), d.attempt]), { pollIntervalMs: 20, concurrency: 1 });
-    const deadline = Date.now() + 10_000;
-    while (finished.length < 3 && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
-    await q2.close();
+    try {
+      await q2.subscribe('jobs', 'workers', async (d) => void finished.push([new TextDecoder().decode(d.payload), d.attempt]), { pollIntervalMs: 20, concurrency: 1 });
+      await waitFor(() => finished.length >= 3, 10_000, 'the three unfinished jobs');
+    } finally {
+      await q2.close();
+    }
     assert.deepEqual(finished.sort(), [['five', 1], ['four', 1], ['hang', 2]]);
     assert.equal(ids.length, 5);
     const s = await SqliteStore.open({ path });

@@ -11,7 +11,7 @@
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawnChild } from '../helpers/children.js';
 import { cpSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { Spool } from '../../src/spool/index.js';
@@ -21,7 +21,7 @@ const CHILD = fileURLToPath(new URL('./child-writer.ts', import.meta.url));
 
 function killedRound(dir: string, mode: string, start: number, killAfterMs: number): Promise<{ added: number[]; committed: number[] }> {
   return new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, ['--import', 'tsx', CHILD, dir, mode, String(start)], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawnChild(process.execPath, ['--import', 'tsx', CHILD, dir, mode, String(start)], { stdio: ['ignore', 'pipe', 'inherit'] });
     const out = { added: [] as number[], committed: [] as number[] };
     let buf = '';
     let timer: NodeJS.Timeout | undefined;
@@ -97,10 +97,11 @@ async function rounds(mode: string, kills: number, seed: number): Promise<number
 }
 
 describe('SIGKILL a spool writer at random points', () => {
-  it('append per record, committing as it goes', { timeout: 90_000 }, async () => {
+  // The timeouts only catch a hang: a round is a process start, a kill and a reopen.
+  it('append per record, committing as it goes', { timeout: 600_000 }, async () => {
     assert.ok((await rounds('single', 12, 3)) > 0);
   });
-  it('appendNoSync groups of 10 with sync, committing as it goes', { timeout: 90_000 }, async () => {
+  it('appendNoSync groups of 10 with sync, committing as it goes', { timeout: 600_000 }, async () => {
     assert.ok((await rounds('group', 12, 5)) > 0);
   });
 });

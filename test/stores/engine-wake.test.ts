@@ -3,7 +3,7 @@
  * of a key lane, or makes a delivery due, wakes the subscription at once, in
  * this queue and through the store's wake source in other instances; a
  * wake-up that finds nothing claimable does not turn into a busy loop. Every
- * case polls every 60 s, so a delivery seen within the test's bounds came from
+ * case polls once an hour, so a delivery seen within the test's bounds came from
  * a wake-up, not a poll. Also: the attempt count of a delivery dead-lettered
  * after its consumers died counts the handler runs only.
  */
@@ -15,10 +15,10 @@ import type { SubscribeOptions } from '../../src/queue/options.js';
 import type { Delivery } from '../../src/queue/types.js';
 import { dec, enc, engineHarness } from './engine-harness.js';
 import { STORE_FACTORIES } from './factories.js';
-import { counts, deferred, sleep, waitFor } from './helpers.js';
+import { HOUR_POLL, counts, deferred, sleep, waitFor } from './helpers.js';
 
 /** Polls so rarely that only a wake-up can deliver within a test. */
-const SLOW_POLL: SubscribeOptions = { pollIntervalMs: 60_000, leaseDurationMs: 2000, backoffBaseMs: 5, backoffMaxMs: 20 };
+const SLOW_POLL: SubscribeOptions = { pollIntervalMs: HOUR_POLL, leaseDurationMs: 2000, backoffBaseMs: 5, backoffMaxMs: 20 };
 
 for (const factory of STORE_FACTORIES) {
   describe(`engine wake-ups: ${factory.name}`, { skip: factory.skip }, () => {

@@ -4,12 +4,42 @@ import type { ClaimRequest, Claimed, ConsumerGroup, KillOptions, MessagePage, Pu
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
-/** Polls `cond` every 10 ms until it is true; throws after `timeoutMs`. */
+/**
+ * The least time a wait of a test gives before calling the thing it waits
+ * for hung. A loaded 2-core machine runs a test many times slower than an
+ * idle one, so a deadline is a hang detector, never a speed check: a test
+ * that must tell a wake-up from a poll polls far less often than this (an
+ * hour, see `HOUR_POLL`).
+ */
+export const HANG_MS = 120_000;
+
+/** A poll interval no wait of a test reaches: a delivery seen in a test came from a wake-up. */
+export const HOUR_POLL = 3_600_000;
+
+/**
+ * Polls `cond` every 10 ms until it is true; throws when it has not become
+ * true after `timeoutMs`, or `HANG_MS` if that is longer (the deadline means
+ * "hung", not "slow").
+ */
 export async function waitFor(cond: () => boolean | Promise<boolean>, timeoutMs = 5000, what = 'condition'): Promise<void> {
-  const end = Date.now() + timeoutMs;
+  const limit = Math.max(timeoutMs, HANG_MS);
+  const end = Date.now() + limit;
   while (!(await cond())) {
-    if (Date.now() > end) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}`);
+    if (Date.now() > end) throw new Error(`waited ${limit} ms for ${what}: hung`);
     await sleep(10);
+  }
+}
+
+/** `p`, or a rejection saying `what` hung when it has not settled after `HANG_MS`. */
+export async function orHang<T>(p: Promise<T>, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const hung = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`waited ${HANG_MS} ms for ${what}: hung`)), HANG_MS);
+  });
+  try {
+    return await Promise.race([p, hung]);
+  } finally {
+    clearTimeout(timer);
   }
 }
 

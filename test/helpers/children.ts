@@ -1,0 +1,37 @@
+/**
+ * Child processes for tests that cannot outlive them. `spawnChild` is
+ * `child_process.spawn` that remembers the child: when the test that spawned
+ * it ends, passed or failed or timed out, a child still running gets SIGKILL
+ * (a root-level `afterEach`), and so does any left when this process exits.
+ * A test that fails half-way therefore leaves no worker holding a database
+ * connection, a lock or a port behind it.
+ */
+import { spawn } from 'node:child_process';
+import type { ChildProcess, SpawnOptions } from 'node:child_process';
+import { afterEach } from 'node:test';
+
+const running = new Set<ChildProcess>();
+
+function killAll(): void {
+  for (const c of running) {
+    if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+  }
+  running.clear();
+}
+
+afterEach(killAll);
+process.once('exit', killAll);
+
+function track<C extends ChildProcess>(child: C): C {
+  running.add(child);
+  child.once('exit', () => running.delete(child));
+  return child;
+}
+
+/** Like `spawn` (same overloads), but the child is SIGKILLed when the current test ends if it is still running. */
+export const spawnChild: typeof spawn = ((...args: Parameters<typeof spawn>) => track(spawn(...args))) as typeof spawn;
+
+/** `node --import tsx <script> ...args`, tracked like `spawnChild`. */
+export function spawnTsx(script: string, args: readonly string[], options: SpawnOptions = {}): ChildProcess {
+  return spawnChild(process.execPath, ['--import', 'tsx', script, ...args], options);
+}
