@@ -6,7 +6,9 @@
  * the locker says, so the cut is between a worker and its data). In each
  * round 300 keyed messages over 30 keys (a fifth of them failing their first
  * attempt) are consumed while one worker, holding leases, is cut off from
- * ClickHouse for two lease durations (4 s leases) and then healed. 300, not
+ * ClickHouse for two lease durations (4 s leases) and then healed; the cut
+ * falls as it sends an insert of delivery rows (between the read a write is
+ * computed from and the write), so the fencing of held writes is exercised. 300, not
  * Postgres' 2,000: a claim or ack here is a locked read and an insert of
  * ~100 ms under load, so 300 keep a round near half a minute, and leases of
  * 4 s leave heartbeats (every lease / 3) room for that latency.
@@ -163,6 +165,10 @@ describe('clickhouse store under network partitions with a Redis locker', { skip
         return lines.some((l) => l.t === 's' && !ended.has(`${l.id} ${l.a}`));
       };
       await waitFor(async () => (await acked()) >= MESSAGES / 10 && holding(), 120_000, `${victim.name} to hold a lease after a tenth of the messages`);
+      // The cut falls as the victim sends a write of deliveries (an ack, heartbeat, retry or
+      // claim, after its read): the write is held, and lands after the heal in even rounds.
+      const marker = Buffer.from(`INTO \`${database}\`.deliveries`);
+      const atWrite = await Promise.race([victim.proxy.freezeOn((chunk) => chunk.includes(marker)).then(() => true), sleep(30_000).then(() => false)]);
       victim.proxy.freeze();
       const cutAt = Date.now();
       await sleep(2 * LEASE_MS);
@@ -209,7 +215,7 @@ describe('clickhouse store under network partitions with a Redis locker', { skip
         lostBy.set(k, (lostBy.get(k) ?? 0) + 1);
       }
       process.stdout.write(
-        `# round ${round} (${silent ? 'held requests land after the heal' : 'calls fail while cut off'}): ${v.rows} version rows, ${v.claims} claims, ${v.outranked} writes outranked by a takeover; ${s.runs} runs, ${s.duplicates} duplicate successes (${s.explainedByLeaseLost} after leaseLost, ${s.explainedByFailedAck} after a failed ack), ${s.leaseLost} leases lost (${[...lostBy].map(([k, n]) => `${k} ${n}`).join(', ')}), ${victimErrors.length} store errors on ${victim.name} while cut off\n`,
+        `# round ${round} (${silent ? 'held requests land after the heal' : 'calls fail while cut off'}): ${v.rows} version rows, ${v.claims} claims, ${v.outranked} writes outranked by a takeover; ${s.runs} runs, ${s.duplicates} duplicate successes (${s.explainedByLeaseLost} after leaseLost, ${s.explainedByFailedAck} after a failed ack), ${s.leaseLost} leases lost (${[...lostBy].map(([k, n]) => `${k} ${n}`).join(', ')}), ${victimErrors.length} store errors on ${victim.name} while cut off; cut ${atWrite ? 'at a write' : 'after 30 s without one'}\n`,
       );
     }
   });
