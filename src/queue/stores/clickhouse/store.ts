@@ -464,7 +464,10 @@ export class ClickHouseStore implements Store {
    * distributed lock like a claim. Should a fast write still land after a
    * claim read the row (a stall longer than the margin), the claim's version
    * is the larger (`ver + 2` against `ver + 1`) and wins: the lease was lost,
-   * as it would have been had the write come later.
+   * as it would have been had the write come later. So a write answered less
+   * than half the margin before its lease's end (or after the distributed
+   * lock lapsed) is reported held only once a read under the group's lock
+   * finds it still the latest version.
    */
   async #fenced(what: string, cs: Claimed[], next: (d: DeliveryRow, now: number) => DeliveryRow): Promise<string[]> {
     this.#assertOpen();
