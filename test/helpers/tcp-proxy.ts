@@ -5,7 +5,9 @@
  * the other has gone silent, as in a network partition or a stopped server.
  * `thaw()` forwards what was held and carries on. `reset()` destroys every
  * open connection (both ends see it drop). `close()` does that and stops
- * listening.
+ * listening. `freezeOn(match)` freezes at the first bytes from a client that
+ * `match` (held, like everything after them): a partition that falls
+ * between a client's read and its write.
  *
  * Usage: `const p = await TcpProxy.start(5432)`, then connect to
  * `127.0.0.1:${p.port}` (see `p.url(...)`).
@@ -29,6 +31,7 @@ export class TcpProxy {
   readonly #targetPort: number;
   readonly #pairs = new Set<Pair>();
   #frozen = false;
+  #freezeOn: ((chunk: Buffer) => boolean) | undefined;
   /** Connections accepted so far. */
   accepted = 0;
 
@@ -78,9 +81,26 @@ export class TcpProxy {
     this.#frozen = true;
   }
 
+  /**
+   * Freezes (see `freeze`) when a chunk a client sends matches, before
+   * forwarding it; resolves then. Armed once; `thaw` disarms it.
+   */
+  freezeOn(match: (chunk: Buffer) => boolean): Promise<void> {
+    return new Promise((resolve) => {
+      this.#freezeOn = (chunk) => {
+        if (!match(chunk)) return false;
+        this.#freezeOn = undefined;
+        this.#frozen = true;
+        resolve();
+        return true;
+      };
+    });
+  }
+
   /** Forwards what was held, in order, and resumes (opening held connections' upstream sides). */
   thaw(): void {
     this.#frozen = false;
+    this.#freezeOn = undefined;
     for (const p of this.#pairs) {
       if (p.serverGone) this.#drop(p);
       else if (p.server === undefined) this.#connectUpstream(p);
@@ -104,6 +124,7 @@ export class TcpProxy {
     const p: Pair = { client, server: undefined, toServer: [], toClient: [] };
     this.#pairs.add(p);
     client.on('data', (d) => {
+      this.#freezeOn?.(d);
       if (this.#frozen || p.server === undefined || p.toServer.length > 0) p.toServer.push(d);
       else p.server.write(d);
     });

@@ -1,5 +1,5 @@
 /**
- * Checks of one partition round (postgres-partition.test.ts) from the
+ * Checks of one partition round (postgres-partition.test.ts, clickhouse-partition.test.ts) from the
  * workers' logs, the store's final rows and its audit of every update of a
  * delivery: no update landed from any worker but the one holding the
  * delivery's latest claim; every message succeeded; the
@@ -131,4 +131,80 @@ export function checkFencing(audit: AuditRow[]): number {
     assert.equal(r.app, holder.get(r.delivery_id), `${r.delivery_id}: ${r.app} wrote (state ${r.old_state} -> ${r.new_state}) while ${holder.get(r.delivery_id)} held the latest claim`);
   }
   return audit.length;
+}
+
+/** One version row of a delivery, as written (clickhouse-partition.test.ts copies every insert into an audit table). */
+export interface VersionRow {
+  delivery_id: string;
+  state: number;
+  attempt: number;
+  claim_token: string;
+  holder: string;
+  ver: number;
+}
+
+export interface VersionSummary {
+  /** Version rows checked. */
+  rows: number;
+  /** Claims (a leased row under a token not seen before on the delivery). */
+  claims: number;
+  /** Writes from a lease that a claim took over, outranked by the claim's version (fenced off). */
+  outranked: number;
+}
+
+/**
+ * Fencing, from versioned rows (the ClickHouse store: a change is a new row
+ * with a larger `ver`, and the largest wins). A claim writes the version it
+ * read + 2 under a new token; every other write (heartbeat, ack, retry,
+ * kill, release, purge) writes the version it read + 1. Per delivery, in
+ * version order, asserts: no two rows share a version (a tie would let the
+ * server pick either); the first row is a fresh pending one; every claim
+ * derives from a pending or leased row 2 below it, one attempt on; every
+ * other write derives from the row just below it, a leased one (a pending one
+ * for a purge), and keeps its token or clears it. So every write carrying a
+ * token carries the token of the claim current, in version order, when it was
+ * made. A write from a lease taken over can only sit right below the claim
+ * that took it over (it read the same row as the claim and wrote + 1): it is
+ * outranked, and counted.
+ */
+export function checkVersions(rows: VersionRow[]): VersionSummary {
+  const byDelivery = new Map<string, VersionRow[]>();
+  for (const r of rows) byDelivery.set(r.delivery_id, [...(byDelivery.get(r.delivery_id) ?? []), r]);
+  let claims = 0;
+  let outranked = 0;
+  const show = (r: VersionRow) => `ver ${r.ver} (state ${r.state}, attempt ${r.attempt}, token ${r.claim_token || '-'}, holder ${r.holder || '-'})`;
+  for (const [id, rs] of byDelivery) {
+    rs.sort((a, b) => a.ver - b.ver);
+    const at = new Map<number, VersionRow>();
+    for (const r of rs) {
+      const tie = at.get(r.ver);
+      if (tie) assert.fail(`${id}: two rows share version ${r.ver}: ${show(tie)} and ${show(r)}`);
+      at.set(r.ver, r);
+    }
+    const first = rs[0]!;
+    assert.ok(first.state === 0 && first.claim_token === '' && first.attempt === 0, `${id}: its first row is not a fresh pending one: ${show(first)}`);
+    const tokens = new Set<string>();
+    for (const r of rs.slice(1)) {
+      if (r.state === 1 && r.claim_token !== '' && !tokens.has(r.claim_token)) {
+        claims++;
+        tokens.add(r.claim_token);
+        const p = at.get(r.ver - 2);
+        assert.ok(p !== undefined && (p.state === 0 || p.state === 1), `${id}: the claim ${show(r)} derives from no pending or leased row (${p ? show(p) : 'none'} 2 below)`);
+        assert.equal(r.attempt, p.attempt + 1, `${id}: the claim ${show(r)} does not follow ${show(p)} by one attempt`);
+        if (at.has(r.ver - 1)) outranked++;
+        continue;
+      }
+      const p = at.get(r.ver - 1);
+      assert.ok(p !== undefined, `${id}: ${show(r)} derives from no row`);
+      if (p.state === 0) {
+        assert.equal(r.state, 4, `${id}: ${show(r)} was written from the pending ${show(p)}`);
+        continue;
+      }
+      assert.equal(p.state, 1, `${id}: ${show(r)} was written from ${show(p)}, which is not leased`);
+      assert.ok(r.claim_token === p.claim_token || (r.claim_token === '' && r.state === 0), `${id}: ${show(r)} was written under another token than ${show(p)}, the claim current at its version`);
+      // A row a claim outranks (the claim took its parent, 2 below) has no
+      // successor: the only version above it is the claim's, and versions are distinct.
+    }
+  }
+  return { rows: rows.length, claims, outranked };
 }

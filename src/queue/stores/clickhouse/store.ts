@@ -464,7 +464,10 @@ export class ClickHouseStore implements Store {
    * distributed lock like a claim. Should a fast write still land after a
    * claim read the row (a stall longer than the margin), the claim's version
    * is the larger (`ver + 2` against `ver + 1`) and wins: the lease was lost,
-   * as it would have been had the write come later.
+   * as it would have been had the write come later. So a write answered less
+   * than half the margin before its lease's end (or after the distributed
+   * lock lapsed) is reported held only once a read under the group's lock
+   * finds it still the latest version.
    */
   async #fenced(what: string, cs: Claimed[], next: (d: DeliveryRow, now: number) => DeliveryRow): Promise<string[]> {
     this.#assertOpen();
@@ -498,15 +501,48 @@ export class ClickHouseStore implements Store {
         if (fast && soonest - this.#clock.now() <= FAST_MARGIN_MS) return false;
         guard();
         await this.#insert('insert-deliveries', writes);
+        // A write answered close to a lease's end, without the group's lock
+        // (fast) or after it lapsed, may have landed after a claim read the
+        // row, and lost to it (the claim's version is the larger): it is held
+        // only if it is still the latest version, checked under the group's
+        // lock, where no claim runs.
+        let lockHeld = !fast;
+        if (!fast) {
+          try {
+            guard();
+          } catch {
+            lockHeld = false;
+          }
+        }
+        if (!lockHeld && soonest - this.#clock.now() <= FAST_MARGIN_MS / 2) {
+          for (const c of mineHeld) unsure.set(c, current.get(c.deliveryId)!.ver + 1);
+          return true;
+        }
         for (const c of mineHeld) held.add(c);
         return true;
       };
+      const unsure = new Map<Claimed, number>();
       try {
         const local = await this.#local.acquire(key, this.#lockTtlMs);
         try {
-          if (await attempt(await this.#now(), () => undefined, true)) continue;
+          if (await attempt(await this.#now(), () => undefined, true) && unsure.size === 0) continue;
         } finally {
           await local.release();
+        }
+        const verify = () =>
+          this.#locked([key], async () => {
+            const local = await this.#local.acquire(key, this.#lockTtlMs);
+            try {
+              const rows = await this.#rows<DeliveryRecord>('deliveries-by-id', { topic, grp: group, ids: [...new Set([...unsure.keys()].map((c) => c.deliveryId))] });
+              const latest = new Map(rows.map((r) => [r.delivery_id, toDeliveryRow(topic, group, r).ver]));
+              for (const [c, ver] of unsure) if (latest.get(c.deliveryId) === ver) held.add(c);
+            } finally {
+              await local.release();
+            }
+          });
+        if (unsure.size > 0) {
+          await verify();
+          continue;
         }
         await this.#locked([key], async (now, guard) => {
           const local = await this.#local.acquire(key, this.#lockTtlMs);
@@ -516,6 +552,7 @@ export class ClickHouseStore implements Store {
             await local.release();
           }
         });
+        if (unsure.size > 0) await verify();
       } catch (err) {
         throw wrap(err, what);
       }
