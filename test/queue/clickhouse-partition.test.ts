@@ -44,7 +44,7 @@
  * Rounds: FERRY_PARTITION_ROUNDS, else 10 with FERRY_LONG=1, else 2.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
+import { spawnChild } from '../helpers/children.js';
 import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -134,7 +134,7 @@ describe('clickhouse store under network partitions with a Redis locker', { skip
         proxies.add(proxy);
         const name = `r${round}w${w}`;
         const log = join(dir, `${name}.log`);
-        const child = spawn(
+        const child = spawnChild(
           process.execPath,
           ['--import', 'tsx', join(here, 'fixtures', 'ch-partition-worker.ts'), proxy.url(CLICKHOUSE_URL), database, topic, GROUP, log, name, String(requestTimeoutMs), REDIS_URL, prefix, String(LOCK_TTL_MS), String(LEASE_MS)],
           { stdio: ['ignore', 'ignore', 'inherit'] },
