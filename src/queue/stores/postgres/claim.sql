@@ -52,8 +52,9 @@ leased AS (
   WHERE d.delivery_id = ANY(ARRAY(SELECT delivery_id FROM picked))
   RETURNING d.delivery_id, d.attempt, d.claim_token, d.message_seq
 )
-SELECT l.delivery_id, l.attempt, l.claim_token::text AS claim_token, p.state = 1 AS recovered,
+SELECT l.delivery_id, l.attempt, l.claim_token::text AS claim_token,
+       -- a subquery over the few picked rows rather than a join, which the planner would hash
+       (SELECT p.state FROM picked p WHERE p.delivery_id = l.delivery_id) = 1 AS recovered,
        m.id, m.topic, m.msg_key, m.payload, m.headers, m.published_at, m.deliver_at
-FROM leased l JOIN picked p ON p.delivery_id = l.delivery_id
-JOIN __SCHEMA__.messages m ON m.seq = l.message_seq
+FROM leased l JOIN __SCHEMA__.messages m ON m.seq = l.message_seq
 ORDER BY l.message_seq
