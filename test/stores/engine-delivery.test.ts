@@ -213,14 +213,14 @@ for (const factory of STORE_FACTORIES) {
         events.push(`start ${d.attempt}`);
         if (d.attempt === 1) {
           await waitFor(() => signal.aborted, 5000);
-          await sleep(300); // long after the lease ran out
+          await sleep(t.ms(300)); // long after the lease ran out
           events.push('end 1');
           throw permanent(new Error('too late'));
         }
-      }, { ...FAST, concurrency: 2, leaseDurationMs: 90 });
+      }, { ...FAST, concurrency: 2, leaseDurationMs: t.ms(90) }); // a claim must return within the lease
       await q.publish({ topic: 's', payload: enc('x') });
       await waitFor(() => runs.length === 2, 5000);
-      await sleep(400);
+      await sleep(t.ms(400));
       assert.equal(runs.length, 2);
       assert.equal(runs[0], 1);
       assert.ok(runs[1]! > 1, 'the second run is a later claim');
