@@ -67,7 +67,7 @@ for (const factory of STORE_FACTORIES) {
         if (failures++ === 0) throw new Error('ack write failed');
       };
       const runs: number[] = [];
-      await q.subscribe('t', 'g', async (d) => void runs.push(d.attempt), { ...FAST, leaseDurationMs: 300 });
+      await q.subscribe('t', 'g', async (d) => void runs.push(d.attempt), { ...FAST, leaseDurationMs: t.ms(300) });
       await q.publish({ topic: 't', payload: enc('x') });
       await waitFor(async () => runs.length === 2 && (await q.stats('t', 'g')).leased === 0, 5000, 'the redelivery');
       assert.deepEqual(runs, [1, 2]);

@@ -61,7 +61,7 @@ for (const factory of STORE_FACTORIES) {
         started.resolve();
         await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
         aborted = true;
-      }, { ...FAST, leaseDurationMs: 300 });
+      }, { ...FAST, leaseDurationMs: t.ms(300) });
       await a.q.publish({ topic: 't', payload: enc('x') });
       await started.promise;
       assert.equal(await b.q.removeGroup('t', 'g'), true);

@@ -153,7 +153,7 @@ for (const factory of STORE_FACTORIES) {
         if (ackFailures-- > 0) throw new Error('ack failed');
       };
       const attempts: number[] = [];
-      await q.subscribe('t', 'g', async (d) => void attempts.push(d.attempt), { ...FAST, leaseDurationMs: 150 });
+      await q.subscribe('t', 'g', async (d) => void attempts.push(d.attempt), { ...FAST, leaseDurationMs: t.ms(150) });
       await q.publish({ topic: 't', payload: enc('x') });
       await waitFor(() => attempts.length === 2, 5000);
       await waitFor(async () => (await q.stats('t', 'g')).leased === 0);
@@ -177,7 +177,7 @@ for (const factory of STORE_FACTORIES) {
       await q.subscribe('t', 'g', async (d) => {
         runs.push(d.attempt);
         throw new Error('always');
-      }, { ...FAST, maxAttempts: 1, leaseDurationMs: 150, deadLetterTopic: 'dlq' });
+      }, { ...FAST, maxAttempts: 1, leaseDurationMs: t.ms(150), deadLetterTopic: 'dlq' });
       await q.subscribe('dlq', 'inspect', async () => {
         throw new Error('keep it pending');
       }, { ...FAST, backoffBaseMs: 60_000, backoffMaxMs: 60_000 });

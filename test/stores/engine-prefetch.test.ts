@@ -74,7 +74,7 @@ for (const factory of STORE_FACTORIES) {
           store.before.extend = undefined; // heartbeats work again from here on
           firstAborted.resolve();
         }
-      }, { ...FAST, concurrency: 1, batchSize: 3, prefetch: 2, leaseDurationMs: 150, startFrom: 'earliest' });
+      }, { ...FAST, concurrency: 1, batchSize: 3, prefetch: 2, leaseDurationMs: t.ms(150), startFrom: 'earliest' });
       await q.publish(...['a', 'b', 'c'].map((p) => ({ topic: 't', payload: enc(p) })));
       await firstAborted.promise;
       await waitFor(async () => runs.length === 4 && (await q.stats('t', 'g')).leased === 0, 10_000, 'the redeliveries');

@@ -123,7 +123,7 @@ for (const factory of STORE_FACTORIES) {
       await q.subscribe('t', 'g', async (d, signal) => {
         attempts.push(d.attempt);
         if (d.attempt === 1) await new Promise((resolve) => signal.addEventListener('abort', resolve));
-      }, { ...SLOW_POLL, concurrency: 2, leaseDurationMs: 300 });
+      }, { ...SLOW_POLL, concurrency: 2, leaseDurationMs: t.ms(300) });
       await q.publish({ topic: 't', payload: enc('x') });
       await waitFor(() => attempts.length === 2, 10_000, 'the redelivery');
       assert.deepEqual(attempts, [1, 2]);
@@ -135,7 +135,7 @@ for (const factory of STORE_FACTORIES) {
       const sub = await q.subscribe('t', 'g', async (d, signal) => {
         runs.push(d.attempt);
         await new Promise((resolve) => signal.addEventListener('abort', resolve));
-      }, { ...SLOW_POLL, leaseDurationMs: 300 });
+      }, { ...SLOW_POLL, leaseDurationMs: t.ms(300) });
       await q.publish({ topic: 't', payload: enc('x') });
       await waitFor(() => runs.length === 1);
       const later: number[] = [];
@@ -150,7 +150,7 @@ for (const factory of STORE_FACTORIES) {
       const inspect = await t.instance();
       await inspect.q.subscribe('dlq', 'inspect', async (d) => void dead.push(d), { pollIntervalMs: 20 });
       let runs = 0;
-      const opts: SubscribeOptions = { ...SLOW_POLL, pollIntervalMs: 20, maxAttempts: 3, leaseDurationMs: 300, deadLetterTopic: 'dlq' };
+      const opts: SubscribeOptions = { ...SLOW_POLL, pollIntervalMs: 20, maxAttempts: 3, leaseDurationMs: t.ms(300), deadLetterTopic: 'dlq' };
       await inspect.q.publish({ id: 'doomed', topic: 't', payload: enc('x') });
       // Three consumers in a row start the handler and "die": close gives up at once and keeps the lease.
       for (let i = 1; i <= 3; i++) {
