@@ -57,7 +57,10 @@ export interface ClickHouseStoreOptions {
    * Longest wait for the answer to one HTTP request, ms (ignored with
    * `client`: set the client's `request_timeout`). A request past it is
    * abandoned and the call rejects with a transient `IOError`. Keep it well
-   * under the queue's `leaseDurationMs` (30000 by default). Default 10000.
+   * under the queue's `leaseDurationMs` (30000 by default), and under
+   * `lockTtlMs`: a write held in the network longer than its lock lives could
+   * land after another instance's claim of the same delivery (not checked
+   * here). Default 10000.
    */
   requestTimeoutMs?: number;
 }
