@@ -27,7 +27,7 @@ describe('clickhouse store on a frozen connection', { skip: CLICKHOUSE_SKIP }, (
   const db = testDatabase('freeze');
   after(() => dropDatabase(db));
 
-  it('stats and claim reject with a transient IOError within requestTimeoutMs; an abort ends a call with ClosedError; after the thaw it answers', { timeout: 120_000 }, async () => {
+  it('stats and claim reject with a transient IOError within requestTimeoutMs; an abort ends a call with ClosedError; after the thaw it answers', { timeout: 600_000 }, async () => {
     const u = new URL(CLICKHOUSE_URL);
     const proxy = await TcpProxy.start(Number(u.port || 8123), u.hostname === 'localhost' ? '127.0.0.1' : u.hostname);
     let store: ClickHouseStore | undefined;

@@ -56,7 +56,7 @@ describe('postgres store on a frozen connection', { skip: POSTGRES_SKIP }, () =>
     return { proxy, store, direct };
   }
 
-  it('claim, extend, ack and a new connection reject with a transient IOError; after the thaw the leases are acked', { timeout: 120_000 }, async () => {
+  it('claim, extend, ack and a new connection reject with a transient IOError; after the thaw the leases are acked', { timeout: 600_000 }, async () => {
     const { proxy, store, direct } = await proxied();
     const topic = 'freeze-calls';
     await direct.ensureGroup(topic, 'g', 'latest');
@@ -76,7 +76,7 @@ describe('postgres store on a frozen connection', { skip: POSTGRES_SKIP }, () =>
     assert.deepEqual(counts(await direct.stats(topic, 'g')), { pending: 1, leased: 0, dead: 0 });
   });
 
-  it('an aborted signal ends a frozen call at once with ClosedError, and the pool of one connection is still usable', { timeout: 120_000 }, async () => {
+  it('an aborted signal ends a frozen call at once with ClosedError, and the pool of one connection is still usable', { timeout: 600_000 }, async () => {
     // Timeouts far past the hang catcher: only the abort can end the calls.
     const { proxy, store } = await proxied({ poolSize: 1, queryTimeoutMs: 600_000, statementTimeoutMs: 0, connectTimeoutMs: 600_000 });
     const topic = 'freeze-abort';
@@ -95,7 +95,7 @@ describe('postgres store on a frozen connection', { skip: POSTGRES_SKIP }, () =>
     assert.deepEqual(await within(store.claim(claimReq(topic, 'g')), 'claim after the thaw'), []);
   });
 
-  it('the wake listener notices a frozen connection, connects again, and wakes after the thaw', { timeout: 120_000 }, async () => {
+  it('the wake listener notices a frozen connection, connects again, and wakes after the thaw', { timeout: 600_000 }, async () => {
     const { proxy, store, direct } = await proxied();
     const topic = 'freeze-listen';
     await direct.ensureGroup(topic, 'g', 'latest');
@@ -121,7 +121,7 @@ describe('postgres store on a frozen connection', { skip: POSTGRES_SKIP }, () =>
     await within(listening, 'listen to return');
   });
 
-  it('a subscription through a freeze: claims, heartbeats and acks fail with transient IOErrors, it keeps running, and every message completes after', { timeout: 180_000 }, async () => {
+  it('a subscription through a freeze: claims, heartbeats and acks fail with transient IOErrors, it keeps running, and every message completes after', { timeout: 600_000 }, async () => {
     const { proxy, store, direct } = await proxied();
     const topic = 'freeze-sub';
     const N = 40;
