@@ -9,19 +9,11 @@ import { after, describe, it } from 'node:test';
 import { ClosedError, IOError } from '../../src/errors.js';
 import { ClickHouseStore } from '../../src/queue/stores/clickhouse/store.js';
 import { TcpProxy } from '../helpers/tcp-proxy.js';
-import { claimReq, counts, msg } from '../stores/helpers.js';
+import { claimReq, counts, msg, within as withinHang } from '../stores/helpers.js';
 import { CLICKHOUSE_SKIP, CLICKHOUSE_URL, dropDatabase, testDatabase } from '../stores/clickhouse-env.js';
 
 const HANG_MS = 30_000;
-async function within<T>(p: Promise<T>, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const hang = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: still pending after ${HANG_MS} ms`)), HANG_MS)));
-  try {
-    return await Promise.race([p, hang]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
+const within = <T>(p: Promise<T>, what: string): Promise<T> => withinHang(p, what, HANG_MS);
 
 describe('clickhouse store on a frozen connection', { skip: CLICKHOUSE_SKIP }, () => {
   const db = testDatabase('freeze');

@@ -14,21 +14,13 @@ import { createStoreQueue } from '../../src/queue/engine.js';
 import { PostgresStore } from '../../src/queue/stores/postgres/store.js';
 import type { PostgresStoreOptions } from '../../src/queue/stores/postgres/store.js';
 import { TcpProxy } from '../helpers/tcp-proxy.js';
-import { claimReq, counts, msg, waitFor } from '../stores/helpers.js';
+import { claimReq, counts, msg, waitFor, within as withinHang } from '../stores/helpers.js';
 import { POSTGRES_SKIP, POSTGRES_URL, dropSchema, testSchema } from '../stores/postgres-env.js';
 
 /** Hang catcher: generous, only there so a hang fails instead of stalling the run. */
 const HANG_MS = 30_000;
 
-async function within<T>(p: Promise<T>, what: string): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  const hang = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: still pending after ${HANG_MS} ms`)), HANG_MS)));
-  try {
-    return await Promise.race([p, hang]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
+const within = <T>(p: Promise<T>, what: string): Promise<T> => withinHang(p, what, HANG_MS);
 
 function isTransientIOError(err: unknown): boolean {
   assert.ok(err instanceof IOError, `expected an IOError, got ${String(err)}`);

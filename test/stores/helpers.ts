@@ -149,3 +149,14 @@ export class InstrumentedStore implements Store {
     return this.#call('acquireJanitor', [holder, ttlMs], () => this.inner.acquireJanitor!(holder, ttlMs));
   }
 }
+
+/** Resolves as `p` does, or rejects naming `what` once `hangMs` pass: a hang catcher, not a speed check. */
+export async function within<T>(p: Promise<T>, what: string, hangMs: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const hang = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what}: still pending after ${hangMs} ms`)), hangMs)));
+  try {
+    return await Promise.race([p, hang]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
