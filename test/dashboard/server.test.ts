@@ -8,11 +8,12 @@ import { mkdtemp, readFile, rm, open, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { request } from 'node:http';
-import { DiskQueue } from '../../src/diskqueue/index.js';
+import { DiskQueue, LockedError } from '../../src/diskqueue/index.js';
 import { InvalidArgumentError } from '../../src/errors.js';
 import { createQueue, permanent, type Queue } from '../../src/queue/index.js';
 import { startDashboard, type Dashboard } from '../../src/dashboard/server.js';
 import { ferry } from '../cli/helpers.js';
+import { waitFor } from '../stores/helpers.js';
 
 const work = await mkdtemp(join(tmpdir(), 'ferry-dashboard-server-'));
 after(() => rm(work, { recursive: true, force: true }));
@@ -183,12 +184,20 @@ test('--dir: a DiskQueue\'s stats, segments and damage', async () => {
     assert.equal(v.stats.backlog, 3);
     assert.deepEqual([v.verify.ok, v.verify.segments, v.verify.records, v.verify.damage.length], [true, 1, 3, 0]);
     // A process holding the queue: shown as locked, not waited for.
-    const held = await DiskQueue.open(dir, { segmentSize: 4096 });
+    // Each look opens the directory for a moment, so this open can meet it: retry.
+    let held: DiskQueue<Uint8Array> | undefined;
+    await waitFor(async () => {
+      held = await DiskQueue.open<Uint8Array>(dir, { segmentSize: 4096 }).catch((err: unknown) => {
+        if (err instanceof LockedError) return undefined;
+        throw err;
+      });
+      return held !== undefined;
+    }, 120_000, 'an open between two looks');
     try {
-      await new Promise((r) => setTimeout(r, 300));
-      assert.equal((await view()).locked, true);
+      // The dashboard samples in the background: wait for a sample taken since.
+      await waitFor(async () => (await view()).locked, 120_000, 'a sample that sees the lock');
     } finally {
-      await held.close();
+      await held!.close();
     }
     // Damage: flip a byte inside bravo's payload (64-byte header, alpha takes 14 bytes).
     const seg = join(dir, 'data.00000001');
@@ -196,7 +205,7 @@ test('--dir: a DiskQueue\'s stats, segments and damage', async () => {
     const fh = await open(seg, 'r+');
     await fh.write(Buffer.from([(await readFile(seg))[at]! ^ 0xff]), 0, 1, at);
     await fh.close();
-    await new Promise((r) => setTimeout(r, 300));
+    await waitFor(async () => (await view()).verify?.ok === false, 120_000, 'a sample that sees the damage');
     const damaged = await view();
     assert.equal(damaged.verify.ok, false);
     assert.equal(damaged.verify.damage.length, 1);

@@ -77,28 +77,52 @@
   // ------------------------------------------------------------ groups
   let features = {};
 
+  /**
+   * Updates the groups table in place: a group's row (and its Remove button)
+   * stays the same element from one refresh to the next, so a click is never
+   * lost to a row rebuilt under the pointer. Rows of groups that are gone are
+   * removed; new ones are added in the server's order.
+   */
   function renderGroups(groups) {
     const body = $('groups').tBodies[0];
-    body.replaceChildren(
-      ...groups.map((g) => {
-        const remove = el('button', { text: 'Remove', cls: 'danger small' });
-        remove.type = 'button';
-        remove.hidden = !features.removeGroup;
-        remove.addEventListener('click', () => removeGroup(g.topic, g.group));
-        return el(
-          'tr',
-          { data: { topic: g.topic, group: g.group } },
-          el('td', { text: g.topic, data: { field: 'topic' } }),
-          el('td', { text: g.group, data: { field: 'group' } }),
-          el('td', { text: g.pending, cls: 'num', data: { field: 'pending' } }),
-          el('td', { text: g.leased, cls: 'num', data: { field: 'leased' } }),
-          el('td', { text: g.dead, cls: g.dead > 0 ? 'num warn' : 'num', data: { field: 'dead' } }),
-          el('td', { text: age(g.oldestPendingAgeMs), cls: 'num', data: { field: 'oldest' } }),
-          el('td', {}, remove),
-        );
-      }),
-    );
+    const rows = new Map([...body.rows].map((r) => [JSON.stringify([r.dataset.topic, r.dataset.group]), r]));
+    const wanted = groups.map((g) => {
+      const id = JSON.stringify([g.topic, g.group]);
+      const row = rows.get(id) ?? groupRow(g);
+      rows.delete(id);
+      const cell = (field) => row.querySelector(`td[data-field="${field}"]`);
+      cell('pending').textContent = String(g.pending);
+      cell('leased').textContent = String(g.leased);
+      cell('dead').textContent = String(g.dead);
+      cell('dead').className = g.dead > 0 ? 'num warn' : 'num';
+      cell('oldest').textContent = age(g.oldestPendingAgeMs);
+      row.querySelector('button').hidden = !features.removeGroup;
+      return row;
+    });
+    for (const gone of rows.values()) gone.remove();
+    // Appending a row already in the table moves it; rows already in order stay put.
+    wanted.forEach((row, i) => {
+      if (body.rows[i] !== row) body.insertBefore(row, body.rows[i] ?? null);
+    });
     $('no-groups').hidden = groups.length > 0;
+  }
+
+  /** A new row for a group; renderGroups fills in its counts. */
+  function groupRow(g) {
+    const remove = el('button', { text: 'Remove', cls: 'danger small' });
+    remove.type = 'button';
+    remove.addEventListener('click', () => removeGroup(g.topic, g.group));
+    return el(
+      'tr',
+      { data: { topic: g.topic, group: g.group } },
+      el('td', { text: g.topic, data: { field: 'topic' } }),
+      el('td', { text: g.group, data: { field: 'group' } }),
+      el('td', { cls: 'num', data: { field: 'pending' } }),
+      el('td', { cls: 'num', data: { field: 'leased' } }),
+      el('td', { cls: 'num', data: { field: 'dead' } }),
+      el('td', { cls: 'num', data: { field: 'oldest' } }),
+      el('td', {}, remove),
+    );
   }
 
   async function removeGroup(topic, group) {
@@ -309,6 +333,10 @@
   $('queue-view').hidden = MODE !== 'queue';
   $('dir-view').hidden = MODE !== 'dir';
   if (MODE === 'queue') wireDeadLetters();
-  void tick();
-  setInterval(() => void tick(), REFRESH_MS);
+  // The next refresh is scheduled when this one ends, so a slow server or a
+  // busy browser never has refreshes piling up on each other.
+  (async function loop() {
+    await tick();
+    setTimeout(loop, REFRESH_MS);
+  })();
 })();
