@@ -52,7 +52,7 @@ describe('postgres store plans', { skip: POSTGRES_SKIP }, () => {
       await c.query('ROLLBACK');
       const plan = res.rows[0]!['QUERY PLAN'][0]!.Plan;
       const pages = plan['Shared Hit Blocks'] + plan['Shared Read Blocks'];
-      // Through deliveries_live it steps over the acked rows' dead index entries once
+      // Through deliveries_pending it steps over the acked rows' dead index entries once
       // (about ROWS / 30 pages); walking publish order it reads about ROWS pages.
       assert.ok(pages < ROWS / 5, `the claim read ${pages} pages`);
     } finally {
