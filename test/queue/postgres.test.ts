@@ -42,8 +42,9 @@ describe('postgres store', { skip: POSTGRES_SKIP }, () => {
     closers.push(() => q.close({ timeoutMs: 100 }));
     return q;
   };
-  /** Undoes migrations 2 and up on `schema`: its indexes and records are then as an earlier ferry's migration 1 left them. */
+  /** Undoes migrations 2 and up on `schema` (dropping its ack records): its tables and indexes are then as an earlier ferry's migration 1 left them. */
   const backToVersion1 = async (schema: string) => {
+    await adminPool.query(`DROP TABLE "${schema}".acks`);
     await adminPool.query(`DROP INDEX "${schema}".deliveries_pending`);
     await adminPool.query(`CREATE INDEX deliveries_live ON "${schema}".deliveries (topic, grp, message_seq) WHERE state < 2`);
     await adminPool.query(`DROP INDEX "${schema}".deliveries_message`);
@@ -88,10 +89,11 @@ describe('postgres store', { skip: POSTGRES_SKIP }, () => {
       { version: 1, name: '001_init.sql' },
       { version: 2, name: '002_hash_message_index.sql' },
       { version: 3, name: '003_pending_index.sql' },
+      { version: 4, name: '004_ack_deletes.sql' },
     ]);
     await Promise.all(stores.map((s) => s.ping()));
     await open(schema);
-    assert.equal((await adminPool.query(`SELECT count(*)::int AS n FROM "${schema}".migrations`)).rows[0].n, 3);
+    assert.equal((await adminPool.query(`SELECT count(*)::int AS n FROM "${schema}".migrations`)).rows[0].n, 4);
   });
 
   it('migration 2 needs the tables\' owner: another user\'s open fails with IOError and changes nothing; the owner\'s open applies it', async () => {
@@ -114,7 +116,7 @@ describe('postgres store', { skip: POSTGRES_SKIP }, () => {
       const versions = async () => (await adminPool.query(`SELECT version FROM "${schema}".migrations ORDER BY version`)).rows.map((r) => r.version);
       assert.deepEqual(await versions(), [1]);
       await open(schema);
-      assert.deepEqual(await versions(), [1, 2, 3]);
+      assert.deepEqual(await versions(), [1, 2, 3, 4]);
       const kind = await adminPool.query(`SELECT am.amname FROM pg_class c JOIN pg_am am ON am.oid = c.relam JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = 'deliveries_message'`, [schema]);
       assert.equal(kind.rows[0].amname, 'hash');
     } finally {
@@ -123,7 +125,7 @@ describe('postgres store', { skip: POSTGRES_SKIP }, () => {
     }
   });
 
-  it('a schema at migration 1 with pending, leased, retried, keyed and dead rows migrates in place and its work carries on in order', async () => {
+  it('a schema at migration 1 with pending, leased, keyed, acked and dead rows migrates in place and its work carries on in order', async () => {
     const schema = fresh();
     const before = queueOn(await open(schema));
     const seen: string[] = [];
@@ -146,9 +148,18 @@ describe('postgres store', { skip: POSTGRES_SKIP }, () => {
     const held = await raw.claim({ topic: 't', group: 'g', runnerId: 'gone', max: 1, leaseMs: 1, maxInFlight: 0 });
     assert.equal(held.length, 1);
     await backToVersion1(schema);
+    // Migration 1 kept an acked delivery as a row in state 2.
+    await adminPool.query(
+      `INSERT INTO "${schema}".deliveries (delivery_id, message_seq, topic, grp, state, attempt, available_at, finished_at)
+       SELECT 'acked-before', seq, topic, 'g', 2, 1, '-infinity', now() FROM "${schema}".messages WHERE payload = $1`,
+      [Buffer.from('a1')],
+    );
     const after = await open(schema);
     const versions = (await adminPool.query(`SELECT version FROM "${schema}".migrations ORDER BY version`)).rows.map((r) => r.version);
-    assert.deepEqual(versions, [1, 2, 3]);
+    assert.deepEqual(versions, [1, 2, 3, 4]);
+    const moved = await adminPool.query(`SELECT m.payload FROM "${schema}".acks a JOIN "${schema}".messages m ON m.seq = a.message_seq`);
+    assert.deepEqual(moved.rows.map((r) => dec(r.payload)), ['a1'], 'the acked row moved to acks');
+    assert.equal((await adminPool.query(`SELECT count(*)::int AS n FROM "${schema}".deliveries WHERE state = 2`)).rows[0].n, 0);
     const st = await after.stats('t', 'g');
     assert.equal(st.dead, 1);
     assert.equal(st.pending + st.leased, 3);
