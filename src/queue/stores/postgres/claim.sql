@@ -80,8 +80,10 @@ leased AS (
   RETURNING d.delivery_id, d.attempt, d.claim_token, d.message_seq
 )
 SELECT l.delivery_id, l.attempt, l.claim_token::text AS claim_token,
-       -- a subquery over the few picked rows rather than a join, which the planner would hash
-       (SELECT p.state FROM picked p WHERE p.delivery_id = l.delivery_id) = 1 AS recovered,
+       -- picked holds a recovered row only as its one row (the rule above), so
+       -- one flag for the claim says it: read once, where a lookup per row in
+       -- picked compared every pair (a join would be planned as a hash join)
+       (SELECT coalesce(bool_or(p.state = 1), false) FROM picked p) AS recovered,
        m.id, m.topic, m.msg_key, m.payload, m.headers, m.published_at, m.deliver_at
 FROM leased l JOIN __SCHEMA__.messages m ON m.seq = l.message_seq
 ORDER BY l.message_seq
