@@ -1,7 +1,7 @@
 /**
  * Fills a Postgres queue schema with synthetic rows straight through SQL, for
  * the claim benchmark and the claim plan check: `pending` due deliveries and
- * `finished` acked ones for (topic, group), with payloads of `payloadBytes`
+ * `finished` acked ones (records in acks) for (topic, group), with payloads of `payloadBytes`
  * (default 4). Runs an
  * ANALYZE afterwards so the planner sees the table as it is.
  */
@@ -19,22 +19,31 @@ export async function fillSchema(pool: pg.Pool, schema: string, topic: string, g
   ] as const) {
     for (let from = 0; from < total; from += chunk) {
       const n = Math.min(chunk, total - from);
+      // An acked delivery leaves its row (migration 4): it is a record in acks.
       await pool.query(
-        `WITH m AS (
-           INSERT INTO ${s}.messages (id, topic, payload, published_at, due_at)
-           SELECT 'fill-' || $3::int || '-' || (g + $4::int), $1, $6::bytea, now(), now()
-           FROM generate_series(1, $5::int) g
-           RETURNING seq, id)
-         INSERT INTO ${s}.deliveries (delivery_id, message_seq, topic, grp, state, attempt, available_at, finished_at)
-         SELECT m.id || '/' || $2, m.seq, $1, $2, $3::smallint, CASE WHEN $3::int = 2 THEN 1 ELSE 0 END, '-infinity',
-                CASE WHEN $3::int = 2 THEN now() END
-         FROM m`,
+        state === 2
+          ? `WITH m AS (
+               INSERT INTO ${s}.messages (id, topic, payload, published_at, due_at)
+               SELECT 'fill-' || $3::int || '-' || (g + $4::int), $1, $6::bytea, now(), now()
+               FROM generate_series(1, $5::int) g
+               RETURNING seq, id)
+             INSERT INTO ${s}.acks (message_seq, finished_at)
+             SELECT m.seq, now() FROM m WHERE $2::text IS NOT NULL`
+          : `WITH m AS (
+               INSERT INTO ${s}.messages (id, topic, payload, published_at, due_at)
+               SELECT 'fill-' || $3::int || '-' || (g + $4::int), $1, $6::bytea, now(), now()
+               FROM generate_series(1, $5::int) g
+               RETURNING seq, id)
+             INSERT INTO ${s}.deliveries (delivery_id, message_seq, topic, grp, state, attempt, available_at)
+             SELECT m.id || '/' || $2, m.seq, $1, $2, $3::smallint, 0, '-infinity'
+             FROM m`,
         [topic, group, state, from, n, payloadBytes === 4 ? Buffer.from([0, 1, 2, 3]) : Buffer.alloc(payloadBytes, 120)],
       );
     }
   }
   await pool.query(`ANALYZE ${s}.messages`);
   await pool.query(`ANALYZE ${s}.deliveries`);
+  await pool.query(`ANALYZE ${s}.acks`);
 }
 
 /** One plan node that reads a table some other way than through an index. */

@@ -53,14 +53,22 @@ describe('postgres store under network partitions', { skip: POSTGRES_SKIP }, () 
   it(`${ROUNDS} rounds of 3 workers, one partitioned for 2 leases while holding some: complete, fenced, ordered, duplicates explained`, { timeout: ROUNDS * 240_000 }, async () => {
     direct = await PostgresStore.open({ connectionString: POSTGRES_URL, schema });
     // The store's own record of who wrote what: every update of a delivery, with the writer's application_name.
+    // An ack deletes its row: audited as a write to state 2, and the row kept in acked for the final check.
     await adminPool.query(`
-      CREATE TABLE "${schema}".audit (n bigserial PRIMARY KEY, delivery_id text, app text, old_state smallint, new_state smallint, old_token uuid, new_token uuid);
+      CREATE TABLE "${schema}".audit (n bigserial PRIMARY KEY, delivery_id text, topic text, grp text, app text, old_state smallint, new_state smallint, old_token uuid, new_token uuid);
+      CREATE TABLE "${schema}".acked (delivery_id text, message_seq bigint, topic text, grp text, attempt integer);
       CREATE FUNCTION "${schema}".audit_update() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN
-        INSERT INTO "${schema}".audit (delivery_id, app, old_state, new_state, old_token, new_token)
-        VALUES (NEW.delivery_id, current_setting('application_name'), OLD.state, NEW.state, OLD.claim_token, NEW.claim_token);
+        IF TG_OP = 'DELETE' THEN
+          INSERT INTO "${schema}".audit (delivery_id, topic, grp, app, old_state, new_state, old_token, new_token)
+          VALUES (OLD.delivery_id, OLD.topic, OLD.grp, current_setting('application_name'), OLD.state, 2, OLD.claim_token, OLD.claim_token);
+          INSERT INTO "${schema}".acked VALUES (OLD.delivery_id, OLD.message_seq, OLD.topic, OLD.grp, OLD.attempt);
+          RETURN OLD;
+        END IF;
+        INSERT INTO "${schema}".audit (delivery_id, topic, grp, app, old_state, new_state, old_token, new_token)
+        VALUES (NEW.delivery_id, NEW.topic, NEW.grp, current_setting('application_name'), OLD.state, NEW.state, OLD.claim_token, NEW.claim_token);
         RETURN NEW;
       END $$;
-      CREATE TRIGGER audit AFTER UPDATE ON "${schema}".deliveries FOR EACH ROW EXECUTE FUNCTION "${schema}".audit_update();
+      CREATE TRIGGER audit AFTER UPDATE OR DELETE ON "${schema}".deliveries FOR EACH ROW EXECUTE FUNCTION "${schema}".audit_update();
     `);
     const u = new URL(POSTGRES_URL);
     const target = u.hostname === 'localhost' || u.hostname === '' ? '127.0.0.1' : u.hostname;
@@ -100,7 +108,7 @@ describe('postgres store under network partitions', { skip: POSTGRES_SKIP }, () 
           return [];
         }
       };
-      const acked = async () => Number((await adminPool.query(`SELECT count(*) AS n FROM "${schema}".deliveries WHERE topic = $1 AND state = 2`, [topic])).rows[0].n);
+      const acked = async () => Number((await adminPool.query(`SELECT count(*) AS n FROM "${schema}".acks a JOIN "${schema}".messages m ON m.seq = a.message_seq WHERE m.topic = $1`, [topic])).rows[0].n);
 
       // Partition a worker while it holds leases: one of its handlers has started and not ended.
       const victim = workers[round % WORKERS]!;
@@ -136,12 +144,15 @@ describe('postgres store under network partitions', { skip: POSTGRES_SKIP }, () 
       else assert.ok(victimErrors.length > 0, `round ${round}: ${victim.name} reported no failed store call while cut off`);
       const rows = (
         await adminPool.query<FinalRow>(
-          `SELECT d.delivery_id, m.id AS message_id, d.attempt, d.state FROM "${schema}".deliveries d JOIN "${schema}".messages m ON m.seq = d.message_seq WHERE d.topic = $1 AND d.grp = $2`,
+          `SELECT d.delivery_id, m.id AS message_id, d.attempt, d.state
+           FROM (SELECT delivery_id, message_seq, topic, grp, attempt, state FROM "${schema}".deliveries
+                 UNION ALL SELECT delivery_id, message_seq, topic, grp, attempt, 2 FROM "${schema}".acked) d
+           JOIN "${schema}".messages m ON m.seq = d.message_seq WHERE d.topic = $1 AND d.grp = $2`,
           [topic, GROUP],
         )
       ).rows;
       const audit = (
-        await adminPool.query<AuditRow>(`SELECT a.* FROM "${schema}".audit a JOIN "${schema}".deliveries d USING (delivery_id) WHERE d.topic = $1 AND d.grp = $2`, [topic, GROUP])
+        await adminPool.query<AuditRow>(`SELECT a.* FROM "${schema}".audit a WHERE a.topic = $1 AND a.grp = $2`, [topic, GROUP])
       ).rows;
       const updates = checkFencing(audit);
       const s = checkRound(lines, rows, MESSAGES, killedAt);

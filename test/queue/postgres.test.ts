@@ -42,6 +42,15 @@ describe('postgres store', { skip: POSTGRES_SKIP }, () => {
     closers.push(() => q.close({ timeoutMs: 100 }));
     return q;
   };
+  /** Undoes migrations 2 and up on `schema` (dropping its ack records): its tables and indexes are then as an earlier ferry's migration 1 left them. */
+  const backToVersion1 = async (schema: string) => {
+    await adminPool.query(`DROP TABLE "${schema}".acks`);
+    await adminPool.query(`DROP INDEX "${schema}".deliveries_pending`);
+    await adminPool.query(`CREATE INDEX deliveries_live ON "${schema}".deliveries (topic, grp, message_seq) WHERE state < 2`);
+    await adminPool.query(`DROP INDEX "${schema}".deliveries_message`);
+    await adminPool.query(`CREATE INDEX deliveries_message ON "${schema}".deliveries (message_seq)`);
+    await adminPool.query(`DELETE FROM "${schema}".migrations WHERE version >= 2`);
+  };
   after(async () => {
     for (const c of closers.reverse()) await c().catch(() => undefined);
     for (const s of schemas) await dropSchema(s);
@@ -76,19 +85,22 @@ describe('postgres store', { skip: POSTGRES_SKIP }, () => {
     const schema = fresh();
     const stores = await Promise.all(Array.from({ length: 6 }, () => open(schema)));
     const rows = await adminPool.query(`SELECT version, name FROM "${schema}".migrations ORDER BY version`);
-    assert.deepEqual(rows.rows, [{ version: 1, name: '001_init.sql' }, { version: 2, name: '002_hash_message_index.sql' }]);
+    assert.deepEqual(rows.rows, [
+      { version: 1, name: '001_init.sql' },
+      { version: 2, name: '002_hash_message_index.sql' },
+      { version: 3, name: '003_pending_index.sql' },
+      { version: 4, name: '004_ack_deletes.sql' },
+    ]);
     await Promise.all(stores.map((s) => s.ping()));
     await open(schema);
-    assert.equal((await adminPool.query(`SELECT count(*)::int AS n FROM "${schema}".migrations`)).rows[0].n, 2);
+    assert.equal((await adminPool.query(`SELECT count(*)::int AS n FROM "${schema}".migrations`)).rows[0].n, 4);
   });
 
   it('migration 2 needs the tables\' owner: another user\'s open fails with IOError and changes nothing; the owner\'s open applies it', async () => {
     const schema = fresh();
     await open(schema);
     // Back to migration 1, as a schema made by an earlier ferry.
-    await adminPool.query(`DROP INDEX "${schema}".deliveries_message`);
-    await adminPool.query(`CREATE INDEX deliveries_message ON "${schema}".deliveries (message_seq)`);
-    await adminPool.query(`DELETE FROM "${schema}".migrations WHERE version = 2`);
+    await backToVersion1(schema);
     const role = `ferry_app_${process.pid}`;
     const db = new URL(POSTGRES_URL).pathname.slice(1) || 'test';
     await adminPool.query(`DROP ROLE IF EXISTS ${role}`);
@@ -104,12 +116,70 @@ describe('postgres store', { skip: POSTGRES_SKIP }, () => {
       const versions = async () => (await adminPool.query(`SELECT version FROM "${schema}".migrations ORDER BY version`)).rows.map((r) => r.version);
       assert.deepEqual(await versions(), [1]);
       await open(schema);
-      assert.deepEqual(await versions(), [1, 2]);
+      assert.deepEqual(await versions(), [1, 2, 3, 4]);
       const kind = await adminPool.query(`SELECT am.amname FROM pg_class c JOIN pg_am am ON am.oid = c.relam JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = 'deliveries_message'`, [schema]);
       assert.equal(kind.rows[0].amname, 'hash');
     } finally {
       await adminPool.query(`DROP OWNED BY ${role}`);
       await adminPool.query(`DROP ROLE ${role}`);
+    }
+  });
+
+  it('a schema at migration 1 with pending, leased, keyed, acked and dead rows migrates in place and its work carries on in order', async () => {
+    const schema = fresh();
+    const before = queueOn(await open(schema));
+    const seen: string[] = [];
+    let failOnce = true;
+    const sub = await before.subscribe('t', 'g', async (d) => {
+      const body = dec(d.payload);
+      if (body === 'dead') throw new Error('dead');
+      if (body === 'k1' && failOnce) {
+        failOnce = false;
+        throw new Error('retry me');
+      }
+      seen.push(body);
+    }, { pollIntervalMs: 20, maxAttempts: 1 });
+    await before.publish({ topic: 't', payload: enc('dead') }, { topic: 't', payload: enc('a1') });
+    await waitFor(async () => (await before.stats('t', 'g')).dead === 1 && seen.length === 1, 120_000, 'first round');
+    await sub.close();
+    // Leased (by a runner that then vanished), pending, keyed behind a head, all before the upgrade.
+    await before.publish({ topic: 't', payload: enc('k1'), key: 'k' }, { topic: 't', payload: enc('k2'), key: 'k' }, { topic: 't', payload: enc('b1') });
+    const raw = await open(schema);
+    const held = await raw.claim({ topic: 't', group: 'g', runnerId: 'gone', max: 1, leaseMs: 1, maxInFlight: 0 });
+    assert.equal(held.length, 1);
+    await backToVersion1(schema);
+    // Migration 1 kept an acked delivery as a row in state 2.
+    await adminPool.query(
+      `INSERT INTO "${schema}".deliveries (delivery_id, message_seq, topic, grp, state, attempt, available_at, finished_at)
+       SELECT 'acked-before', seq, topic, 'g', 2, 1, '-infinity', now() FROM "${schema}".messages WHERE payload = $1`,
+      [Buffer.from('a1')],
+    );
+    const after = await open(schema);
+    const versions = (await adminPool.query(`SELECT version FROM "${schema}".migrations ORDER BY version`)).rows.map((r) => r.version);
+    assert.deepEqual(versions, [1, 2, 3, 4]);
+    const moved = await adminPool.query(`SELECT m.payload FROM "${schema}".acks a JOIN "${schema}".messages m ON m.seq = a.message_seq`);
+    assert.deepEqual(moved.rows.map((r) => dec(r.payload)), ['a1'], 'the acked row moved to acks');
+    assert.equal((await adminPool.query(`SELECT count(*)::int AS n FROM "${schema}".deliveries WHERE state = 2`)).rows[0].n, 0);
+    const st = await after.stats('t', 'g');
+    assert.equal(st.dead, 1);
+    assert.equal(st.pending + st.leased, 3);
+    const q = queueOn(after);
+    seen.length = 0;
+    failOnce = true;
+    const sub2 = await q.subscribe('t', 'g', async (d) => {
+      const body = dec(d.payload);
+      if (body === 'k1' && failOnce) {
+        failOnce = false;
+        throw new Error('retry me');
+      }
+      seen.push(body);
+    }, { pollIntervalMs: 20, backoffBaseMs: 1, maxAttempts: 5, concurrency: 4 });
+    try {
+      await waitFor(() => seen.length === 3, 120_000, 'the rows from before the upgrade');
+      assert.deepEqual([...seen].sort(), ['b1', 'k1', 'k2']);
+      assert.ok(seen.indexOf('k1') < seen.indexOf('k2'), `key order kept: ${seen.join(',')}`);
+    } finally {
+      await sub2.close();
     }
   });
 

@@ -2,8 +2,12 @@
 -- ms, in publish order. Times come from the database clock, read once.
 --
 -- Due: pending and past its available_at, or leased with an expired lease.
--- A keyed delivery is due only at the head of its lane: nothing earlier with
--- its key is live and nothing else with its key is leased. SKIP LOCKED lets
+-- A keyed delivery is due only at the head of its lane: the first live row
+-- of its key, read off deliveries_lane in one step (the only index whose
+-- predicate the probe implies; ORDER BY ... LIMIT 1 stops at the head, so a
+-- row behind it costs one index step however long its lane). Only heads are
+-- ever leased and no row is inserted ahead of a lane's live rows, so a head
+-- has no leased row behind it. SKIP LOCKED lets
 -- concurrent claimers pass each other's rows; a row another claimer leased
 -- meanwhile is re-checked on its new version and dropped.
 --
@@ -23,19 +27,42 @@
 WITH clock AS MATERIALIZED (
   SELECT clock_timestamp() AS now, set_config('synchronous_commit', 'off', true) AS relaxed
 ),
-candidates AS (
+-- Pending rows in publish order (deliveries_pending), and leased rows whose
+-- lease expired (deliveries_leased: few, unless holders crashed), merged
+-- below. Each locks at most $3 rows; the few the merge leaves out are
+-- unlocked when this statement commits.
+pending AS (
   SELECT d.delivery_id, d.message_seq, d.state
   FROM __SCHEMA__.deliveries d
-  WHERE d.topic = $1 AND d.grp = $2 AND d.state < 2
-    AND ((d.state = 0 AND d.available_at <= (SELECT now FROM clock))
-      OR (d.state = 1 AND d.lease_until <= (SELECT now FROM clock)))
-    AND (d.msg_key IS NULL OR NOT EXISTS (
-      SELECT 1 FROM __SCHEMA__.deliveries e
+  WHERE d.topic = $1 AND d.grp = $2 AND d.state = 0 AND d.available_at <= (SELECT now FROM clock)
+    AND (d.msg_key IS NULL OR d.message_seq = (
+      SELECT e.message_seq FROM __SCHEMA__.deliveries e
       WHERE e.topic = d.topic AND e.grp = d.grp AND e.msg_key = d.msg_key AND e.state < 2
-        AND (e.message_seq < d.message_seq OR (e.state = 1 AND e.delivery_id <> d.delivery_id))))
+      ORDER BY e.message_seq
+      LIMIT 1))
   ORDER BY d.message_seq
   LIMIT $3
   FOR UPDATE OF d SKIP LOCKED
+),
+expired AS (
+  SELECT d.delivery_id, d.message_seq, d.state
+  FROM __SCHEMA__.deliveries d
+  WHERE d.topic = $1 AND d.grp = $2 AND d.state = 1 AND d.lease_until <= (SELECT now FROM clock)
+    AND (d.msg_key IS NULL OR d.message_seq = (
+      SELECT e.message_seq FROM __SCHEMA__.deliveries e
+      WHERE e.topic = d.topic AND e.grp = d.grp AND e.msg_key = d.msg_key AND e.state < 2
+      ORDER BY e.message_seq
+      LIMIT 1))
+  ORDER BY d.message_seq
+  LIMIT $3
+  FOR UPDATE OF d SKIP LOCKED
+),
+candidates AS (
+  SELECT * FROM pending
+  UNION ALL
+  SELECT * FROM expired
+  ORDER BY message_seq
+  LIMIT $3
 ),
 picked AS (
   SELECT c.delivery_id, c.state
@@ -53,8 +80,10 @@ leased AS (
   RETURNING d.delivery_id, d.attempt, d.claim_token, d.message_seq
 )
 SELECT l.delivery_id, l.attempt, l.claim_token::text AS claim_token,
-       -- a subquery over the few picked rows rather than a join, which the planner would hash
-       (SELECT p.state FROM picked p WHERE p.delivery_id = l.delivery_id) = 1 AS recovered,
+       -- picked holds a recovered row only as its one row (the rule above), so
+       -- one flag for the claim says it: read once, where a lookup per row in
+       -- picked compared every pair (a join would be planned as a hash join)
+       (SELECT coalesce(bool_or(p.state = 1), false) FROM picked p) AS recovered,
        m.id, m.topic, m.msg_key, m.payload, m.headers, m.published_at, m.deliver_at
 FROM leased l JOIN __SCHEMA__.messages m ON m.seq = l.message_seq
 ORDER BY l.message_seq

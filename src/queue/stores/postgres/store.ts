@@ -153,6 +153,10 @@ export class PostgresStore implements Store {
   readonly #listeners = new Set<() => void>();
   readonly #names = new Map<StatementName, string>();
   readonly #timeouts: PostgresTimeouts;
+  /** Backend PIDs of the owned pool's connections: their notifications are this store's own. */
+  readonly #ownPids = new Set<number>();
+  /** `listen` calls running. */
+  #listenerCount = 0;
   #closed = false;
 
   private constructor(driverModule: typeof pg, pool: pg.Pool, ownsPool: boolean, schema: string, quoted: string, timeouts: PostgresTimeouts) {
@@ -163,6 +167,7 @@ export class PostgresStore implements Store {
     this.#schema = schema;
     this.#sql = statements(quoted);
     this.#channel = wakeChannel(schema);
+    if (ownsPool) pool.on('remove', (c) => this.#ownPids.delete((c as unknown as { processID: number }).processID));
   }
 
   /**
@@ -273,6 +278,10 @@ export class PostgresStore implements Store {
         throw err;
       }
       client.on('error', ignore);
+      if (this.#ownsPool) {
+        const pid = (client as unknown as { processID?: number }).processID;
+        if (pid) this.#ownPids.add(pid);
+      }
       const running = fn(client);
       running.catch(() => undefined);
       try {
@@ -503,13 +512,29 @@ export class PostgresStore implements Store {
    */
   async listen(signal: AbortSignal, wake: (topic: string) => void): Promise<void> {
     const heard = new Set<string>();
-    let delay = LISTEN_BACKOFF_MIN_MS;
-    let reconnecting = false;
     const onNotify = (n: pg.Notification) => {
       if (n.channel !== this.#channel || !n.payload) return;
       if (heard.size < 10_000) heard.add(n.payload);
+      // This store's own notification (a publish, a lane-freeing ack or kill,
+      // a release): the queue woke its subscriptions when the call returned.
+      // Woken again by the echo, a subscription would claim once more for
+      // nothing (on one key lane, an empty claim per message). Only with one
+      // listener on an owned pool: a pool shared with another store, or a
+      // second queue on this store, did not see the call.
+      if (this.#listenerCount === 1 && this.#ownPids.has(n.processId)) return;
       wake(n.payload);
     };
+    this.#listenerCount++;
+    try {
+      await this.#listenLoop(signal, onNotify, heard, wake);
+    } finally {
+      this.#listenerCount--;
+    }
+  }
+
+  async #listenLoop(signal: AbortSignal, onNotify: (n: pg.Notification) => void, heard: Set<string>, wake: (topic: string) => void): Promise<void> {
+    let delay = LISTEN_BACKOFF_MIN_MS;
+    let reconnecting = false;
     while (!signal.aborted && !this.#closed) {
       const client = new this.#driver.Client(this.#clientConfig());
       let stop!: () => void;
