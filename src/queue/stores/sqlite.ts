@@ -28,7 +28,7 @@ import { deliveryId } from '../delivery-id.js';
 import { takeClaimable } from './recovered.js';
 import { parseSeqCursor } from './seq-cursor.js';
 import { setUpSchema } from './sqlite-schema.js';
-import type { ClaimRequest, Claimed, ConsumerGroup, KillOptions, MessagePage, PurgePolicy, QueueStats, StartFrom, Store, StoredMessage } from '../types.js';
+import type { AckAndClaimed, ClaimRequest, Claimed, ConsumerGroup, KillOptions, MessagePage, PurgePolicy, QueueStats, StartFrom, Store, StoredMessage } from '../types.js';
 
 type Database = BetterSqlite3.Database;
 
@@ -348,11 +348,13 @@ export class SqliteStore implements Store {
    * range is searched). `more` tells that it stopped with messages past the
    * cursor left, and `cursor` where it stopped.
    */
-  #claimOnce(req: ClaimRequest, after: number): { claimed: Claimed[]; more: boolean; cursor: number } {
+  #claimOnce(req: ClaimRequest, after: number, acks: Claimed[] = []): { acked: Claimed[]; claimed: Claimed[]; more: boolean; cursor: number } {
     return this.#write((now) => {
+      // Acks first, so the claim sees the lanes and the room under maxInFlight they free.
+      const acked = this.#ackRows(acks, now);
       let limit = req.max;
       if (req.maxInFlight > 0) limit = Math.min(limit, req.maxInFlight - (this.#q.leasedCount.get(req.topic, req.group, now) as number));
-      if (limit <= 0) return { claimed: [], more: false, cursor: after };
+      if (limit <= 0) return { acked, claimed: [], more: false, cursor: after };
       const found = this.#q.due.all({ a: req.topic, b: req.group, c: now, d: limit, s: after }) as ClaimRowDb[];
       // A delivery whose lease expired is claimed alone (recovered.ts): then no new deliveries are made either.
       const rows = takeClaimable(found, (r) => r.state === LEASED);
@@ -374,8 +376,13 @@ export class SqliteStore implements Store {
         if (r.state === LEASED) c.recovered = true;
         return c;
       });
-      return { claimed, more, cursor };
+      return { acked, claimed, more, cursor };
     });
+  }
+
+  /** Acks the deliveries of `cs` still held; returns those. Inside a write transaction. */
+  #ackRows(cs: Claimed[], now: number): Claimed[] {
+    return cs.filter((c) => this.#q.ack.run(now, ...fence(c)).changes === 1);
   }
 
   async ensureGroup(topic: string, group: string, startFrom: StartFrom): Promise<void> {
@@ -432,16 +439,38 @@ export class SqliteStore implements Store {
    * time proportional to the run, without blocking the process for all of it.
    */
   async claim(req: ClaimRequest): Promise<Claimed[]> {
-    for (let after = 0; ; ) {
-      const { claimed, more, cursor } = this.#claimOnce(req, after);
-      if (claimed.length > 0 || !more) return claimed;
-      after = cursor;
+    return (await this.#claim(req, [])).claimed;
+  }
+
+  /**
+   * `ack(acks)` and `claim(req)` in one transaction: the acks are written
+   * first, so a key lane they free is claimable in the same commit. The
+   * claim's later short transactions (`claim`) carry no acks.
+   */
+  async ackAndClaim(acks: Claimed[], req: ClaimRequest): Promise<AckAndClaimed> {
+    const { acked, claimed } = await this.#claim(req, acks);
+    return { acked: acked.map((c) => c.deliveryId), claimed };
+  }
+
+  async #claim(req: ClaimRequest, acks: Claimed[]): Promise<{ acked: Claimed[]; claimed: Claimed[] }> {
+    const first = this.#claimOnce(req, 0, acks);
+    this.#notify(first.acked.filter((c) => c.message.key !== undefined)); // their lanes moved on
+    for (let { claimed, more, cursor } = first; ; ) {
+      if (claimed.length > 0 || !more) return { acked: first.acked, claimed };
       await new Promise<void>((resolve) => setImmediate(resolve));
+      try {
+        ({ claimed, more, cursor } = this.#claimOnce(req, cursor));
+      } catch (err) {
+        // The acks are committed: report them, with nothing claimed (a claim
+        // may find nothing); the next claim meets the error again.
+        if (acks.length > 0) return { acked: first.acked, claimed: [] };
+        throw err;
+      }
     }
   }
 
   async ack(cs: Claimed[]): Promise<string[]> {
-    const done = this.#write((now) => cs.filter((c) => this.#q.ack.run(now, ...fence(c)).changes === 1));
+    const done = this.#write((now) => this.#ackRows(cs, now));
     this.#notify(done.filter((c) => c.message.key !== undefined)); // their lanes moved on
     return done.map((c) => c.deliveryId);
   }
