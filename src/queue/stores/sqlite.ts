@@ -107,6 +107,14 @@ function toMessage(r: MessageRowDb): StoredMessage {
 }
 
 /**
+ * The `seq` of a new message: one past the newest stored and the highest
+ * ever purged (sqlite-schema.ts, version 4), so a `seq` is never reused and a
+ * group cursor never lies past a message it has not seen. Both reads touch
+ * only pages the insert writes anyway or that stay clean.
+ */
+const NEXT_SEQ = `max(coalesce((SELECT max(seq) FROM ferry_messages), 0), coalesce((SELECT value FROM ferry_meta WHERE name = 'purged_seq'), 0)) + 1`;
+
+/**
  * A write fenced on a claim: the delivery of message ID `?` to group `?`,
  * still leased under claim token `?`. Found through the message's ID, as
  * deliveries are keyed by (message_seq, grp).
@@ -120,7 +128,7 @@ function statements(db: Database) {
     insertGroup: db.prepare(`INSERT INTO ferry_groups (topic, grp, created_at, cursor_seq) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`),
     cursor: db.prepare(`SELECT cursor_seq FROM ferry_groups WHERE topic = ? AND grp = ?`).pluck(),
     setCursor: db.prepare(`UPDATE ferry_groups SET cursor_seq = ? WHERE topic = ? AND grp = ?`),
-    // Every later message has a larger seq (AUTOINCREMENT never reuses one).
+    // Every later message has a larger seq (NEXT_SEQ).
     newestSeq: db.prepare(`SELECT coalesce(max(seq), 0) FROM ferry_messages`).pluck(),
     messagesAfter: db.prepare(`SELECT seq, id, msg_key, deliver_at FROM ferry_messages WHERE topic = ? AND seq > ? ORDER BY seq LIMIT ?`),
     // The messages past a group's cursor: all pending, due from due_at.
@@ -128,8 +136,8 @@ function statements(db: Database) {
       `SELECT count(*) AS n, min(CASE WHEN due_at <= @c THEN due_at END) AS oldest FROM ferry_messages WHERE topic = @a AND seq > @s`,
     ),
     insertMessage: db.prepare(
-      `INSERT INTO ferry_messages (id, topic, msg_key, payload, headers, published_at, deliver_at, due_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+      `INSERT INTO ferry_messages (seq, id, topic, msg_key, payload, headers, published_at, deliver_at, due_at)
+       VALUES (${NEXT_SEQ}, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
     ),
     insertDelivery: db.prepare(
       `INSERT INTO ferry_deliveries (delivery_id, message_seq, topic, grp, msg_key, state, available_at)
@@ -191,6 +199,10 @@ function statements(db: Database) {
       )
       .pluck(),
     deleteMessage: db.prepare(`DELETE FROM ferry_messages WHERE seq = ?`),
+    // Raised before messages are deleted, so NEXT_SEQ never hands out a deleted seq again.
+    raisePurgedSeq: db.prepare(
+      `INSERT INTO ferry_meta (name, value) VALUES ('purged_seq', ?) ON CONFLICT (name) DO UPDATE SET value = max(value, excluded.value)`,
+    ),
     deleteMessageDeliveries: db.prepare(`DELETE FROM ferry_deliveries WHERE message_seq = ?`),
     liveStats: db.prepare(
       `SELECT count(*) AS total, coalesce(sum(state = ${LEASED} AND lease_until > @c), 0) AS leased
@@ -500,6 +512,7 @@ export class SqliteStore implements Store {
     return this.#write((now) => {
       let removed = this.#q.purgeDead.run(now - policy.deadRetentionMs, batch).changes;
       const seqs = this.#q.finishedMessages.all({ a: now - policy.ackedRetentionMs, b: batch }) as number[];
+      if (seqs.length > 0) this.#q.raisePurgedSeq.run(Math.max(...seqs));
       for (const seq of seqs) {
         this.#q.deleteMessageDeliveries.run(seq);
         this.#q.deleteMessage.run(seq);
