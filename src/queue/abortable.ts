@@ -8,7 +8,7 @@
  */
 import { setMaxListeners } from 'node:events';
 import { ClosedError } from '../errors.js';
-import type { ClaimRequest, Claimed, CloseOptions, KillOptions, PurgePolicy, QueueStats, StartFrom, Store, StoredMessage } from './types.js';
+import type { AckAndClaimed, ClaimRequest, Claimed, CloseOptions, KillOptions, PurgePolicy, QueueStats, StartFrom, Store, StoredMessage } from './types.js';
 
 /** A controller whose signal may carry many listeners at once (one per store call in flight) without Node's leak warning. */
 export function stopController(): AbortController {
@@ -119,6 +119,10 @@ export class GuardedStore {
   }
   ack(cs: Claimed[]): Promise<string[]> {
     return guard(this.signal, () => this.#s.ack(cs, this.signal));
+  }
+  /** The store's `ackAndClaim`; only when `inner.ackAndClaim` exists. */
+  ackAndClaim(acks: Claimed[], req: ClaimRequest): Promise<AckAndClaimed> {
+    return guard(this.signal, () => this.#s.ackAndClaim!(acks, req, this.signal));
   }
   retry(c: Claimed, backoffMs: number, lastError: string): Promise<boolean> {
     return guard(this.signal, () => this.#s.retry(c, backoffMs, lastError, this.signal));

@@ -5,6 +5,7 @@
  * See docs/QUEUE.md.
  */
 export type {
+  AckAndClaimed,
   Claimed,
   ClaimRequest,
   CloseOptions,

@@ -176,14 +176,21 @@ export class StoreSubscription implements Subscription {
       // A lease that lapsed is given up before claiming, so a claim that
       // brings its delivery back finds the old attempt already aborted.
       if (this.#lapseAt <= leaseStart) this.#checkLapses();
+      const req = { topic: this.topic, group: this.group, runnerId: this.runnerId, max, leaseMs: o.leaseDurationMs, maxInFlight: o.maxInFlight };
+      // Acks waiting to be written go in the claim's own transaction when the store can (`#flushAcks`).
+      const acks = store.inner.ackAndClaim === undefined ? [] : this.#takeAcks();
       let claimed: Claimed[];
       try {
-        claimed = await store.claim({
-          topic: this.topic, group: this.group, runnerId: this.runnerId, max, leaseMs: o.leaseDurationMs, maxInFlight: o.maxInFlight,
-        });
+        if (acks.length === 0) claimed = await store.claim(req);
+        else {
+          const r = await store.ackAndClaim(acks.map((a) => a.job.c), req);
+          this.#settleAcks(acks, new Set(r.acked), true);
+          claimed = r.claimed;
+        }
       } catch (err) {
+        if (acks.length > 0) this.#settleAcks(acks, undefined, true, err); // reports it
         if (this.#stop.signal.aborted) break;
-        this.#host.onError(err, 'claim');
+        if (acks.length === 0) this.#host.onError(err, 'claim');
         await this.#wait(o.pollIntervalMs);
         continue;
       }
@@ -388,38 +395,74 @@ export class StoreSubscription implements Subscription {
    * `ACK_TURN_MS` the rest wait for the next turn of the event loop, so a busy
    * subscription on a synchronous store cannot chain claims and acks in
    * microtasks forever and starve the timers (heartbeats above all).
+   *
+   * When the store has `ackAndClaim` and the poll loop sits idle between
+   * polls, the acks are handed to it instead: it wakes and writes them in
+   * its next claim's transaction, so one commit both completes a delivery
+   * and claims the next (on one key lane, the one its ack frees). What it
+   * leaves (it stopped for a slot, or the subscription is closing) is
+   * written here in the next turn.
    */
   async #flushAcks(): Promise<void> {
+    if (this.#acks.length > 0 && this.#store.inner.ackAndClaim !== undefined && this.#wakeWait !== undefined && !this.#waitingForSlot && !this.#closing) {
+      this.wake();
+      setImmediate(() => void this.#flushAcks());
+      return;
+    }
     const turnStart = performance.now();
-    do {
-      const batch = this.#acks.splice(0);
-      for (const a of batch) a.job.writing = true;
+    while (this.#acks.length > 0 && performance.now() - turnStart < ACK_TURN_MS) {
+      const batch = this.#takeAcks();
       let held: Set<string> | undefined;
+      let error: unknown;
       try {
         // Deliveries not reported held had lost their lease; whoever holds them now will finish them.
         held = new Set(await this.#store.ack(batch.map((a) => a.job.c)));
       } catch (err) {
-        // The leases run out and the deliveries come back: at least once.
-        if (!this.#stop.signal.aborted) this.#host.onError(err, 'ack');
+        error = err;
       }
-      if (held) {
-        for (const { job } of batch) {
-          if (held.has(job.c.deliveryId)) this.#host.emit('completed', { ...this.#describe(job.c), durationMs: job.durationMs ?? 0 });
-          else if (!job.lost) this.#leaseLost(job, 'ack');
-        }
-      }
-      const wasFull = this.#unwritten >= this.#maxUnwritten;
-      this.#unwritten -= batch.length;
-      for (const a of batch) a.resolve();
-      // A written ack may have made more claimable: the next message of a key
-      // lane or a freed lease under maxInFlight (for every subscription of
-      // this queue on the topic; the store's wake source tells other
-      // instances), or room in a backlog that held this poll loop back.
-      if (this.#o.maxInFlight > 0 || batch.some((a) => a.job.c.message.key !== undefined)) this.#host.wake(this.topic);
-      else if (wasFull && !this.#closing) this.wake();
-    } while (this.#acks.length > 0 && performance.now() - turnStart < ACK_TURN_MS);
+      this.#settleAcks(batch, held, false, error);
+    }
     if (this.#acks.length > 0) setImmediate(() => void this.#flushAcks());
     else this.#ackFlushScheduled = false;
+  }
+
+  /** Takes the acks waiting to be written, marking their jobs as being written. */
+  #takeAcks(): Array<{ job: Job; resolve: () => void }> {
+    const batch = this.#acks.splice(0);
+    for (const a of batch) a.job.writing = true;
+    return batch;
+  }
+
+  /**
+   * Reports the outcome of writing `batch`: `held` the IDs the store
+   * completed, undefined when the write failed with `error`. `claimed` when
+   * the poll loop wrote them with its claim, which already saw what they freed.
+   */
+  #settleAcks(batch: Array<{ job: Job; resolve: () => void }>, held: Set<string> | undefined, claimed: boolean, error?: unknown): void {
+    // The leases run out and the deliveries come back: at least once.
+    if (held === undefined && !this.#stop.signal.aborted) this.#host.onError(error, 'ack');
+    if (held) {
+      for (const { job } of batch) {
+        if (held.has(job.c.deliveryId)) this.#host.emit('completed', { ...this.#describe(job.c), durationMs: job.durationMs ?? 0 });
+        else if (!job.lost) {
+          // Marked lost, so a claim of the same call that took the delivery back reports no second loss.
+          job.lost = true;
+          this.#leaseLost(job, 'ack');
+        }
+      }
+    }
+    const wasFull = this.#unwritten >= this.#maxUnwritten;
+    this.#unwritten -= batch.length;
+    for (const a of batch) a.resolve();
+    // A written ack may have made more claimable: the next message of a key
+    // lane or a freed lease under maxInFlight (for every subscription of
+    // this queue on the topic; the store's wake source tells other
+    // instances), or room in a backlog that held this poll loop back. The
+    // poll loop that wrote them with its claim needs no wake for them.
+    const woken = this.#woken;
+    if (this.#o.maxInFlight > 0 || batch.some((a) => a.job.c.message.key !== undefined)) this.#host.wake(this.topic);
+    else if (wasFull && !this.#closing) this.wake();
+    if (claimed) this.#woken = woken;
   }
 
   /** Writes a retry, and wakes the topic's subscriptions when its backoff ends. */

@@ -247,6 +247,14 @@ export interface ClaimRequest {
   maxInFlight: number;
 }
 
+/** What `Store.ackAndClaim` resolves with. */
+export interface AckAndClaimed {
+  /** Delivery IDs of the acks that were still held and are now complete. */
+  acked: string[];
+  /** The deliveries the claim leased, in publish order. */
+  claimed: Claimed[];
+}
+
 /** A delivery leased to one consumer. Bifrost's `Claimed`. */
 export interface Claimed {
   /** Deterministic, see `deliveryId`. */
@@ -326,6 +334,17 @@ export interface Store {
   claim(req: ClaimRequest, signal?: AbortSignal): Promise<Claimed[]>;
   /** Completes deliveries in one round trip; resolves with the IDs still held (the rest are untouched). */
   ack(cs: Claimed[], signal?: AbortSignal): Promise<string[]>;
+  /**
+   * Optional: `ack(acks)` then `claim(req)` as one atomic write (one
+   * transaction, one durable commit), so a consumer whose next delivery waits
+   * on its last ack (one key lane) pays one commit per message, not two. The
+   * claim sees the acks: a key lane they free, and the leases they end under
+   * `req.maxInFlight`. Resolves with the IDs of `acks` still held (acked, as
+   * `ack` reports them) and the claim's deliveries, as `claim` would return
+   * them. When it rejects, neither part was written. The engine uses it when
+   * present and falls back to `ack` and `claim` otherwise.
+   */
+  ackAndClaim?(acks: Claimed[], req: ClaimRequest, signal?: AbortSignal): Promise<AckAndClaimed>;
   /** Records a failed attempt and makes the delivery due again after `backoffMs`. False when not held. */
   retry(c: Claimed, backoffMs: number, lastError: string, signal?: AbortSignal): Promise<boolean>;
   /**

@@ -22,6 +22,7 @@ import { counts } from '../stores/helpers.js';
 
 const fixture = join(dirname(fileURLToPath(import.meta.url)), 'fixtures', 'sqlite-v1.db');
 const fixtureV2 = join(dirname(fileURLToPath(import.meta.url)), 'fixtures', 'sqlite-v2.db');
+const fixtureV3 = join(dirname(fileURLToPath(import.meta.url)), 'fixtures', 'sqlite-v3.db');
 const enc = (s: string) => new TextEncoder().encode(s);
 const req = (group: string) => ({ topic: 'jobs', group, runnerId: 'new', max: 100, leaseMs: 60_000, maxInFlight: 0 });
 
@@ -129,6 +130,49 @@ describe('sqlite store: a database from an earlier schema version', () => {
     assert.deepEqual((await s.claim(req('audit'))).map((c) => c.message.id), ['g']);
     const workers = (await s.claim(req('workers'))).map((c) => c.message.id);
     assert.ok(workers.includes('g') && workers.includes('c') && !workers.includes('a'), workers.join());
+    await s.close();
+  });
+
+  it('a version 3 database loses AUTOINCREMENT but never reuses the seq of a purged message', async () => {
+    // fixtures/sqlite-v3.db, written by the version 3 store: topic `keep`
+    // (group `slow`, cursor 0) with k1, k2 pending; topic `jobs` (group
+    // `workers`, cursor 6) with a leased for a century, b (key x) pending,
+    // and p1, p2 (seq 5 and 6, the newest) acked and purged. So
+    // sqlite_sequence holds 6 while the newest stored seq is 4.
+    const p = join(dir, 'v3.db');
+    copyFileSync(fixtureV3, p);
+    const raw0 = new Database(p, { readonly: true });
+    assert.equal(raw0.pragma('user_version', { simple: true }), 3);
+    assert.equal(raw0.prepare(`SELECT seq FROM sqlite_sequence WHERE name = 'ferry_messages'`).pluck().get(), 6);
+    const rows0 = raw0.prepare(`SELECT seq, id, topic, msg_key, payload, headers, published_at, deliver_at, due_at FROM ferry_messages ORDER BY seq`).all();
+    const aToken = raw0.prepare(`SELECT claim_token FROM ferry_deliveries WHERE delivery_id = ?`).pluck().get(deliveryId('a', 'workers')) as string;
+    raw0.close();
+    assert.equal(rows0.length, 4);
+    assert.ok(aToken);
+
+    const s = await SqliteStore.open({ path: p });
+    const raw = new Database(p, { readonly: true });
+    assert.equal(raw.pragma('user_version', { simple: true }), SCHEMA_VERSION);
+    assert.doesNotMatch(raw.prepare(`SELECT sql FROM sqlite_master WHERE name = 'ferry_messages'`).pluck().get() as string, /AUTOINCREMENT/);
+    assert.deepEqual(raw.prepare(`SELECT seq, id, topic, msg_key, payload, headers, published_at, deliver_at, due_at FROM ferry_messages ORDER BY seq`).all(), rows0);
+    assert.deepEqual(raw.prepare(`SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'ferry_messages' ORDER BY name`).pluck().all(),
+      ['ferry_messages_due', 'ferry_messages_topic', 'sqlite_autoindex_ferry_messages_1']);
+    assert.equal(raw.prepare(`SELECT value FROM ferry_meta WHERE name = 'purged_seq'`).pluck().get(), 6);
+    raw.close();
+
+    assert.deepEqual(counts(await s.stats('keep', 'slow')), { pending: 2, leased: 0, dead: 0 });
+    assert.deepEqual(counts(await s.stats('jobs', 'workers')), { pending: 1, leased: 1, dead: 0 });
+    // A new message on `jobs` is numbered past the purged 6, so the cursor at 6 still lets `workers` see it.
+    await s.append([{ id: 'c', topic: 'jobs', payload: enc('new'), publishedAt: new Date() }, { id: 'b', topic: 'jobs', payload: enc('again'), publishedAt: new Date() }]);
+    const check = new Database(p, { readonly: true });
+    assert.equal(check.prepare(`SELECT seq FROM ferry_messages WHERE id = 'c'`).pluck().get(), 7);
+    check.close();
+    assert.deepEqual((await s.claim(req('workers'))).map((c) => c.message.id), ['b', 'c']);
+    // The claim made by the version 3 code is still fenced.
+    const a: Claimed = { deliveryId: deliveryId('a', 'workers'), claimToken: aToken, group: 'workers', attempt: 1, message: { id: 'a', topic: 'jobs', payload: enc(''), publishedAt: new Date() } };
+    assert.deepEqual(await s.ack([{ ...a, claimToken: 'stale' }]), []);
+    assert.deepEqual(await s.ack([a]), [a.deliveryId]);
+    assert.deepEqual((await s.claim({ ...req('slow'), topic: 'keep' })).map((c) => c.message.id), ['k1', 'k2']);
     await s.close();
   });
 

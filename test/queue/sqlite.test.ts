@@ -40,6 +40,30 @@ describe('sqlite store', () => {
     await assert.rejects(again.stats('t', 'g'), /closed/);
   });
 
+  it('never reuses the seq of a purged message: after the newest are purged, a new one still reaches every group', async () => {
+    const path = join(dir, 'seq.db');
+    const s = await SqliteStore.open({ path });
+    try {
+      await s.ensureGroup('t', 'g', 'latest');
+      await s.ensureGroup('t', 'h', 'latest');
+      await s.append([{ id: 'm1', topic: 't', payload: enc('1'), publishedAt: new Date() }, { id: 'm2', topic: 't', payload: enc('2'), publishedAt: new Date() }]);
+      for (const g of ['g', 'h']) await s.ack(await s.claim({ topic: 't', group: g, runnerId: 'r', max: 10, leaseMs: 60_000, maxInFlight: 0 }));
+      assert.equal(await s.purge({ ackedRetentionMs: -60_000, deadRetentionMs: 0 }, 100), 2); // the table is empty; both cursors are at m2
+      await s.append([{ id: 'm3', topic: 't', payload: enc('3'), publishedAt: new Date() }]);
+      const raw = new Database(path, { readonly: true });
+      const seqs = raw.prepare(`SELECT seq FROM ferry_messages`).pluck().all() as number[];
+      const cursors = raw.prepare(`SELECT cursor_seq FROM ferry_groups`).pluck().all() as number[];
+      raw.close();
+      assert.ok(seqs[0]! > Math.max(...cursors), `new seq ${seqs[0]} past the cursors ${cursors.join()}`);
+      for (const g of ['g', 'h']) {
+        const got = await s.claim({ topic: 't', group: g, runnerId: 'r', max: 10, leaseMs: 60_000, maxInFlight: 0 });
+        assert.deepEqual(got.map((c) => c.message.id), ['m3'], g);
+      }
+    } finally {
+      await s.close();
+    }
+  });
+
   it('loads better-sqlite3 only when the sqlite store is used', () => {
     const r = spawnSync(process.execPath, ['--import', 'tsx', join(here, 'fixtures', 'lazy-load.ts')], { encoding: 'utf8' });
     assert.equal(r.status, 0, r.stderr);

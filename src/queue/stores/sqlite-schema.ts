@@ -19,12 +19,21 @@
  * the earliest message no longer copies the topic's backlog when created.
  * The migration sets every cursor to the newest stored message, as version 2
  * made every delivery at publish.
+ *
+ * Version 4 drops AUTOINCREMENT from `ferry_messages.seq`: keeping its
+ * high-water mark in `sqlite_sequence` cost every publish's commit one more
+ * dirty page (of six). A publish now numbers its message itself, one past
+ * the larger of the newest stored `seq` and `ferry_meta.purged_seq`, the
+ * highest `seq` the janitor ever deleted; so a `seq` is never reused, even
+ * after the newest messages were purged (a group cursor past a reused `seq`
+ * would skip that message). The migration copies the messages into a table
+ * without AUTOINCREMENT and takes `purged_seq` from `sqlite_sequence`.
  */
 import type BetterSqlite3 from 'better-sqlite3';
 import { IOError } from '../../errors.js';
 
 /** The version this code creates and reads. */
-export const SCHEMA_VERSION = 3;
+export const SCHEMA_VERSION = 4;
 
 const GROUPS = `
 CREATE TABLE IF NOT EXISTS ferry_groups (
@@ -35,9 +44,10 @@ CREATE TABLE IF NOT EXISTS ferry_groups (
   PRIMARY KEY (topic, grp)
 ) WITHOUT ROWID;`;
 
-const MESSAGES = `
-CREATE TABLE IF NOT EXISTS ferry_messages (
-  seq INTEGER PRIMARY KEY AUTOINCREMENT,
+/** The messages table under `name` (the migration builds it beside the old one). */
+const messagesTable = (name: string) => `
+CREATE TABLE IF NOT EXISTS ${name} (
+  seq INTEGER PRIMARY KEY,
   id TEXT NOT NULL UNIQUE,
   topic TEXT NOT NULL,
   msg_key TEXT,
@@ -46,11 +56,22 @@ CREATE TABLE IF NOT EXISTS ferry_messages (
   published_at INTEGER NOT NULL,
   deliver_at INTEGER,
   due_at INTEGER NOT NULL
-);
+);`;
+
+const MESSAGE_INDEXES = `
 -- A claim's walk past its group's cursor.
 CREATE INDEX IF NOT EXISTS ferry_messages_topic ON ferry_messages (topic, seq);
 -- The janitor's oldest-first walk.
 CREATE INDEX IF NOT EXISTS ferry_messages_due ON ferry_messages (due_at);`;
+
+/** Counters kept across rows: `purged_seq`, the highest message `seq` ever deleted. */
+const META = `
+CREATE TABLE IF NOT EXISTS ferry_meta (
+  name TEXT PRIMARY KEY,
+  value INTEGER NOT NULL
+) WITHOUT ROWID;`;
+
+const MESSAGE_COLUMNS = 'seq, id, topic, msg_key, payload, headers, published_at, deliver_at, due_at';
 
 /** The deliveries table under `name` (the migration builds it beside the old one). */
 const deliveriesTable = (name: string) => `
@@ -106,6 +127,22 @@ ALTER TABLE ferry_groups ADD COLUMN cursor_seq INTEGER NOT NULL DEFAULT 0;
 UPDATE ferry_groups SET cursor_seq = (SELECT coalesce(max(seq), 0) FROM ferry_messages);`;
 
 /**
+ * Version 3 to 4: the messages move to a table without AUTOINCREMENT (its
+ * indexes go with the old table and are made again); the highest `seq`
+ * AUTOINCREMENT handed out becomes `purged_seq`, so no later message reuses
+ * the `seq` of one already purged.
+ */
+const V3_TO_V4 = `
+${messagesTable('ferry_messages_v4')}
+INSERT INTO ferry_messages_v4 (${MESSAGE_COLUMNS}) SELECT ${MESSAGE_COLUMNS} FROM ferry_messages ORDER BY seq;
+INSERT INTO ferry_meta (name, value)
+  SELECT 'purged_seq', seq FROM sqlite_sequence WHERE name = 'ferry_messages'
+  ON CONFLICT (name) DO UPDATE SET value = max(value, excluded.value);
+DROP TABLE ferry_messages;
+ALTER TABLE ferry_messages_v4 RENAME TO ferry_messages;
+${MESSAGE_INDEXES}`;
+
+/**
  * Creates the tables in an empty database, or brings one made by an earlier
  * version up to `SCHEMA_VERSION`, in one `BEGIN IMMEDIATE` transaction (two
  * processes opening one file at once migrate it once).
@@ -120,12 +157,14 @@ export function setUpSchema(db: BetterSqlite3.Database): void {
     }
     if (version === SCHEMA_VERSION) return;
     const hasDeliveries = db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'ferry_deliveries'`).get() !== undefined;
-    db.exec(GROUPS + MESSAGES + JANITOR); // those missing, at the current version
+    // Those missing, at the current version (an old messages table stays as it is until migrated).
+    db.exec(GROUPS + messagesTable('ferry_messages') + MESSAGE_INDEXES + META + JANITOR);
     if (!hasDeliveries) {
       db.exec(deliveriesTable('ferry_deliveries') + DELIVERY_INDEXES);
     } else {
       if (version < 2) db.exec(V1_TO_V2);
-      db.exec(V2_TO_V3);
+      if (version < 3) db.exec(V2_TO_V3);
+      if (version < 4) db.exec(V3_TO_V4);
     }
     db.pragma(`user_version = ${SCHEMA_VERSION}`);
   }).immediate();

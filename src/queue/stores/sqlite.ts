@@ -28,7 +28,7 @@ import { deliveryId } from '../delivery-id.js';
 import { takeClaimable } from './recovered.js';
 import { parseSeqCursor } from './seq-cursor.js';
 import { setUpSchema } from './sqlite-schema.js';
-import type { ClaimRequest, Claimed, ConsumerGroup, KillOptions, MessagePage, PurgePolicy, QueueStats, StartFrom, Store, StoredMessage } from '../types.js';
+import type { AckAndClaimed, ClaimRequest, Claimed, ConsumerGroup, KillOptions, MessagePage, PurgePolicy, QueueStats, StartFrom, Store, StoredMessage } from '../types.js';
 
 type Database = BetterSqlite3.Database;
 
@@ -107,6 +107,14 @@ function toMessage(r: MessageRowDb): StoredMessage {
 }
 
 /**
+ * The `seq` of a new message: one past the newest stored and the highest
+ * ever purged (sqlite-schema.ts, version 4), so a `seq` is never reused and a
+ * group cursor never lies past a message it has not seen. Both reads touch
+ * only pages the insert writes anyway or that stay clean.
+ */
+const NEXT_SEQ = `max(coalesce((SELECT max(seq) FROM ferry_messages), 0), coalesce((SELECT value FROM ferry_meta WHERE name = 'purged_seq'), 0)) + 1`;
+
+/**
  * A write fenced on a claim: the delivery of message ID `?` to group `?`,
  * still leased under claim token `?`. Found through the message's ID, as
  * deliveries are keyed by (message_seq, grp).
@@ -120,7 +128,7 @@ function statements(db: Database) {
     insertGroup: db.prepare(`INSERT INTO ferry_groups (topic, grp, created_at, cursor_seq) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`),
     cursor: db.prepare(`SELECT cursor_seq FROM ferry_groups WHERE topic = ? AND grp = ?`).pluck(),
     setCursor: db.prepare(`UPDATE ferry_groups SET cursor_seq = ? WHERE topic = ? AND grp = ?`),
-    // Every later message has a larger seq (AUTOINCREMENT never reuses one).
+    // Every later message has a larger seq (NEXT_SEQ).
     newestSeq: db.prepare(`SELECT coalesce(max(seq), 0) FROM ferry_messages`).pluck(),
     messagesAfter: db.prepare(`SELECT seq, id, msg_key, deliver_at FROM ferry_messages WHERE topic = ? AND seq > ? ORDER BY seq LIMIT ?`),
     // The messages past a group's cursor: all pending, due from due_at.
@@ -128,8 +136,8 @@ function statements(db: Database) {
       `SELECT count(*) AS n, min(CASE WHEN due_at <= @c THEN due_at END) AS oldest FROM ferry_messages WHERE topic = @a AND seq > @s`,
     ),
     insertMessage: db.prepare(
-      `INSERT INTO ferry_messages (id, topic, msg_key, payload, headers, published_at, deliver_at, due_at)
-       VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
+      `INSERT INTO ferry_messages (seq, id, topic, msg_key, payload, headers, published_at, deliver_at, due_at)
+       VALUES (${NEXT_SEQ}, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
     ),
     insertDelivery: db.prepare(
       `INSERT INTO ferry_deliveries (delivery_id, message_seq, topic, grp, msg_key, state, available_at)
@@ -191,6 +199,10 @@ function statements(db: Database) {
       )
       .pluck(),
     deleteMessage: db.prepare(`DELETE FROM ferry_messages WHERE seq = ?`),
+    // Raised before messages are deleted, so NEXT_SEQ never hands out a deleted seq again.
+    raisePurgedSeq: db.prepare(
+      `INSERT INTO ferry_meta (name, value) VALUES ('purged_seq', ?) ON CONFLICT (name) DO UPDATE SET value = max(value, excluded.value)`,
+    ),
     deleteMessageDeliveries: db.prepare(`DELETE FROM ferry_deliveries WHERE message_seq = ?`),
     liveStats: db.prepare(
       `SELECT count(*) AS total, coalesce(sum(state = ${LEASED} AND lease_until > @c), 0) AS leased
@@ -348,11 +360,13 @@ export class SqliteStore implements Store {
    * range is searched). `more` tells that it stopped with messages past the
    * cursor left, and `cursor` where it stopped.
    */
-  #claimOnce(req: ClaimRequest, after: number): { claimed: Claimed[]; more: boolean; cursor: number } {
+  #claimOnce(req: ClaimRequest, after: number, acks: Claimed[] = []): { acked: Claimed[]; claimed: Claimed[]; more: boolean; cursor: number } {
     return this.#write((now) => {
+      // Acks first, so the claim sees the lanes and the room under maxInFlight they free.
+      const acked = this.#ackRows(acks, now);
       let limit = req.max;
       if (req.maxInFlight > 0) limit = Math.min(limit, req.maxInFlight - (this.#q.leasedCount.get(req.topic, req.group, now) as number));
-      if (limit <= 0) return { claimed: [], more: false, cursor: after };
+      if (limit <= 0) return { acked, claimed: [], more: false, cursor: after };
       const found = this.#q.due.all({ a: req.topic, b: req.group, c: now, d: limit, s: after }) as ClaimRowDb[];
       // A delivery whose lease expired is claimed alone (recovered.ts): then no new deliveries are made either.
       const rows = takeClaimable(found, (r) => r.state === LEASED);
@@ -374,8 +388,13 @@ export class SqliteStore implements Store {
         if (r.state === LEASED) c.recovered = true;
         return c;
       });
-      return { claimed, more, cursor };
+      return { acked, claimed, more, cursor };
     });
+  }
+
+  /** Acks the deliveries of `cs` still held; returns those. Inside a write transaction. */
+  #ackRows(cs: Claimed[], now: number): Claimed[] {
+    return cs.filter((c) => this.#q.ack.run(now, ...fence(c)).changes === 1);
   }
 
   async ensureGroup(topic: string, group: string, startFrom: StartFrom): Promise<void> {
@@ -432,16 +451,38 @@ export class SqliteStore implements Store {
    * time proportional to the run, without blocking the process for all of it.
    */
   async claim(req: ClaimRequest): Promise<Claimed[]> {
-    for (let after = 0; ; ) {
-      const { claimed, more, cursor } = this.#claimOnce(req, after);
-      if (claimed.length > 0 || !more) return claimed;
-      after = cursor;
+    return (await this.#claim(req, [])).claimed;
+  }
+
+  /**
+   * `ack(acks)` and `claim(req)` in one transaction: the acks are written
+   * first, so a key lane they free is claimable in the same commit. The
+   * claim's later short transactions (`claim`) carry no acks.
+   */
+  async ackAndClaim(acks: Claimed[], req: ClaimRequest): Promise<AckAndClaimed> {
+    const { acked, claimed } = await this.#claim(req, acks);
+    return { acked: acked.map((c) => c.deliveryId), claimed };
+  }
+
+  async #claim(req: ClaimRequest, acks: Claimed[]): Promise<{ acked: Claimed[]; claimed: Claimed[] }> {
+    const first = this.#claimOnce(req, 0, acks);
+    this.#notify(first.acked.filter((c) => c.message.key !== undefined)); // their lanes moved on
+    for (let { claimed, more, cursor } = first; ; ) {
+      if (claimed.length > 0 || !more) return { acked: first.acked, claimed };
       await new Promise<void>((resolve) => setImmediate(resolve));
+      try {
+        ({ claimed, more, cursor } = this.#claimOnce(req, cursor));
+      } catch (err) {
+        // The acks are committed: report them, with nothing claimed (a claim
+        // may find nothing); the next claim meets the error again.
+        if (acks.length > 0) return { acked: first.acked, claimed: [] };
+        throw err;
+      }
     }
   }
 
   async ack(cs: Claimed[]): Promise<string[]> {
-    const done = this.#write((now) => cs.filter((c) => this.#q.ack.run(now, ...fence(c)).changes === 1));
+    const done = this.#write((now) => this.#ackRows(cs, now));
     this.#notify(done.filter((c) => c.message.key !== undefined)); // their lanes moved on
     return done.map((c) => c.deliveryId);
   }
@@ -471,6 +512,7 @@ export class SqliteStore implements Store {
     return this.#write((now) => {
       let removed = this.#q.purgeDead.run(now - policy.deadRetentionMs, batch).changes;
       const seqs = this.#q.finishedMessages.all({ a: now - policy.ackedRetentionMs, b: batch }) as number[];
+      if (seqs.length > 0) this.#q.raisePurgedSeq.run(Math.max(...seqs));
       for (const seq of seqs) {
         this.#q.deleteMessageDeliveries.run(seq);
         this.#q.deleteMessage.run(seq);
