@@ -83,14 +83,17 @@ export async function runSender(
   let kick: () => void = () => {};
 
   const commitReady = () => {
+    const ready: Popped[] = [];
     while (window[0]?.accepted) {
       const f = window.shift()!;
-      // Each commit moves the head at once; the cursor writes are awaited at the end.
-      for (const p of f.records) commits.push(p.commit());
+      for (const p of f.records) ready.push(p);
       inWindow -= f.records.length;
       windowBytes -= f.bytes;
       counts.out += f.records.length;
     }
+    // One commit for every record of the accepted prefix: the head moves at
+    // once, and the cursor is written once (awaited at the end), not per record.
+    if (ready.length > 0) commits.push(spool.commitBatch(ready));
     if (commits.length > 1024) {
       const settled = Promise.all(commits.splice(0)).then(() => {});
       commits.push(settled);

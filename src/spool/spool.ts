@@ -261,7 +261,7 @@ export class Spool implements AsyncDisposable {
       }
       this.counters.popped++;
       const epoch = h.epoch;
-      return new Popped(payload.slice(), () => this.commitAt(h, at, next, epoch), h.seq, at, next, epoch);
+      return new Popped(payload.slice(), () => this.commitAt(h, at, next, epoch), h.seq, at, next, epoch, h);
     }
   }
 
@@ -313,7 +313,7 @@ export class Spool implements AsyncDisposable {
       const epoch = seg.epoch;
       const held = seg;
       const from = at;
-      out.push(new Popped(payload.slice(), () => this.commitAt(held, from, next, epoch), seg.seq, from, next, epoch));
+      out.push(new Popped(payload.slice(), () => this.commitAt(held, from, next, epoch), seg.seq, from, next, epoch, held));
       this.counters.popped++;
       bytes += payload.length;
       at = next;
@@ -770,15 +770,61 @@ export class Spool implements AsyncDisposable {
   }
 
   private commitNow(seg: SpoolSegment, at: number, next: number, epoch: number): Promise<void> {
-    if (this.segs[0] !== seg || this.headOffset !== at || next > seg.size || !seg.intactSince(epoch, next)) return Promise.resolve();
+    if (!this.moveHead(seg, at, next, epoch)) return Promise.resolve();
+    return this.advanced();
+  }
+
+  /**
+   * Moves the head past the frame at `at` when it is still the head (see
+   * {@link commitAt}), retiring a segment it leaves behind; the cursor is
+   * not written. Whether it moved.
+   */
+  private moveHead(seg: SpoolSegment, at: number, next: number, epoch: number): boolean {
+    if (this.segs[0] !== seg || this.headOffset !== at || next > seg.size || !seg.intactSince(epoch, next)) return false;
     this.headOffset = next;
     this.counters.committed++;
-    return this.advanced();
+    this.retireConsumed();
+    return true;
+  }
+
+  /**
+   * Commits `popped` in order with one cursor write for all of them (beyond
+   * the Go spool, for senders that deliver in batches): the same as calling
+   * each one's `commit()` in turn, where each retires its record only when it
+   * is at the head by then, except that the cursor is written once, after the
+   * last. A killed process therefore redelivers either none of the batch or
+   * all of what the cursor did not cover, never loses one. Resolves once the
+   * cursor was written (and, under `commitSync`, fdatasynced); like
+   * `commit()`, a cursor that cannot be written does not reject, it shows in
+   * {@link cursorError}. A no-op after close.
+   *
+   * @throws InvalidArgumentError `popped` is not an array of records popped from a spool.
+   */
+  commitBatch(popped: readonly Popped[]): Promise<void> {
+    if (!Array.isArray(popped) || !popped.every((p) => p instanceof Popped)) {
+      return Promise.reject(new InvalidArgumentError('commitBatch takes an array of records from pop or popBatch'));
+    }
+    if (this.closed) return Promise.resolve();
+    if (!this.turns.busy) return this.commitBatchNow(popped);
+    return this.turns.run(() => this.commitBatchNow(popped));
+  }
+
+  private commitBatchNow(popped: readonly Popped[]): Promise<void> {
+    let moved = false;
+    for (const p of popped) {
+      if (this.moveHead(p.segment as SpoolSegment, p.offset, p.next, p.epoch)) moved = true;
+    }
+    return moved ? this.advanced() : Promise.resolve();
+  }
+
+  /** Retires head segments the head has moved past (never the tail). */
+  private retireConsumed(): void {
+    while (this.segs.length > 1 && this.headOffset >= this.segs[0]!.size) this.retireHead();
   }
 
   /** The head moved: retire consumed segments and write the cursor. */
   private advanced(): Promise<void> {
-    while (this.segs.length > 1 && this.headOffset >= this.segs[0]!.size) this.retireHead();
+    this.retireConsumed();
     return this.cursor.write({ seq: this.segs[0]!.seq, offset: this.headOffset });
   }
 
