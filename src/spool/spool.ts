@@ -274,22 +274,41 @@ export class Spool implements AsyncDisposable {
    * it is at the head, so a commit made before the ones ahead of it does
    * nothing and is not remembered (that record is delivered again).
    *
-   * @throws as {@link pop}, for the first record only.
+   * With `after` (a record popped earlier, not yet committed), the batch
+   * starts right after it instead of at the head, for a sender that keeps
+   * several batches in flight: nothing before it is read again. Such a batch
+   * reports no error; it ends early (or is empty) at anything not intact,
+   * which the head reports when it gets there. When `after` is no longer
+   * ahead of the head (committed, or cut by a rollback) the batch starts at
+   * the head, as without it.
+   *
+   * @throws as {@link pop}, for the first record of a batch from the head only.
+   * @throws InvalidArgumentError `max` is not a positive integer, or `after` is not a popped record.
    */
-  async popBatch(max: number, maxBytes = Infinity): Promise<Popped[]> {
+  async popBatch(max: number, maxBytes = Infinity, after?: Popped): Promise<Popped[]> {
     if (!Number.isSafeInteger(max) || max < 1) throw new InvalidArgumentError(`max must be a positive integer, got ${shown(max)}`);
+    if (after !== undefined && !(after instanceof Popped)) throw new InvalidArgumentError('after must be a record from pop or popBatch');
     this.checkOpen();
-    if (!this.turns.busy) return this.popBatchNow(max, maxBytes);
-    return this.turns.run(() => this.popBatchNow(max, maxBytes));
+    if (!this.turns.busy) return this.popBatchNow(max, maxBytes, after);
+    return this.turns.run(() => this.popBatchNow(max, maxBytes, after));
   }
 
-  private popBatchNow(max: number, maxBytes: number): Popped[] {
-    const first = this.popNow();
-    if (!first) return [];
-    const out = [first];
-    let bytes = first.data.length;
-    let i = 0;
-    let at = first.next;
+  private popBatchNow(max: number, maxBytes: number, after: Popped | undefined): Popped[] {
+    let i = after ? this.aheadOfHead(after) : -1;
+    const out: Popped[] = [];
+    let bytes = 0;
+    let at: number;
+    if (i >= 0) {
+      this.writeStaged();
+      at = after!.next;
+    } else {
+      const first = this.popNow();
+      if (!first) return [];
+      out.push(first);
+      bytes = first.data.length;
+      i = 0;
+      at = first.next;
+    }
     while (out.length < max && bytes < maxBytes) {
       let seg = this.segs[i]!;
       if (at >= seg.size) {
@@ -319,6 +338,20 @@ export class Spool implements AsyncDisposable {
       at = next;
     }
     return out;
+  }
+
+  /**
+   * The index in `segs` of the segment holding `p` when `p` is still whole
+   * and not yet passed by the head (so the records after it are unread by
+   * the head); -1 otherwise.
+   */
+  private aheadOfHead(p: Popped): number {
+    const i = this.segs.indexOf(p.segment as SpoolSegment);
+    if (i < 0) return -1;
+    const seg = this.segs[i]!;
+    if (p.next > seg.size || !seg.intactSince(p.epoch, p.next)) return -1;
+    if (i === 0 && this.headOffset > p.offset) return -1;
+    return i;
   }
 
   /**

@@ -156,4 +156,29 @@ describe('commitBatch', () => {
       await s2.close();
     }
   });
+
+  it('popBatch after a record continues past it without reading the window again; from the head once it is passed', async () => {
+    const fs = new FaultyFileSystem();
+    const s = await filled(fs, 10);
+    try {
+      const a = await s.popBatch(3);
+      const b = await s.popBatch(3, Infinity, a.at(-1));
+      assert.deepEqual(b.map((p) => dec(p.data)), range(3, 6), 'after r0002, across into segment 2');
+      const c = await s.popBatch(10, Infinity, b.at(-1));
+      assert.deepEqual(c.map((p) => dec(p.data)), range(6, 10));
+      assert.deepEqual(await s.popBatch(5, Infinity, c.at(-1)), [], 'nothing after the last record');
+      // Committing a and b in one batch, in a different call order from the pops.
+      await Promise.all([s.commitBatch(b), s.commitBatch(a)]);
+      assert.equal(s.stats().committed, 3, 'b before a: only a retires, b is not at the head when its batch runs');
+      await s.commitBatch([...a, ...b]);
+      assert.equal(s.stats().committed, 6);
+      // a's last record is passed: the batch starts at the head.
+      assert.deepEqual((await s.popBatch(2, Infinity, a.at(-1))).map((p) => dec(p.data)), range(6, 8));
+      await s.append(new TextEncoder().encode('r0010'));
+      assert.deepEqual((await s.popBatch(5, Infinity, c.at(-1))).map((p) => dec(p.data)), ['r0010'], 'an append after the batch is found');
+      await assert.rejects(s.popBatch(1, Infinity, {} as Popped), InvalidArgumentError);
+    } finally {
+      await s.close();
+    }
+  });
 });
