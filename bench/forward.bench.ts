@@ -23,16 +23,18 @@ const BATCH = 100;
 const SERVER = `
 const http = require('node:http');
 let lines = 0;
+let posts = 0;
 http.createServer((req, res) => {
+  posts++;
   req.on('data', (c) => { for (let i = c.indexOf(10); i !== -1; i = c.indexOf(10, i + 1)) lines++; });
   req.on('end', () => { res.statusCode = 204; res.end(); });
 }).listen(0, '127.0.0.1', function () { process.stdout.write('port ' + this.address().port + '\\n'); });
-process.stdin.on('data', () => process.stdout.write('lines ' + lines + '\\n'));
+process.stdin.on('data', () => process.stdout.write('lines ' + lines + ' ' + posts + '\\n'));
 process.stdin.on('end', () => process.exit(0));
 `;
 
 /** The counting server: its URL, a way to read its count, and a stop. */
-async function startServer(): Promise<{ url: string; lines(): Promise<number>; stop(): void }> {
+async function startServer(): Promise<{ url: string; lines(): Promise<{ lines: number; posts: number }>; stop(): void }> {
   const child: ChildProcess = spawn(process.execPath, ['-e', SERVER], { stdio: ['pipe', 'pipe', 'inherit'] });
   const waiters: Array<(line: string) => void> = [];
   let buf = '';
@@ -52,7 +54,8 @@ async function startServer(): Promise<{ url: string; lines(): Promise<number>; s
     async lines() {
       const answer = next();
       child.stdin!.write('?');
-      return Number((await answer).split(' ')[1]);
+      const [, lines, posts] = (await answer).split(' ');
+      return { lines: Number(lines), posts: Number(posts) };
     },
     stop: () => {
       child.stdin!.end();
@@ -108,13 +111,15 @@ export const suite: BenchSuite = {
     try {
       const raw = await rawPosts(file, server.url, DEFAULT_HTTP_CONCURRENCY);
       const afterRaw = await server.lines();
-      if (raw.lines !== count || afterRaw !== count) throw new Error(`raw twin: posted ${raw.lines}, server counted ${afterRaw} of ${count}`);
+      if (raw.lines !== count || afterRaw.lines !== count) throw new Error(`raw twin: posted ${raw.lines}, server counted ${afterRaw.lines} of ${count}`);
 
       const dir = join(ctx.tmpDir, 'spool');
       const start = performance.now();
       const status = await forward(file, { dir, http: server.url, batch: BATCH, quiet: true });
       const ms = performance.now() - start;
-      const got = (await server.lines()) - afterRaw;
+      const end = await server.lines();
+      const got = end.lines - afterRaw.lines;
+      const posts = end.posts - afterRaw.posts;
       if (status !== 0 || got < count) throw new Error(`forward exited ${status}; the server counted ${got} of ${count} lines`);
       const rate = (count * 1000) / ms;
       ctx.report(
@@ -123,6 +128,7 @@ export const suite: BenchSuite = {
           lineBytes: LINE,
           concurrency: DEFAULT_HTTP_CONCURRENCY,
           duplicates: got - count,
+          linesPerPost: got / posts,
         }),
       );
     } finally {
