@@ -80,6 +80,11 @@ export interface FrameHeader {
   checksum: bigint;
 }
 
+/** The payload length a frame's header gives (u32 big-endian), without the checksum's bigint. */
+export function frameLength(bytes: Uint8Array): number {
+  return ((bytes[0]! << 24) | (bytes[1]! << 16) | (bytes[2]! << 8) | bytes[3]!) >>> 0;
+}
+
 /** Reads the 12 bytes in front of a payload. */
 export function decodeFrameHeader(bytes: Uint8Array): FrameHeader {
   const view = new DataView(bytes.buffer, bytes.byteOffset, FRAME_OVERHEAD);

@@ -34,7 +34,7 @@ import {
 } from '../errors.js';
 import { shown } from '../show-value.js';
 import { refuseOtherFormat } from '../storage/format-guard.js';
-import { checkFrame, decodeFrameHeader, writeFrame, FRAME_OVERHEAD, MAX_RECORD_BYTES, SEGMENT_HEADER_SIZE } from './format.js';
+import { checkFrame, frameLength, writeFrame, FRAME_OVERHEAD, MAX_RECORD_BYTES, SEGMENT_HEADER_SIZE } from './format.js';
 import { resolveSpoolOptions, type ResolvedSpoolOptions, type SpoolOptions } from './options.js';
 import { CursorFile } from './cursor.js';
 import { recover, repairTail, wholeFramesEnd, type RecoveryCounts } from './recovery.js';
@@ -231,7 +231,7 @@ export class Spool implements AsyncDisposable {
       let frame: Uint8Array;
       try {
         if (h.size - at < FRAME_OVERHEAD) throw this.dropSegment(h, 'short');
-        const { length } = decodeFrameHeader(h.read(at, FRAME_OVERHEAD));
+        const length = frameLength(h.read(at, FRAME_OVERHEAD));
         if (at + FRAME_OVERHEAD + length > h.size) throw this.dropSegment(h, 'length');
         frame = h.read(at, FRAME_OVERHEAD + length);
       } catch (err) {
@@ -321,7 +321,7 @@ export class Spool implements AsyncDisposable {
       let payload: Uint8Array | undefined;
       try {
         if (seg.size - at < FRAME_OVERHEAD) break;
-        const { length } = decodeFrameHeader(seg.read(at, FRAME_OVERHEAD));
+        const length = frameLength(seg.read(at, FRAME_OVERHEAD));
         if (at + FRAME_OVERHEAD + length > seg.size) break;
         payload = checkFrame(seg.read(at, FRAME_OVERHEAD + length));
       } catch {
