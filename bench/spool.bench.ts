@@ -7,7 +7,10 @@
  * - append_nosync.b10 / .b100 / .b1000: that many appendNoSync then one sync,
  *   vs a plain pwrite loop (no sync);
  * - pop (no commit), pop_commit, pop_commit.commitsync: vs sequential reads of
- *   the same segment files in frame-sized reads, in records/s.
+ *   the same segment files in frame-sized reads, in records/s;
+ * - pop_batch.b100 / .b100.commitsync: `popBatch(100)` then one
+ *   `commitBatch` for the 100 (one cursor write, and with commitSync one
+ *   fdatasync, per batch), beside the serial pop rows and the same raw twin.
  *
  * Every run passes explicit segmentBytes and maxBytes: a benchmark leaning on
  * the default cap would measure the cap.
@@ -61,11 +64,18 @@ async function filled(dir: string, count: number): Promise<number> {
   return (n * 1000) / (performance.now() - start);
 }
 
-async function popRate(dir: string, mode: 'pop' | 'commit' | 'commitsync', count: number, ms: number): Promise<number> {
-  const s = await Spool.open(dir, { ...OPTS, commitSync: mode === 'commitsync' });
+async function popRate(dir: string, mode: 'pop' | 'commit' | 'commitsync' | 'batch' | 'batchsync', count: number, ms: number): Promise<number> {
+  const s = await Spool.open(dir, { ...OPTS, commitSync: mode === 'commitsync' || mode === 'batchsync' });
   let n = 0;
   const start = performance.now();
   while (n < count && performance.now() - start < ms) {
+    if (mode === 'batch' || mode === 'batchsync') {
+      const batch = await s.popBatch(100);
+      if (batch.length === 0) break;
+      await s.commitBatch(batch);
+      n += batch.length;
+      continue;
+    }
     const p = await s.pop();
     if (!p) break;
     if (mode !== 'pop') await p.commit();
@@ -93,6 +103,8 @@ export const suite: BenchSuite = {
     ctx.report(withBaseline('spool.pop', 'ops/s', await popRate(dir, 'pop', count, ms), rawRead, { go: GO.pop }));
     ctx.report(withBaseline('spool.pop_commit', 'ops/s', await popRate(dir, 'commit', count, ms), rawRead, { go: GO.popCommit }));
     ctx.report(withBaseline('spool.pop_commit.commitsync', 'ops/s', await popRate(dir, 'commitsync', count, ms), rawRead, { go: GO.popCommitSync }));
+    ctx.report(withBaseline('spool.pop_batch.b100', 'ops/s', await popRate(dir, 'batch', count, ms), rawRead, { batch: 100 }));
+    ctx.report(withBaseline('spool.pop_batch.b100.commitsync', 'ops/s', await popRate(dir, 'batchsync', count, ms), rawRead, { batch: 100 }));
     fs.rmSync(dir, { recursive: true, force: true });
   },
 };

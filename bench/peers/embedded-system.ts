@@ -8,6 +8,12 @@ export interface EmbeddedInstance {
   publishBatch(n: number): Promise<void> | void;
   /** Consumes `total` messages (concurrency 16 where the system has it); resolves with msgs/s. */
   drain(total: number): Promise<number>;
+  /**
+   * Other ways the system consumes, each measured as a row of its own
+   * (`embedded.consume.<name>`) on a fresh instance holding `total` messages:
+   * consumes them, resolves with msgs/s.
+   */
+  consumeModes?: Record<string, (total: number) => Promise<number>>;
   close(): Promise<void> | void;
 }
 
@@ -18,6 +24,8 @@ export interface EmbeddedSystem {
   caveats: string;
   /** The same in a few words each, for table rows. */
   differs: string[];
+  /** More that differs on one row only (by row name, e.g. `embedded.consume.take_batch`). */
+  rowDiffers?: Record<string, string>;
   /** SQLite the system links, or undefined when it uses none. */
   sqlite?: () => string;
   /** Whether concurrent single-message publishers mean anything (false for a synchronous API). */

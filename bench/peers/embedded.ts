@@ -5,6 +5,9 @@
  * `embedded.publish.p64` (64 concurrent single-message publishers),
  * `embedded.publish.batch100` (one publisher, 100 per call), then
  * `embedded.consume`: everything published, consumed with concurrency 16.
+ * A system with other consuming paths (`consumeModes`) then gets one
+ * `embedded.consume.<mode>` row per path, each on a fresh directory filled
+ * with as many messages (100 per publish, not timed).
  */
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
@@ -51,6 +54,21 @@ export async function embeddedRun(system: EmbeddedSystem, opts: RunOptions, repo
     total += sizes.batch;
 
     report({ name: 'embedded.consume', system: system.name, unit: 'msgs/s', value: await inst.drain(total), extra: { messages: total } });
+  } finally {
+    await inst.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+  for (const mode of Object.keys(inst.consumeModes ?? {})) await consumeModeRun(system, mode, total, report);
+}
+
+/** One `embedded.consume.<mode>` row: a fresh instance, `total` messages published untimed, then consumed by `mode`. */
+async function consumeModeRun(system: EmbeddedSystem, mode: string, total: number, report: Report): Promise<void> {
+  const dir = mkdtempSync(join(BENCH_DIR, 'peers-'));
+  const inst = await system.open(dir);
+  try {
+    for (let i = 0; i < total; i += 100) await inst.publishBatch(Math.min(100, total - i));
+    const value = await inst.consumeModes![mode]!(total);
+    report({ name: `embedded.consume.${mode}`, system: system.name, unit: 'msgs/s', value, extra: { messages: total } });
   } finally {
     await inst.close();
     rmSync(dir, { recursive: true, force: true });

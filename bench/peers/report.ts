@@ -39,6 +39,13 @@ export function median(xs: number[]): number {
 /** Which system each row is compared against. */
 export const baselineOf = (row: string): string => (row.startsWith('embedded.') ? 'ferry sqlite' : 'ferry postgres');
 
+/**
+ * Which row of the baseline system a row is compared against: its own, but
+ * a consuming path only one system has (`embedded.consume.<mode>`) against
+ * the baseline's `embedded.consume`.
+ */
+export const baselineRowOf = (row: string): string => (row.startsWith('embedded.consume.') ? 'embedded.consume' : row);
+
 const slug = (s: string) => s.toLowerCase().replace(/[^a-z0-9]+/g, '-');
 
 export function aggregate(samples: Sample[]): Row[] {
@@ -70,7 +77,7 @@ export function aggregate(samples: Sample[]): Row[] {
     });
   }
   for (const r of rows) {
-    const base = rows.find((b) => b.row === r.row && b.system === baselineOf(r.row));
+    const base = rows.find((b) => b.row === baselineRowOf(r.row) && b.system === baselineOf(r.row));
     if (base && base !== r && Number.isFinite(base.value) && base.value > 0) {
       r.baseline = base.value;
       r.ratio = r.value / base.value;

@@ -12,9 +12,10 @@
  * waiting for their commit. Killed at any point, everything not committed is
  * still in the spool.
  *
- * `Spool.popBatch` returns records from the head without removing them, and a
- * commit moves the head at once; so the records not yet in the window are
- * those after the first `inWindow` of a `popBatch` made at that moment.
+ * `Spool.popBatch` returns records without removing them, from the head or
+ * from after a given record: each new delivery takes the records after the
+ * newest one in the window, so nothing in the window is read again. The
+ * accepted prefix of the window is committed with one `commitBatch`.
  */
 import { FerryError, type Popped, type Spool } from '../spool/index.js';
 import { describe, sleep } from './common.js';
@@ -45,7 +46,6 @@ export interface SenderCounts {
 
 interface Flight {
   records: Popped[];
-  bytes: number;
   accepted: boolean;
   done: Promise<void>;
 }
@@ -77,20 +77,19 @@ export async function runSender(
   if (stop.aborted) halt.abort();
 
   const window: Flight[] = [];
-  let inWindow = 0;
-  let windowBytes = 0;
   const commits: Promise<void>[] = [];
   let kick: () => void = () => {};
 
   const commitReady = () => {
+    const ready: Popped[] = [];
     while (window[0]?.accepted) {
       const f = window.shift()!;
-      // Each commit moves the head at once; the cursor writes are awaited at the end.
-      for (const p of f.records) commits.push(p.commit());
-      inWindow -= f.records.length;
-      windowBytes -= f.bytes;
+      for (const p of f.records) ready.push(p);
       counts.out += f.records.length;
     }
+    // One commit for every record of the accepted prefix: the head moves at
+    // once, and the cursor is written once (awaited at the end), not per record.
+    if (ready.length > 0) commits.push(spool.commitBatch(ready));
     if (commits.length > 1024) {
       const settled = Promise.all(commits.splice(0)).then(() => {});
       commits.push(settled);
@@ -99,10 +98,7 @@ export async function runSender(
 
   const launch = (records: Popped[]) => {
     const data = records.map((p) => p.data);
-    const bytes = data.reduce((n, d) => n + d.length, 0);
-    const f: Flight = { records, bytes, accepted: false, done: Promise.resolve() };
-    inWindow += records.length;
-    windowBytes += bytes;
+    const f: Flight = { records, accepted: false, done: Promise.resolve() };
     window.push(f);
     f.done = (async () => {
       for (let attempt = 1; !halt.signal.aborted; attempt++) {
@@ -129,16 +125,16 @@ export async function runSender(
       while (window.length < o.concurrency && !halt.signal.aborted) {
         // Read before popping: input that was done before an empty pop has nothing more to add.
         const wasDone = inputDone();
-        const skip = inWindow;
-        let popped: Popped[];
+        // The records after the newest one in the window (from the head when the window is empty).
+        const last = window.at(-1)?.records.at(-1);
+        let fresh: Popped[];
         try {
-          popped = await spool.popBatch(skip + o.batch, windowBytes + maxBytes);
+          fresh = await spool.popBatch(o.batch, maxBytes, last);
         } catch (err) {
           if (!(err instanceof FerryError) || err.code === 'ERR_CLOSED') throw err;
           counts.lastError = describe(err); // damage was skipped and counted; go on
           continue;
         }
-        const fresh = popped.slice(skip);
         if (fresh.length === 0) {
           drained = wasDone;
           break;

@@ -6,7 +6,7 @@
  * A segment file is a 64-byte little-endian header followed by records; each
  * record is `uvarint(len) ‖ payload ‖ xxhash64(payload)` (u64 LE, seed 0).
  */
-import { xxh64 } from '../storage/xxhash.js';
+import { xxh64, xxh64Signed } from '../storage/xxhash.js';
 
 /** Header size in bytes; the data region starts here. */
 export const HEADER_SIZE = 64;
@@ -115,7 +115,7 @@ export class HeaderImage {
     setU64(view, OFF_WRITE_CURSOR, writeCursor);
     setU64(view, OFF_WRITTEN, writtenCount);
     setU64(view, OFF_COMMITTED, committedCount);
-    view.setBigUint64(OFF_CHECKSUM, xxh64(this.covered), true);
+    view.setBigInt64(OFF_CHECKSUM, xxh64Signed(this.covered), true);
     return this.bytes;
   }
 }
@@ -180,7 +180,7 @@ export function encodeRecord(payload: Uint8Array, out: Uint8Array, at: number): 
   out[p++] = n;
   out.set(payload, p);
   p += payload.length;
-  viewOf(out).setBigUint64(out.byteOffset + p, xxh64(payload), true);
+  viewOf(out).setBigInt64(out.byteOffset + p, xxh64Signed(payload), true);
   return p + CHECKSUM_SIZE - at;
 }
 
@@ -233,7 +233,28 @@ export function frameRecord(
   available: number,
   limit: number,
 ): RecordFrame | 'need' | 'length' {
-  const v = readUvarint(buf, at, Math.min(available, limit));
+  // A length of one or two bytes (records under 16 KiB), without the
+  // object readUvarint returns; anything else takes the general path.
+  const bound = Math.min(available, limit);
+  if (at + 1 < bound) {
+    const b0 = buf[at]!;
+    let size = 0;
+    let value = 0;
+    if (b0 < 0x80) {
+      size = 1;
+      value = b0;
+    } else if (buf[at + 1]! < 0x80) {
+      size = 2;
+      value = (b0 & 0x7f) | (buf[at + 1]! << 7);
+    }
+    if (size > 0) {
+      const end = at + size + value + CHECKSUM_SIZE;
+      if (end > limit) return 'length';
+      if (end > available) return 'need';
+      return { payloadStart: at + size, payloadEnd: at + size + value, end };
+    }
+  }
+  const v = readUvarint(buf, at, bound);
   if (v === null) return 'length';
   if (v === undefined) return available < limit ? 'need' : 'length';
   const end = at + v.size + v.value + CHECKSUM_SIZE;
@@ -242,8 +263,9 @@ export function frameRecord(
   return { payloadStart: at + v.size, payloadEnd: at + v.size + v.value, end };
 }
 
-/** Whether the checksum after the payload matches it. */
-export function checksumMatches(buf: Uint8Array, f: RecordFrame): boolean {
-  const stored = viewOf(buf).getBigUint64(buf.byteOffset + f.payloadEnd, true);
-  return stored === xxh64(buf.subarray(f.payloadStart, f.payloadEnd));
+/** Whether the checksum after the payload matches it. `view`, when given, is a DataView over all of `buf.buffer`. */
+export function checksumMatches(buf: Uint8Array, f: RecordFrame, view: DataView = viewOf(buf)): boolean {
+  // Both sides signed: no mask to make either unsigned.
+  const stored = view.getBigInt64(buf.byteOffset + f.payloadEnd, true);
+  return stored === xxh64Signed(buf.subarray(f.payloadStart, f.payloadEnd));
 }

@@ -66,17 +66,26 @@ export class AckLedger {
    * Returns false when no reservation in the ledger starts there.
    */
   ack(offset: bigint): boolean {
-    const { seq, pos } = unpackOffset(offset);
-    const e = this.reserved.get(seq)?.get(pos);
+    const e = this.lookup(offset);
     if (!e) return false;
-    if (!e.done) this.finish(e);
+    this.ackEntry(e);
     return true;
+  }
+
+  /** The entry of the record reserved at `offset` (done or not), if the ledger holds it. */
+  lookup(offset: bigint): LedgerEntry | undefined {
+    const { seq, pos } = unpackOffset(offset);
+    return this.reserved.get(seq)?.get(pos);
+  }
+
+  /** Marks an entry from {@link lookup} done (once). */
+  ackEntry(e: LedgerEntry): void {
+    if (!e.done) this.finish(e);
   }
 
   /** Whether a record reserved at `offset` is in the ledger (done or not). */
   holds(offset: bigint): boolean {
-    const { seq, pos } = unpackOffset(offset);
-    return this.reserved.get(seq)?.has(pos) ?? false;
+    return this.lookup(offset) !== undefined;
   }
 
   /** Marks every record starting at or before `offset` done; returns how many it marked. */

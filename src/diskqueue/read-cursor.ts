@@ -15,7 +15,6 @@ import { frameRecord, checksumMatches, readUvarint, CHECKSUM_SIZE, HEADER_SIZE, 
 import { walkRecords, type Segment } from './segment.js';
 import type { FileHandle } from '../storage/fs.js';
 import type { DiskQueue } from './queue.js';
-import { packOffset } from './ledger.js';
 
 /** A record at the head: its bytes are valid until the next read through the cursor. */
 export interface HeadRecord {
@@ -39,6 +38,8 @@ export class ReadCursor {
   seg: Segment | undefined;
   pos: number;
   private block = new Uint8Array(BLOCK_SIZE);
+  /** A view over the block, for reading checksums without a lookup per record. */
+  private readonly blockView = new DataView(this.block.buffer);
   private blockSeg: Segment | undefined;
   private blockStart = 0;
   private blockLen = 0;
@@ -86,7 +87,7 @@ export class ReadCursor {
     if (done && this.q.ledger.size === 0) this.q.commitDirect(rec.seg, rec.end, 1);
     else this.q.ledger.add({ seg: rec.seg, start: rec.start, end: rec.end, records: 1, done });
     this.passDone();
-    return done ? undefined : packOffset(rec.seg.seq, rec.start);
+    return done ? undefined : rec.seg.offsetBase + BigInt(rec.start);
   }
 
   /**
@@ -172,7 +173,7 @@ export class ReadCursor {
     if (seg !== this.probed && seg.sealed) this.probe(seg);
     const at = this.locate(seg, this.pos);
     const f = at.frame;
-    if (f !== 'damaged' && checksumMatches(at.buf, f)) {
+    if (f !== 'damaged' && checksumMatches(at.buf, f, at.buf === this.block ? this.blockView : undefined)) {
       return { seg, start: this.pos, end: at.base + f.end, payload: at.buf.subarray(f.payloadStart, f.payloadEnd) };
     }
     if (f !== 'damaged' && f.payloadEnd > f.payloadStart && this.resyncsAt(seg, at.base + f.end)) {

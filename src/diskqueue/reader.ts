@@ -17,7 +17,7 @@
 import { CodecError, CorruptError, InvalidArgumentError, OffsetError } from '../errors.js';
 import { STAMP_SIZE } from './format.js';
 import { checkCallOptions, checkIterable } from './options.js';
-import { packOffset } from './ledger.js';
+import { packOffset, type LedgerEntry } from './ledger.js';
 import type { DiskQueue } from './queue.js';
 import type { HeadRecord } from './read-cursor.js';
 import { shown } from '../show-value.js';
@@ -178,15 +178,18 @@ export class Reader<T> {
     try {
       this.q.checkWritable();
       checkIterable('offsets', offsets);
-      const list = [...offsets];
       const ledger = this.q.ledger;
-      for (const o of list) {
+      // Every offset is checked before any is acknowledged (all or nothing);
+      // each is looked up once.
+      const found: LedgerEntry[] = [];
+      for (const o of offsets) {
         checkOffset(o);
-        if (!ledger.holds(o) && !this.isCommitted(o)) throw new OffsetError(`no reserved record at offset ${o}`);
+        const e = ledger.lookup(o);
+        if (e) found.push(e);
+        else if (!this.isCommitted(o)) throw new OffsetError(`no reserved record at offset ${o}`);
       }
-      let any = false;
-      for (const o of list) any = ledger.ack(o) || any;
-      return (any && this.q.retireNow()) || DONE;
+      for (const e of found) ledger.ackEntry(e);
+      return (found.length > 0 && this.q.retireNow()) || DONE;
     } catch (err) {
       return Promise.reject(err);
     }

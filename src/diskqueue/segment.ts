@@ -76,6 +76,12 @@ export class Segment {
   }
 
   /** Every published record is committed, and nothing more can be appended. */
+  /** `seq << 48` as a bigint: a record's offset is this plus its position (see `packOffset`). */
+  get offsetBase(): bigint {
+    return (this.base ??= BigInt(this.seq) << 48n);
+  }
+  private base: bigint | undefined;
+
   get retired(): boolean {
     return this.sealed && this.commitCursor >= this.writeCursor && this.end === this.writeCursor;
   }

@@ -8,7 +8,7 @@
  * Pure functions only: no file access here, so the golden tests can pin the
  * bytes in both directions without a file system.
  */
-import { xxh64 } from '../storage/xxhash.js';
+import { xxh64, xxh64Signed } from '../storage/xxhash.js';
 
 /** The 6 magic bytes at the start of every segment. */
 export const MAGIC = new TextEncoder().encode('KSPOOL');
@@ -80,6 +80,11 @@ export interface FrameHeader {
   checksum: bigint;
 }
 
+/** The payload length a frame's header gives (u32 big-endian), without the checksum's bigint. */
+export function frameLength(bytes: Uint8Array): number {
+  return ((bytes[0]! << 24) | (bytes[1]! << 16) | (bytes[2]! << 8) | bytes[3]!) >>> 0;
+}
+
 /** Reads the 12 bytes in front of a payload. */
 export function decodeFrameHeader(bytes: Uint8Array): FrameHeader {
   const view = new DataView(bytes.buffer, bytes.byteOffset, FRAME_OVERHEAD);
@@ -93,14 +98,17 @@ export function decodeFrameHeader(bytes: Uint8Array): FrameHeader {
  * pass and put back before it returns.
  */
 export function checkFrame(frame: Uint8Array): Uint8Array | undefined {
-  const { length, checksum } = decodeFrameHeader(frame);
+  const view = new DataView(frame.buffer, frame.byteOffset, FRAME_OVERHEAD);
+  const length = view.getUint32(0, false);
   if (frame.length !== FRAME_OVERHEAD + length) return undefined;
+  // Both sides signed: no mask to make either unsigned.
+  const checksum = view.getBigInt64(4, false);
   const b8 = frame[8]!;
   const b9 = frame[9]!;
   const b10 = frame[10]!;
   const b11 = frame[11]!;
   frame.copyWithin(8, 0, 4);
-  const ok = xxh64(frame.subarray(8)) === checksum;
+  const ok = xxh64Signed(frame.subarray(8)) === checksum;
   frame[8] = b8;
   frame[9] = b9;
   frame[10] = b10;

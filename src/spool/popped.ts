@@ -16,5 +16,7 @@ export class Popped {
     /** @internal */ readonly offset: number,
     /** @internal */ readonly next: number,
     /** @internal */ readonly epoch: number,
+    /** @internal The segment the record was read from (compared by identity on commit). */
+    readonly segment: object,
   ) {}
 }

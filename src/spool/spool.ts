@@ -34,7 +34,7 @@ import {
 } from '../errors.js';
 import { shown } from '../show-value.js';
 import { refuseOtherFormat } from '../storage/format-guard.js';
-import { checkFrame, decodeFrameHeader, writeFrame, FRAME_OVERHEAD, MAX_RECORD_BYTES, SEGMENT_HEADER_SIZE } from './format.js';
+import { checkFrame, frameLength, writeFrame, FRAME_OVERHEAD, MAX_RECORD_BYTES, SEGMENT_HEADER_SIZE } from './format.js';
 import { resolveSpoolOptions, type ResolvedSpoolOptions, type SpoolOptions } from './options.js';
 import { CursorFile } from './cursor.js';
 import { recover, repairTail, wholeFramesEnd, type RecoveryCounts } from './recovery.js';
@@ -231,7 +231,7 @@ export class Spool implements AsyncDisposable {
       let frame: Uint8Array;
       try {
         if (h.size - at < FRAME_OVERHEAD) throw this.dropSegment(h, 'short');
-        const { length } = decodeFrameHeader(h.read(at, FRAME_OVERHEAD));
+        const length = frameLength(h.read(at, FRAME_OVERHEAD));
         if (at + FRAME_OVERHEAD + length > h.size) throw this.dropSegment(h, 'length');
         frame = h.read(at, FRAME_OVERHEAD + length);
       } catch (err) {
@@ -261,7 +261,7 @@ export class Spool implements AsyncDisposable {
       }
       this.counters.popped++;
       const epoch = h.epoch;
-      return new Popped(payload.slice(), () => this.commitAt(h, at, next, epoch), h.seq, at, next, epoch);
+      return new Popped(payload.slice(), () => this.commitAt(h, at, next, epoch), h.seq, at, next, epoch, h);
     }
   }
 
@@ -274,22 +274,41 @@ export class Spool implements AsyncDisposable {
    * it is at the head, so a commit made before the ones ahead of it does
    * nothing and is not remembered (that record is delivered again).
    *
-   * @throws as {@link pop}, for the first record only.
+   * With `after` (a record popped earlier, not yet committed), the batch
+   * starts right after it instead of at the head, for a sender that keeps
+   * several batches in flight: nothing before it is read again. Such a batch
+   * reports no error; it ends early (or is empty) at anything not intact,
+   * which the head reports when it gets there. When `after` is no longer
+   * ahead of the head (committed, or cut by a rollback) the batch starts at
+   * the head, as without it.
+   *
+   * @throws as {@link pop}, for the first record of a batch from the head only.
+   * @throws InvalidArgumentError `max` is not a positive integer, or `after` is not a popped record.
    */
-  async popBatch(max: number, maxBytes = Infinity): Promise<Popped[]> {
+  async popBatch(max: number, maxBytes = Infinity, after?: Popped): Promise<Popped[]> {
     if (!Number.isSafeInteger(max) || max < 1) throw new InvalidArgumentError(`max must be a positive integer, got ${shown(max)}`);
+    if (after !== undefined && !(after instanceof Popped)) throw new InvalidArgumentError('after must be a record from pop or popBatch');
     this.checkOpen();
-    if (!this.turns.busy) return this.popBatchNow(max, maxBytes);
-    return this.turns.run(() => this.popBatchNow(max, maxBytes));
+    if (!this.turns.busy) return this.popBatchNow(max, maxBytes, after);
+    return this.turns.run(() => this.popBatchNow(max, maxBytes, after));
   }
 
-  private popBatchNow(max: number, maxBytes: number): Popped[] {
-    const first = this.popNow();
-    if (!first) return [];
-    const out = [first];
-    let bytes = first.data.length;
-    let i = 0;
-    let at = first.next;
+  private popBatchNow(max: number, maxBytes: number, after: Popped | undefined): Popped[] {
+    let i = after ? this.aheadOfHead(after) : -1;
+    const out: Popped[] = [];
+    let bytes = 0;
+    let at: number;
+    if (i >= 0) {
+      this.writeStaged();
+      at = after!.next;
+    } else {
+      const first = this.popNow();
+      if (!first) return [];
+      out.push(first);
+      bytes = first.data.length;
+      i = 0;
+      at = first.next;
+    }
     while (out.length < max && bytes < maxBytes) {
       let seg = this.segs[i]!;
       if (at >= seg.size) {
@@ -302,7 +321,7 @@ export class Spool implements AsyncDisposable {
       let payload: Uint8Array | undefined;
       try {
         if (seg.size - at < FRAME_OVERHEAD) break;
-        const { length } = decodeFrameHeader(seg.read(at, FRAME_OVERHEAD));
+        const length = frameLength(seg.read(at, FRAME_OVERHEAD));
         if (at + FRAME_OVERHEAD + length > seg.size) break;
         payload = checkFrame(seg.read(at, FRAME_OVERHEAD + length));
       } catch {
@@ -313,12 +332,26 @@ export class Spool implements AsyncDisposable {
       const epoch = seg.epoch;
       const held = seg;
       const from = at;
-      out.push(new Popped(payload.slice(), () => this.commitAt(held, from, next, epoch), seg.seq, from, next, epoch));
+      out.push(new Popped(payload.slice(), () => this.commitAt(held, from, next, epoch), seg.seq, from, next, epoch, held));
       this.counters.popped++;
       bytes += payload.length;
       at = next;
     }
     return out;
+  }
+
+  /**
+   * The index in `segs` of the segment holding `p` when `p` is still whole
+   * and not yet passed by the head (so the records after it are unread by
+   * the head); -1 otherwise.
+   */
+  private aheadOfHead(p: Popped): number {
+    const i = this.segs.indexOf(p.segment as SpoolSegment);
+    if (i < 0) return -1;
+    const seg = this.segs[i]!;
+    if (p.next > seg.size || !seg.intactSince(p.epoch, p.next)) return -1;
+    if (i === 0 && this.headOffset > p.offset) return -1;
+    return i;
   }
 
   /**
@@ -770,15 +803,61 @@ export class Spool implements AsyncDisposable {
   }
 
   private commitNow(seg: SpoolSegment, at: number, next: number, epoch: number): Promise<void> {
-    if (this.segs[0] !== seg || this.headOffset !== at || next > seg.size || !seg.intactSince(epoch, next)) return Promise.resolve();
+    if (!this.moveHead(seg, at, next, epoch)) return Promise.resolve();
+    return this.advanced();
+  }
+
+  /**
+   * Moves the head past the frame at `at` when it is still the head (see
+   * {@link commitAt}), retiring a segment it leaves behind; the cursor is
+   * not written. Whether it moved.
+   */
+  private moveHead(seg: SpoolSegment, at: number, next: number, epoch: number): boolean {
+    if (this.segs[0] !== seg || this.headOffset !== at || next > seg.size || !seg.intactSince(epoch, next)) return false;
     this.headOffset = next;
     this.counters.committed++;
-    return this.advanced();
+    this.retireConsumed();
+    return true;
+  }
+
+  /**
+   * Commits `popped` in order with one cursor write for all of them (beyond
+   * the Go spool, for senders that deliver in batches): the same as calling
+   * each one's `commit()` in turn, where each retires its record only when it
+   * is at the head by then, except that the cursor is written once, after the
+   * last. A killed process therefore redelivers either none of the batch or
+   * all of what the cursor did not cover, never loses one. Resolves once the
+   * cursor was written (and, under `commitSync`, fdatasynced); like
+   * `commit()`, a cursor that cannot be written does not reject, it shows in
+   * {@link cursorError}. A no-op after close.
+   *
+   * @throws InvalidArgumentError `popped` is not an array of records popped from a spool.
+   */
+  commitBatch(popped: readonly Popped[]): Promise<void> {
+    if (!Array.isArray(popped) || !popped.every((p) => p instanceof Popped)) {
+      return Promise.reject(new InvalidArgumentError('commitBatch takes an array of records from pop or popBatch'));
+    }
+    if (this.closed) return Promise.resolve();
+    if (!this.turns.busy) return this.commitBatchNow(popped);
+    return this.turns.run(() => this.commitBatchNow(popped));
+  }
+
+  private commitBatchNow(popped: readonly Popped[]): Promise<void> {
+    let moved = false;
+    for (const p of popped) {
+      if (this.moveHead(p.segment as SpoolSegment, p.offset, p.next, p.epoch)) moved = true;
+    }
+    return moved ? this.advanced() : Promise.resolve();
+  }
+
+  /** Retires head segments the head has moved past (never the tail). */
+  private retireConsumed(): void {
+    while (this.segs.length > 1 && this.headOffset >= this.segs[0]!.size) this.retireHead();
   }
 
   /** The head moved: retire consumed segments and write the cursor. */
   private advanced(): Promise<void> {
-    while (this.segs.length > 1 && this.headOffset >= this.segs[0]!.size) this.retireHead();
+    this.retireConsumed();
     return this.cursor.write({ seq: this.segs[0]!.seq, offset: this.headOffset });
   }
 

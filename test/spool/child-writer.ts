@@ -3,9 +3,11 @@
  * `ready`, then loops: appends `x<i>` (per record with `append`, or in
  * groups of 10 with `appendNoSync` + `sync` under `group`) and prints `A <i>`
  * once each is durable; every 7 records it pops and commits up to 7, printing
- * `C <i>` after each commit resolved. Each line is one synchronous write.
+ * `C <i>` after each commit resolved (under `batch`, appending per record, it
+ * takes the 7 with one `popBatch` and commits them with one `commitBatch`,
+ * printing their lines once it resolved). Each line is one synchronous write.
  *
- *   node --import tsx test/spool/child-writer.ts <dir> <single|group> <start>
+ *   node --import tsx test/spool/child-writer.ts <dir> <single|group|batch> <start>
  */
 import { say } from '../helpers/say.js';
 import { Spool } from '../../src/spool/index.js';
@@ -27,6 +29,12 @@ for (let i = Number(startArg); ; ) {
     i++;
   }
   if (i % 7 < (mode === 'group' ? 10 : 1)) {
+    if (mode === 'batch') {
+      const batch = await s.popBatch(7);
+      await s.commitBatch(batch);
+      if (batch.length) say(batch.map((p) => `C ${new TextDecoder().decode(p.data).slice(1)}`).join('\n'));
+      continue;
+    }
     for (let k = 0; k < 7; k++) {
       const p = await s.pop();
       if (!p) break;

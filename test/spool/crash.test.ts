@@ -104,4 +104,7 @@ describe('SIGKILL a spool writer at random points', () => {
   it('appendNoSync groups of 10 with sync, committing as it goes', { timeout: 600_000 }, async () => {
     assert.ok((await rounds('group', 12, 5)) > 0);
   });
+  it('append per record, committing batches of 7 with one commitBatch each', { timeout: 600_000 }, async () => {
+    assert.ok((await rounds('batch', 12, 7)) > 0);
+  });
 });
