@@ -74,7 +74,10 @@ export class AttemptRegistry {
     this.#newest.set(id, a);
     if (old === undefined || old.c.claimToken === a.c.claimToken) return;
     old.lose('claim');
-    if (old.done !== undefined) a.after = old.done;
+    // Wait for the old attempt if it started; if it never did, for what it
+    // was itself waiting for (a third claim arriving while the second still
+    // waits must not start beside the first, which may still be running).
+    a.after = old.done ?? old.after;
   }
 
   /** Forgets `a` once it has finished, unless a newer attempt replaced it. */

@@ -145,7 +145,7 @@ describe('attempts of one delivery never overlap, under any interleaving', () =>
           }
         },
       ),
-      { numRuns: RUNS },
+      { numRuns: RUNS, includeErrorInReport: true, ...(process.env.FC_SEED ? { seed: Number(process.env.FC_SEED), path: process.env.FC_PATH, endOnFailure: true } : {}) },
     );
   });
 });
