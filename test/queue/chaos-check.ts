@@ -2,7 +2,9 @@
  * Checks of a multi-process run from its workers' logs of handler starts and
  * ends (one JSON line each, written synchronously so a SIGKILL loses nothing
  * logged): every message succeeded; every extra success follows a kill of
- * the earlier run's worker or a lost lease; per key, no message started
+ * the earlier run's worker, a lost lease (the handler aborted, or a leaseLost
+ * event for that run, e.g. an ack refused as not held) or an ack its worker
+ * reported failed (it may have landed or not); per key, no message started
  * before the one ahead of it had succeeded; no more than `maxInFlight`
  * handlers of the group ever ran at once.
  */
@@ -11,7 +13,9 @@ import assert from 'node:assert/strict';
 export interface Line {
   w: string;
   g: string;
-  t: 's' | 'e';
+  /** Handler start, handler end, a leaseLost event, an error the engine reported (`op`). */
+  t: 's' | 'e' | 'lost' | 'err';
+  op?: string;
   id: string;
   n: number;
   key: string;
@@ -59,6 +63,8 @@ export function checkGroup(lines: Line[], kills: Map<string, number>, g: string,
   const successes = new Map<string, typeof runs>();
   for (const r of runs.filter((r) => r.ok)) successes.set(r.id, [...(successes.get(r.id) ?? []), r]);
   assert.equal(successes.size, messages, `${g}: messages that never succeeded: ${messages - successes.size}`);
+  const lostEvents = new Set(mine.filter((l) => l.t === 'lost').map((l) => `${l.w} ${l.id} ${l.a}`));
+  const ackErrors = mine.filter((l) => l.t === 'err' && l.op === 'ack');
   let duplicates = 0;
   for (const rs of successes.values()) {
     rs.sort((a, b) => a.at - b.at);
@@ -66,8 +72,11 @@ export function checkGroup(lines: Line[], kills: Map<string, number>, g: string,
       duplicates++;
       const prev = rs[i - 1]!;
       const killedAt = kills.get(prev.w);
-      const explained = prev.lost || (killedAt !== undefined && killedAt >= prev.end && killedAt <= rs[i]!.at);
-      assert.ok(explained, `${g}: ${prev.id} succeeded twice (on ${prev.w}, then ${rs[i]!.w}) without a kill or lost lease between`);
+      const explained = prev.lost
+        || lostEvents.has(`${prev.w} ${prev.id} ${prev.a}`)
+        || ackErrors.some((e) => e.w === prev.w && e.at >= prev.end)
+        || (killedAt !== undefined && killedAt >= prev.end && killedAt <= rs[i]!.at);
+      assert.ok(explained, `${g}: ${prev.id} succeeded twice (on ${prev.w}, then ${rs[i]!.w}) without a kill, lost lease or failed ack between`);
     }
   }
 
