@@ -92,8 +92,11 @@ for (const factory of STORE_FACTORIES) {
       };
       const seen = new Map<string, number>();
       const handler = async (d: { group: string; id: string }) => void seen.set(`${d.group}:${d.id}`, (seen.get(`${d.group}:${d.id}`) ?? 0) + 1);
-      for (const g of ['g1', 'g2', 'g3']) await q.subscribe('t', g, handler, { ...FAST, concurrency: 8 });
-      await q.subscribe('t', 'g1', handler, { ...FAST, concurrency: 8 }); // a competitor in g1
+      // Leases far longer than any held flush: a lease that lapsed while its
+      // ack waited (a loaded machine, a slow store) would rightly run twice.
+      const opts = { ...FAST, concurrency: 8, leaseDurationMs: 120_000 };
+      for (const g of ['g1', 'g2', 'g3']) await q.subscribe('t', g, handler, opts);
+      await q.subscribe('t', 'g1', handler, opts); // a competitor in g1
       const ids = await q.publish(...Array.from({ length: 120 }, () => ({ topic: 't', payload: enc('x') })));
       await waitFor(async () => {
         for (const g of ['g1', 'g2', 'g3']) {

@@ -124,9 +124,11 @@ for (const factory of STORE_FACTORIES) {
       let runs = 0;
       const handler: Handler = async () => {
         runs++;
-        await sleep(t.ms(800));
+        await sleep(t.ms(2500));
       };
-      const opts = { ...FAST, leaseDurationMs: t.ms(300) };
+      // Renewals every third of a 1 s lease (scaled by the store's slowness)
+      // keep it, with room for a loaded machine's late timers and replies.
+      const opts = { ...FAST, leaseDurationMs: t.ms(1000) };
       await a.q.subscribe('t', 'g', handler, opts);
       await b.q.subscribe('t', 'g', handler, opts);
       await a.q.publish({ topic: 't', payload: enc('slow') });
