@@ -11,11 +11,11 @@
  * - `queue.latency.sqlite.<n>`: publish-to-handler p50/p99 (ms) of 200
  *   messages published one at a time to one subscription while `n - 1`
  *   others sit idle; the `.3000` row's ratio is to `.3` of the same run.
- * - `queue.fanout.sqlite.2000x3` / `.restart`: 2,000 topics × 3 groups
+ * - `queue.fanout.2000x3` / `.restart` (SQLite): 2,000 topics × 3 groups
  *   subscribed, one message published to each topic, seconds until all 6,000
  *   deliveries ran (capped at FERRY_BENCH_FANOUT_CAP_MS, default 120 s; `extra.delivered` tells how many did); then the
  *   queue is closed and a new one on the same file does the same again.
- *   `.normal`: the same with `synchronous: 'normal'` (no WAL sync per commit).
+ *   `.nosync`: the same with `synchronous: 'normal'` (no WAL sync per commit).
  *   `extra.subscribeS`: the seconds the 6,000 subscribes took.
  *
  * `--quick` scales the counts and windows by 0.1 (at least 100 subscriptions).
@@ -147,7 +147,7 @@ export const suite: BenchSuite = {
       const path = join(ctx.tmpDir, `fanout-${sync}.db`);
       for (const tag of ['', '.restart']) {
         const r = await fanoutRound(path, sync, topics, capMs);
-        const name = `queue.fanout.sqlite${sync === 'normal' ? '.normal' : ''}.${topics}x3${tag}`;
+        const name = `queue.fanout.${topics}x3${sync === 'normal' ? '.nosync' : ''}${tag}`;
         ctx.report({ name, unit: 's', value: r.s, extra: { delivered: r.delivered, subscribeS: r.subscribeS, load1: loadavg()[0]! } });
       }
     }

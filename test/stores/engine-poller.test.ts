@@ -18,7 +18,7 @@ import type { ClaimRequest, Subscription } from '../../src/queue/types.js';
 import { dec, enc } from './engine-harness.js';
 import { STORE_FACTORIES } from './factories.js';
 import type { StoreHarness } from './factories.js';
-import { InstrumentedStore, deferred, sleep, waitFor } from './helpers.js';
+import { InstrumentedStore, claimReq, deferred, msg, sleep, waitFor } from './helpers.js';
 
 /** A short poll, so the tests see many ticks; no other wake-up reaches another instance. */
 const POLL: SubscribeOptions = { pollIntervalMs: 20, leaseDurationMs: 2000, backoffBaseMs: 5, backoffMaxMs: 20 };
@@ -55,6 +55,33 @@ for (const factory of STORE_FACTORIES) {
     async function ticks(store: InstrumentedStore, n: number) {
       const from = store.count('duePairs');
       await waitFor(() => store.count('duePairs') >= from + n, 30_000, `${n} poll ticks`);
+    }
+
+    for (const fillers of [0, 300]) {
+      it(`duePairs over ${fillers + 7} pairs names exactly those with claimable work`, async () => {
+        const store = await h.open();
+        for (const t of ['due', 'sched', 'held', 'lapsed', 'retried', 'idle']) await store.ensureGroup(t, 'g', 'earliest');
+        for (let i = 0; i < fillers; i += 50) await Promise.all(Array.from({ length: Math.min(50, fillers - i) }, (_, j) => store.ensureGroup('filler', `f${i + j}`, 'latest')));
+        await store.append([
+          msg('due'), msg('sched', { deliverAt: new Date(Date.now() + 3_600_000) }), msg('held'), msg('lapsed'), msg('retried'), msg('unregistered'),
+        ]);
+        assert.equal((await store.claim(claimReq('held', 'g', { leaseMs: 600_000 }))).length, 1);
+        assert.equal((await store.claim(claimReq('lapsed', 'g', { leaseMs: 1 }))).length, 1);
+        const [r] = await store.claim(claimReq('retried', 'g', { leaseMs: 600_000 }));
+        assert.ok(await store.retry(r!, 0, 'again'));
+        const pairs = [...['due', 'sched', 'held', 'lapsed', 'retried', 'idle', 'unregistered'].map((topic) => ({ topic, group: 'g' })),
+          ...Array.from({ length: fillers }, (_, i) => ({ topic: 'filler', group: `f${i}` }))];
+        const names = async () => (await store.duePairs!(pairs)).map((p) => `${p.topic}/${p.group}`).sort();
+        // The 1 ms lease runs out by the store's clock (ClickHouse's may lag ours a little).
+        await waitFor(async () => (await names()).includes('lapsed/g'), 30_000, 'the lapsed lease');
+        assert.deepEqual(await names(), ['due/g', 'lapsed/g', 'retried/g']);
+        // Claimed, they are no longer due; a pair not asked about is never named.
+        for (const t of ['due', 'lapsed', 'retried']) assert.equal((await store.claim(claimReq(t, 'g', { leaseMs: 600_000 }))).length, 1);
+        assert.deepEqual(await names(), []);
+        await store.append([msg('due')]);
+        assert.deepEqual((await store.duePairs!(pairs.filter((p) => p.topic !== 'due'))).length, 0);
+        assert.deepEqual(await names(), ['due/g']);
+      });
     }
 
     it('40 idle subscriptions make no claims over many ticks: one poll query per tick for all of them', async () => {
