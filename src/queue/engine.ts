@@ -433,7 +433,8 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
 
   /**
    * Closes the subscriptions, then the janitor, the wake source, the
-   * publishes still being written and the store. With `timeoutMs` (or
+   * publishes still being written, the poll query in flight (due-poller.ts)
+   * and the store. With `timeoutMs` (or
    * `signal`) all of it keeps that one deadline: at the deadline every store
    * call still in flight is given up, so a hung store cannot hold close past
    * it. Without one, each subscription waits its own lease and the rest at
