@@ -16,7 +16,9 @@
  *   deliveries ran (capped at FERRY_BENCH_FANOUT_CAP_MS, default 120 s; `extra.delivered` tells how many did); then the
  *   queue is closed and a new one on the same file does the same again.
  *   `.nosync`: the same with `synchronous: 'normal'` (no WAL sync per commit).
- *   `extra.subscribeS`: the seconds the 6,000 subscribes took.
+ *   `extra.subscribeS`: the seconds the 6,000 subscribes took; `extra.cpuS`:
+ *   this process's CPU seconds from the first publish to the last delivery
+ *   (on a loaded machine the wall time is mostly waiting for a core).
  *
  * `--quick` scales the counts and windows by 0.1 (at least 100 subscriptions).
  */
@@ -93,7 +95,7 @@ async function latency(ctx: BenchContext, n: number): Promise<number> {
 }
 
 /** 2,000 topics × 3 groups, one message each; resolves with seconds to deliver all (or the cap) and how many were. */
-async function fanoutRound(path: string, synchronous: 'full' | 'normal', topics: number, capMs: number): Promise<{ s: number; delivered: number; subscribeS: number }> {
+async function fanoutRound(path: string, synchronous: 'full' | 'normal', topics: number, capMs: number): Promise<{ s: number; delivered: number; subscribeS: number; cpuS: number }> {
   const q = createStoreQueue(await SqliteStore.open({ path, synchronous }));
   try {
     let delivered = 0;
@@ -103,12 +105,14 @@ async function fanoutRound(path: string, synchronous: 'full' | 'normal', topics:
     await subscribeAll(q, pairs, () => void delivered++);
     const subscribeS = (performance.now() - s0) / 1000;
     const t0 = performance.now();
+    const c0 = process.cpuUsage();
     for (let t = 0; t < topics; t += 100) {
       await q.publish(...Array.from({ length: Math.min(100, topics - t) }, (_, i) => ({ topic: `fan${t + i}`, payload: PAYLOAD })));
     }
     const want = topics * 3;
     while (delivered < want && performance.now() - t0 < capMs) await sleep(20);
-    return { s: (performance.now() - t0) / 1000, delivered, subscribeS };
+    const c = process.cpuUsage(c0);
+    return { s: (performance.now() - t0) / 1000, delivered, subscribeS, cpuS: (c.user + c.system) / 1e6 };
   } finally {
     await q.close({ timeoutMs: 5000 }).catch(() => undefined);
   }
@@ -148,7 +152,7 @@ export const suite: BenchSuite = {
       for (const tag of ['', '.restart']) {
         const r = await fanoutRound(path, sync, topics, capMs);
         const name = `queue.fanout.${topics}x3${sync === 'normal' ? '.nosync' : ''}${tag}`;
-        ctx.report({ name, unit: 's', value: r.s, extra: { delivered: r.delivered, subscribeS: r.subscribeS, load1: loadavg()[0]! } });
+        ctx.report({ name, unit: 's', value: r.s, extra: { delivered: r.delivered, cpuS: r.cpuS, subscribeS: r.subscribeS, load1: loadavg()[0]! } });
       }
     }
   },
