@@ -13,9 +13,11 @@
  *   beyond the free slots wait in claim order for a slot (leases renewed,
  *   dropped unrun if a lease lapses, released unrun at close), and the loop
  *   claims again once that list has drained to half. A full answer means there may be more, so it asks
- *   again at once; a short one means nothing else is due, so it sleeps for
- *   `pollIntervalMs`, cut short by anything that may have made a delivery
- *   claimable: a publish through this queue; an ack or dead letter written by
+ *   again at once; a short one means nothing else is due, so it sleeps until
+ *   woken by anything that may have made a delivery claimable: the store's
+ *   poller (due-poller.ts), which every `pollIntervalMs` asks the store in
+ *   one query which (topic, group) pairs of all the subscriptions on it
+ *   have due work and wakes only those; a publish through this queue; an ack or dead letter written by
  *   this queue that frees the head of a key lane (or a lease under
  *   `maxInFlight`); a timer for the earliest moment this queue knows work
  *   comes due (a retry's backoff ends, a message it published with
@@ -85,6 +87,7 @@ import { DEFAULT_LEASE_DURATION_MS, checkCloseOptions, checkCodec, hoursToMs, re
 import type { EngineConfig, ResolvedEngineConfig, SubscribeOptions } from './options.js';
 import { redrive } from './redrive.js';
 import { isTransient } from './stores/transient.js';
+import { DuePoller } from './due-poller.js';
 import { StoreSubscription } from './subscription.js';
 import { WakeTimer } from './wake-timer.js';
 import type { SubscriptionHost } from './subscription.js';
@@ -125,6 +128,10 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
   readonly #cfg: ResolvedEngineConfig;
   readonly #signals: QueueSignals;
   readonly #subs = new Set<StoreSubscription>();
+  /** `#subs` by topic, for wake-ups. */
+  readonly #subsOf = new Map<string, Set<StoreSubscription>>();
+  /** Shared by every queue over this store object: finds which subscriptions have due work. */
+  readonly #poller: DuePoller;
   readonly #janitor: Janitor;
   readonly #listenCtl = new AbortController();
   readonly #timer = new WakeTimer((topic) => this.#wake(topic));
@@ -157,15 +164,17 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
         });
     }
     this.#batcher = new PublishBatcher((msgs) => this.#guarded.append(msgs), (msgs) => this.#appendRetrying(msgs));
+    this.#poller = DuePoller.of(store);
     this.#host = {
       store,
+      poller: this.#poller,
       attempts: this.#attempts,
       onError: signals.report,
       emit: (name, event) => signals.emit(name, event),
       appendInternal: (msgs) => this.#append(msgs),
       wake: (topic) => this.#wake(topic),
       wakeAt: (topic, at) => this.#timer.schedule(topic, at),
-      forget: (sub) => this.#subs.delete(sub),
+      forget: (sub) => this.#forget(sub),
     };
   }
 
@@ -192,7 +201,14 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
   }
 
   #wake(topic: string): void {
-    for (const s of this.#subs) if (s.topic === topic) s.wake();
+    const subs = this.#subsOf.get(topic);
+    if (subs) for (const s of subs) s.wake();
+  }
+
+  #forget(sub: StoreSubscription): void {
+    this.#subs.delete(sub);
+    const subs = this.#subsOf.get(sub.topic);
+    if (subs?.delete(sub) && subs.size === 0) this.#subsOf.delete(sub.topic);
   }
 
   /** Checks one message, encodes its payload with `codec` (if any) and fills in its ID and publish time. */
@@ -318,6 +334,9 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
       await this.#guarded.ensureGroup(topic, group, o.startFrom);
       const sub = new StoreSubscription(this.#host, topic, group, handler, o);
       this.#subs.add(sub);
+      let subs = this.#subsOf.get(topic);
+      if (!subs) this.#subsOf.set(topic, (subs = new Set()));
+      subs.add(sub);
       sub.start();
       return sub;
     });
@@ -414,7 +433,8 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
 
   /**
    * Closes the subscriptions, then the janitor, the wake source, the
-   * publishes still being written and the store. With `timeoutMs` (or
+   * publishes still being written, the poll query in flight (due-poller.ts)
+   * and the store. With `timeoutMs` (or
    * `signal`) all of it keeps that one deadline: at the deadline every store
    * call still in flight is given up, so a hung store cannot hold close past
    * it. Without one, each subscription waits its own lease and the rest at
@@ -436,6 +456,7 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
       this.#listenCtl.abort();
       await settledBefore(this.#listening, stop.signal);
       await settledBefore(this.#batcher.drain(), stop.signal); // publishes accepted before close are stored
+      await settledBefore(this.#poller.idle(), stop.signal); // a poll query of the subscriptions just closed
       const closing = this.#store.close();
       if (!(await settledBefore(closing, stop.signal))) {
         closing.catch((err) => this.#signals.report(err, 'store close'));

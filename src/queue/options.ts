@@ -35,7 +35,13 @@ export interface SubscribeOptions<T = never> {
   concurrency?: number;
   /** Most deliveries claimed per poll. Default 32. */
   batchSize?: number;
-  /** Wait between polls that found nothing, ms. Default 1000. A publish through the same queue (or a store's wake source) cuts it short. */
+  /**
+   * How often the store's shared poller asks whether this subscription has
+   * due work, ms (the poller runs at the smallest interval of the
+   * subscriptions on the store, one query for all of them; an idle
+   * subscription makes no claim). Default 1000. A publish through the same
+   * queue (or a store's wake source) wakes the subscription sooner.
+   */
   pollIntervalMs?: number;
   /** How long a claim survives without a heartbeat, ms; heartbeats run every third of it. Default 30000. */
   leaseDurationMs?: number;

@@ -9,6 +9,7 @@ import { GuardedStore, armCloseDeadline, settledBefore, stopController } from '.
 import { Attempt, type AttemptRegistry, type LossCause } from './attempt.js';
 import { retryBackoffMs } from './backoff.js';
 import { deadLetterCopy, errorText } from './dead-letter.js';
+import type { DuePoller } from './due-poller.js';
 import type { DeadLetterReason, DeliveryEvent, LeaseLostEvent, QueueEvents } from './events.js';
 import { checkCloseOptions, type ErrorReporter, type ResolvedSubscribeOptions } from './options.js';
 import { isPermanent } from './permanent.js';
@@ -41,6 +42,8 @@ export function maxUnwrittenAcks(concurrency: number): number {
 /** What a subscription needs from the queue that owns it. @internal */
 export interface SubscriptionHost {
   readonly store: Store;
+  /** Finds which subscriptions of the store have due work, once per poll interval (due-poller.ts). */
+  readonly poller: DuePoller;
   /** The newest attempt of each delivery held by any subscription of this queue. */
   readonly attempts: AttemptRegistry;
   readonly onError: ErrorReporter;
@@ -98,6 +101,8 @@ export class StoreSubscription implements Subscription {
   #woken = false;
   #wakeWait: (() => void) | undefined;
   #waitingForSlot = false;
+  /** Removes this subscription from the store's poller. */
+  #unpoll: (() => void) | undefined;
   /**
    * A recovered delivery (its last lease ran out with no outcome: its holder
    * may have crashed because of it) held by this subscription. It runs alone:
@@ -131,6 +136,11 @@ export class StoreSubscription implements Subscription {
     this.#heartbeat = setInterval(() => {
       if (!this.#beating) this.#beatInFlight = this.#beat();
     }, this.#o.leaseDurationMs / 3);
+    // Between claims that find work, the shared poller wakes the loop when
+    // the store reports due work for this (topic, group).
+    this.#unpoll = this.#host.poller.register({
+      topic: this.topic, group: this.group, intervalMs: this.#o.pollIntervalMs, wake: () => this.wake(), report: this.#host.onError,
+    });
     this.#loopDone = this.#loop().catch((err) => this.#host.onError(err, 'subscription loop'));
   }
 
@@ -209,7 +219,8 @@ export class StoreSubscription implements Subscription {
         await new Promise<void>((resolve) => setImmediate(resolve));
         continue;
       }
-      await this.#wait(o.pollIntervalMs);
+      // Nothing more is due: sleep until a wake-up (the poller's included).
+      await this.#wait(undefined);
     }
   }
 
@@ -588,6 +599,7 @@ export class StoreSubscription implements Subscription {
    */
   async #close(): Promise<void> {
     this.#closing = true;
+    this.#unpoll?.();
     this.wake();
     const stop = this.#stop; // aborted at the earliest deadline of the close calls (armCloseDeadline)
     try {

@@ -395,6 +395,21 @@ export interface Store {
    * Resolves when stopped.
    */
   listen?(signal: AbortSignal, wake: (topic: string) => void): Promise<void>;
+  /**
+   * Optional: of the (topic, group) pairs given, those that may have a
+   * claimable delivery now, by the store's clock, in one round trip for all
+   * of them: a pending delivery past its `deliverAt` or retry backoff, a
+   * leased one whose lease expired (recovery), or a message not yet given
+   * to the group (a store that makes deliveries lazily). It may name a pair
+   * whose claim then finds nothing (the head of a key lane is held, or
+   * `maxInFlight` is reached), but must never leave out one whose claim
+   * would return a delivery. Pairs not registered are left out. The
+   * engine's poller (due-poller.ts) calls it once per poll interval for
+   * every subscription of the process, so idle subscriptions cost one query
+   * between them, not a claim each; without it each subscription claims
+   * once per interval.
+   */
+  duePairs?(pairs: readonly ConsumerGroup[], signal?: AbortSignal): Promise<ConsumerGroup[]>;
   /** Optional: throws (e.g. `NoLockerError`) when this store cannot consume safely. Called by `subscribe` before registering anything. */
   canConsume?(): void | Promise<void>;
   /**

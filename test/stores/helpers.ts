@@ -66,7 +66,7 @@ export function deferred<T = void>() {
   return { promise, resolve };
 }
 
-type Op = keyof Omit<Store, 'listen' | 'canConsume' | 'acquireJanitor'> | 'acquireJanitor';
+type Op = keyof Omit<Store, 'listen' | 'canConsume' | 'acquireJanitor' | 'duePairs'> | 'acquireJanitor' | 'duePairs';
 
 /**
  * Wraps a store, counting calls and letting a test inject faults: `before[op]`
@@ -80,9 +80,12 @@ export class InstrumentedStore implements Store {
   readonly before: Partial<Record<Op, (...args: any[]) => unknown>> = {};
   readonly after: Partial<Record<Op, (result: any, ...args: any[]) => unknown>> = {};
   readonly listen?: Store['listen'];
+  /** Present when the inner store has it (the engine's poller then asks it, else wakes every subscription each tick). */
+  readonly duePairs?: Store['duePairs'];
 
   constructor(readonly inner: Store) {
     if (inner.listen) this.listen = (signal, wake) => inner.listen!(signal, wake);
+    if (inner.duePairs) this.duePairs = (pairs, signal) => this.#call('duePairs', [pairs, signal], () => inner.duePairs!(pairs, signal));
   }
 
   async #call<T>(op: Op, args: unknown[], run: () => Promise<T>): Promise<T> {

@@ -206,6 +206,30 @@ export class MemoryStore implements Store {
     return out;
   }
 
+  /** See `Store.duePairs`: the pairs with a delivery a claim would take now (ignoring `maxInFlight`). */
+  async duePairs(pairs: readonly ConsumerGroup[]): Promise<ConsumerGroup[]> {
+    const b = this.#open();
+    const now = b.now();
+    const out: ConsumerGroup[] = [];
+    for (const p of pairs) {
+      const set = b.active.get(laneOf(p.topic, p.group));
+      if (!set) continue;
+      const seenKeys = new Set<string>();
+      for (const d of set) {
+        const key = d.row.msg.key;
+        if (key !== undefined) {
+          if (seenKeys.has(key)) continue; // not the head of its lane
+          seenKeys.add(key);
+        }
+        if (d.state === 'pending' ? d.availableAt <= now : d.leaseUntil <= now) {
+          out.push({ topic: p.topic, group: p.group });
+          break;
+        }
+      }
+    }
+    return out;
+  }
+
   /** The live row `c` still holds, or undefined when its token is stale. */
   #held(b: MemoryState, c: Claimed): DeliveryRow | undefined {
     const d = b.deliveries.get(c.deliveryId);

@@ -28,6 +28,7 @@ import { deliveryId } from '../delivery-id.js';
 import { takeClaimable } from './recovered.js';
 import { parseSeqCursor } from './seq-cursor.js';
 import { setUpSchema } from './sqlite-schema.js';
+import { SqliteDuePairs } from './sqlite-due-pairs.js';
 import type { AckAndClaimed, ClaimRequest, Claimed, ConsumerGroup, KillOptions, MessagePage, PurgePolicy, QueueStats, StartFrom, Store, StoredMessage } from '../types.js';
 
 type Database = BetterSqlite3.Database;
@@ -273,6 +274,8 @@ export class SqliteStore implements Store {
   /** One transaction function for every write (better-sqlite3 builds five wrappers per `transaction` call). */
   readonly #tx: BetterSqlite3.Transaction<(fn: (now: number) => unknown) => unknown>;
   #closed = false;
+  /** The poll query, prepared on first use (sqlite-due-pairs.ts). */
+  #due: SqliteDuePairs | undefined;
 
   private constructor(db: Database, file: string | undefined) {
     this.#db = db;
@@ -556,6 +559,13 @@ export class SqliteStore implements Store {
   async listGroups(topic?: string): Promise<ConsumerGroup[]> {
     if (this.#closed) throw new ClosedError('sqlite store is closed');
     return (topic === undefined ? this.#q.listGroups.all() : this.#q.listTopicGroups.all(topic)) as ConsumerGroup[];
+  }
+
+  /** See `Store.duePairs` (sqlite-due-pairs.ts). */
+  async duePairs(pairs: readonly ConsumerGroup[]): Promise<ConsumerGroup[]> {
+    if (this.#closed) throw new ClosedError('sqlite store is closed');
+    this.#due ??= new SqliteDuePairs(this.#db);
+    return this.#due.run(pairs);
   }
 
   async listMessages(topic: string, page: { after?: string; limit: number }): Promise<MessagePage> {

@@ -39,6 +39,7 @@ export const STATEMENTS = [
   'group-delivery-ids',
   'backfill-page',
   'live-deliveries',
+  'due-pairs',
   'deliveries-by-id',
   'messages-by-id',
   'stats',

@@ -715,6 +715,19 @@ export class ClickHouseStore implements Store {
     return this.#abortable('claim', signal, () => this.#claim(req));
   }
 
+  /** See `Store.duePairs` (sql/due-pairs.sql): one read, no lock. */
+  duePairs(pairs: readonly ConsumerGroup[], signal?: AbortSignal): Promise<ConsumerGroup[]> {
+    return this.#abortable('duePairs', signal, async () => {
+      this.#assertOpen();
+      if (pairs.length === 0) return [];
+      const asked = new Set(pairs.map((p) => `${p.topic}\u0000${p.group}`));
+      const rows = await this.#rows<{ topic: string; grp: string }>('due-pairs', {
+        topics: [...new Set(pairs.map((p) => p.topic))], groups: [...new Set(pairs.map((p) => p.group))], now: await this.#now(),
+      });
+      return rows.filter((r) => asked.has(`${r.topic}\u0000${r.grp}`)).map((r) => ({ topic: r.topic, group: r.grp }));
+    });
+  }
+
   ack(cs: Claimed[], signal?: AbortSignal): Promise<string[]> {
     return this.#abortable('ack', signal, () => this.#ack(cs));
   }

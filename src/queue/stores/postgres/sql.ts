@@ -45,6 +45,7 @@ export const STATEMENTS = [
   'claim-lock-group',
   'in-flight',
   'claim',
+  'due-pairs',
   'ack',
   'retry',
   'kill',

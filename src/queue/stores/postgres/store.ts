@@ -423,6 +423,13 @@ export class PostgresStore implements Store {
     });
   }
 
+  /** See `Store.duePairs` (due-pairs.sql): one statement for all the pairs. */
+  async duePairs(pairs: readonly ConsumerGroup[], signal?: AbortSignal): Promise<ConsumerGroup[]> {
+    if (pairs.length === 0) return (this.#assertOpen(), []);
+    const res = await this.#q<ConsumerGroup>('due-pairs', [pairs.map((p) => p.topic), pairs.map((p) => p.group)], signal);
+    return res.rows;
+  }
+
   async ack(cs: Claimed[], signal?: AbortSignal): Promise<string[]> {
     if (cs.length === 0) return (this.#assertOpen(), []);
     const s = sorted(cs);
