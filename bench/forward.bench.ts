@@ -1,10 +1,12 @@
 /**
- * `ferry forward --http URL --batch 100` in lines/s, beside its raw twin
- * measured in the same run against the same server: a plain loop POSTing the
- * same file's lines 100 to a body, over keep-alive connections, with as many
- * POSTs in flight as forward keeps by default with `--http` (4).
+ * `ferry forward --http URL --batch 100` and `--batch 1` in lines/s, each
+ * beside its raw twin measured in the same run against the same server: a
+ * plain loop POSTing the same file's lines 100 (or 1) to a body, over
+ * keep-alive connections, with as many POSTs in flight as forward keeps by
+ * default with `--http` (4).
  *
- * The file (200,000 lines of 100 bytes; 20,000 with --quick) is written once.
+ * The file (200,000 lines of 100 bytes for batches of 100, a tenth of that
+ * for batches of 1; 20,000 and 2,000 with --quick) is written once per row.
  * forward runs in this process from start to exit: it appends every line to a
  * spool (one fdatasync per read of the file), delivers, and commits; the raw
  * loop only POSTs. The server is a child process that answers 204 and counts
@@ -18,7 +20,7 @@ import { forward, DEFAULT_HTTP_CONCURRENCY } from '../src/cli/forward.js';
 import { withBaseline, type BenchSuite } from './harness.js';
 
 const LINE = 100;
-const BATCH = 100;
+const BATCHES = [100, 1] as const;
 
 const SERVER = `
 const http = require('node:http');
@@ -64,8 +66,8 @@ async function startServer(): Promise<{ url: string; lines(): Promise<{ lines: n
   };
 }
 
-/** Raw twin: the file's lines POSTed `BATCH` to a body, `concurrency` POSTs in flight. */
-async function rawPosts(file: string, url: string, concurrency: number): Promise<{ lines: number; ms: number }> {
+/** Raw twin: the file's lines POSTed `batch` to a body, `concurrency` POSTs in flight. */
+async function rawPosts(file: string, url: string, batch: number, concurrency: number): Promise<{ lines: number; ms: number }> {
   const start = performance.now();
   const data = fs.readFileSync(file);
   const bodies: Buffer[] = [];
@@ -73,7 +75,7 @@ async function rawPosts(file: string, url: string, concurrency: number): Promise
   let from = 0;
   for (let n = 0, at = data.indexOf(10); at !== -1; at = data.indexOf(10, at + 1)) {
     lines++;
-    if (++n === BATCH) {
+    if (++n === batch) {
       bodies.push(data.subarray(from, at + 1));
       from = at + 1;
       n = 0;
@@ -103,34 +105,38 @@ async function rawPosts(file: string, url: string, concurrency: number): Promise
 export const suite: BenchSuite = {
   name: 'forward',
   async run(ctx) {
-    const count = Math.round(200_000 * ctx.scale);
-    const file = join(ctx.tmpDir, 'lines.txt');
-    const line = 'x'.repeat(LINE - 1) + '\n';
-    fs.writeFileSync(file, line.repeat(count));
     const server = await startServer();
     try {
-      const raw = await rawPosts(file, server.url, DEFAULT_HTTP_CONCURRENCY);
-      const afterRaw = await server.lines();
-      if (raw.lines !== count || afterRaw.lines !== count) throw new Error(`raw twin: posted ${raw.lines}, server counted ${afterRaw.lines} of ${count}`);
+      for (const batch of BATCHES) {
+        const count = Math.round((batch === 1 ? 20_000 : 200_000) * ctx.scale);
+        const file = join(ctx.tmpDir, `lines-${batch}.txt`);
+        const line = 'x'.repeat(LINE - 1) + '\n';
+        fs.writeFileSync(file, line.repeat(count));
+        const before = await server.lines();
+        const raw = await rawPosts(file, server.url, batch, DEFAULT_HTTP_CONCURRENCY);
+        const afterRaw = await server.lines();
+        if (raw.lines !== count || afterRaw.lines - before.lines !== count) throw new Error(`raw twin: posted ${raw.lines}, server counted ${afterRaw.lines - before.lines} of ${count}`);
 
-      const dir = join(ctx.tmpDir, 'spool');
-      const start = performance.now();
-      const status = await forward(file, { dir, http: server.url, batch: BATCH, quiet: true });
-      const ms = performance.now() - start;
-      const end = await server.lines();
-      const got = end.lines - afterRaw.lines;
-      const posts = end.posts - afterRaw.posts;
-      if (status !== 0 || got < count) throw new Error(`forward exited ${status}; the server counted ${got} of ${count} lines`);
-      const rate = (count * 1000) / ms;
-      ctx.report(
-        withBaseline('forward.http.batch100', 'lines/s', rate, (raw.lines * 1000) / raw.ms, {
-          lines: count,
-          lineBytes: LINE,
-          concurrency: DEFAULT_HTTP_CONCURRENCY,
-          duplicates: got - count,
-          linesPerPost: got / posts,
-        }),
-      );
+        const dir = join(ctx.tmpDir, `spool-${batch}`);
+        const start = performance.now();
+        const status = await forward(file, { dir, http: server.url, batch, quiet: true });
+        const ms = performance.now() - start;
+        const end = await server.lines();
+        const posts = end.posts - afterRaw.posts;
+        // A body of one record carries no newline: each POST is a line.
+        const got = batch === 1 ? posts : end.lines - afterRaw.lines;
+        if (status !== 0 || got < count) throw new Error(`forward exited ${status}; the server counted ${got} of ${count} lines`);
+        const rate = (count * 1000) / ms;
+        ctx.report(
+          withBaseline(`forward.http.batch${batch}`, 'lines/s', rate, (raw.lines * 1000) / raw.ms, {
+            lines: count,
+            lineBytes: LINE,
+            concurrency: DEFAULT_HTTP_CONCURRENCY,
+            duplicates: got - count,
+            linesPerPost: got / posts,
+          }),
+        );
+      }
     } finally {
       server.stop();
     }
