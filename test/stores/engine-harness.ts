@@ -12,8 +12,13 @@ export const dec = (b: Uint8Array) => new TextDecoder().decode(b);
 export const FAST: SubscribeOptions = { pollIntervalMs: 20, leaseDurationMs: 2000, backoffBaseMs: 5, backoffMaxMs: 20 };
 
 export interface EngineHarness {
-  /** A queue over a new handle on this test's data (another instance), instrumented; closed after the test. */
-  instance(cfg?: EngineConfig): Promise<{ q: StoreQueue; store: InstrumentedStore }>;
+  /**
+   * A queue over a new handle on this test's data (another instance),
+   * instrumented; closed after the test. `hide` removes optional store
+   * methods before the queue sees the store (e.g. `listen`, so only polling
+   * finds another instance's work).
+   */
+  instance(cfg?: EngineConfig, hide?: ReadonlyArray<'listen' | 'duePairs'>): Promise<{ q: StoreQueue; store: InstrumentedStore }>;
   /** The store harness of the running test. */
   readonly h: StoreHarness;
   /** Errors the queues of the running test reported through `onError`. */
@@ -37,8 +42,9 @@ export function engineHarness(factory: StoreFactory): EngineHarness {
     await h.cleanup();
   });
   return {
-    async instance(cfg: EngineConfig = {}) {
+    async instance(cfg: EngineConfig = {}, hide: ReadonlyArray<'listen' | 'duePairs'> = []) {
       const store = new InstrumentedStore(await h.open());
+      for (const method of hide) Object.defineProperty(store, method, { value: undefined });
       const q = createStoreQueue(store, { onError: (err, op) => errors.push({ op, err }), ...cfg });
       queues.push(q);
       return { q, store };

@@ -9,15 +9,12 @@
  * queue while a poll query is in flight.
  */
 import assert from 'node:assert/strict';
-import { afterEach, beforeEach, describe, it } from 'node:test';
+import { describe, it } from 'node:test';
 import { DuePoller } from '../../src/queue/due-poller.js';
-import { createStoreQueue } from '../../src/queue/engine.js';
-import type { StoreQueue } from '../../src/queue/engine.js';
 import type { SubscribeOptions } from '../../src/queue/options.js';
 import type { ClaimRequest, Subscription } from '../../src/queue/types.js';
-import { dec, enc } from './engine-harness.js';
+import { dec, enc, engineHarness } from './engine-harness.js';
 import { STORE_FACTORIES } from './factories.js';
-import type { StoreHarness } from './factories.js';
 import { InstrumentedStore, claimReq, deferred, msg, sleep, waitFor } from './helpers.js';
 
 /** A short poll, so the tests see many ticks; no other wake-up reaches another instance. */
@@ -25,29 +22,14 @@ const POLL: SubscribeOptions = { pollIntervalMs: 20, leaseDurationMs: 2000, back
 
 for (const factory of STORE_FACTORIES) {
   describe(`engine poller: ${factory.name}`, { skip: factory.skip }, () => {
-    let h: StoreHarness;
-    let queues: StoreQueue[] = [];
-    let errors: Array<{ op: string; err: unknown }> = [];
-    const ms = (n: number) => n * (factory.slowness ?? 1);
-
-    beforeEach(async () => {
-      h = await factory.create();
-      queues = [];
-      errors = [];
-    });
-    afterEach(async () => {
-      await Promise.allSettled(queues.map((q) => q.close({ timeoutMs: 100 })));
-      await h.cleanup();
-    });
+    const t = engineHarness(factory);
+    const ms = t.ms;
 
     /** A queue over a new handle (another instance) with no wake source; claims are logged by topic. */
     async function instance() {
-      const store = new InstrumentedStore(await h.open());
-      Object.defineProperty(store, 'listen', { value: undefined });
+      const { q, store } = await t.instance({}, ['listen']);
       const claimed: string[] = [];
       store.before.claim = (req: ClaimRequest) => void claimed.push(req.topic);
-      const q = createStoreQueue(store, { onError: (err, op) => errors.push({ op, err }) });
-      queues.push(q);
       return { q, store, claimed, poller: DuePoller.of(store) };
     }
 
@@ -59,7 +41,7 @@ for (const factory of STORE_FACTORIES) {
 
     for (const fillers of [0, 300]) {
       it(`duePairs over ${fillers + 7} pairs names exactly those with claimable work`, async () => {
-        const store = await h.open();
+        const store = await t.h.open();
         for (const t of ['due', 'sched', 'held', 'lapsed', 'retried', 'idle']) await store.ensureGroup(t, 'g', 'earliest');
         for (let i = 0; i < fillers; i += 50) await Promise.all(Array.from({ length: Math.min(50, fillers - i) }, (_, j) => store.ensureGroup('filler', `f${i + j}`, 'latest')));
         await store.append([
@@ -85,7 +67,7 @@ for (const factory of STORE_FACTORIES) {
     }
 
     it('40 idle subscriptions make no claims over many ticks: one poll query per tick for all of them', async () => {
-      assert.equal(typeof (await h.open()).duePairs, 'function', 'the store implements duePairs');
+      assert.equal(typeof (await t.h.open()).duePairs, 'function', 'the store implements duePairs');
       const a = await instance();
       const n = 40;
       await Promise.all(Array.from({ length: n }, (_, i) => a.q.subscribe(`t${i % 20}`, `g${i % 2}`, async () => undefined, POLL)));
@@ -98,7 +80,7 @@ for (const factory of STORE_FACTORIES) {
       assert.equal(a.store.count('claim'), claims, 'no claim while every subscription is idle');
       assert.equal(a.store.count('duePairs') - queries, a.poller.ticks - polled, 'one query per tick, not one per subscription');
       assert.equal(a.poller.size, n);
-      assert.deepEqual(errors, []);
+      assert.deepEqual(t.errors, []);
     });
 
     it('a message another instance publishes is found by the poll and claimed by its subscription only', async () => {
@@ -117,7 +99,7 @@ for (const factory of STORE_FACTORIES) {
       const after = a.claimed.slice(from);
       assert.ok(after.length >= 1, 'the subscription claimed');
       assert.deepEqual([...new Set(after)], ['t7'], `only t7's subscription claimed (${after.join(',')})`);
-      assert.deepEqual(errors, []);
+      assert.deepEqual(t.errors, []);
     });
 
     it('a scheduled message another instance published is delivered when due, without claims before', async () => {
@@ -197,14 +179,11 @@ for (const factory of STORE_FACTORIES) {
       await closing;
       assert.equal(a.poller.size, 0);
       assert.ok(late);
-      assert.deepEqual(errors, []);
+      assert.deepEqual(t.errors, []);
     });
 
     it('a store without duePairs keeps the old behaviour: each subscription claims once per tick', async () => {
-      const store = new InstrumentedStore(await h.open());
-      Object.defineProperty(store, 'duePairs', { value: undefined });
-      const q = createStoreQueue(store, { onError: (err, op) => errors.push({ op, err }) });
-      queues.push(q);
+      const { q, store } = await t.instance({}, ['duePairs']);
       const poller = DuePoller.of(store);
       const got: string[] = [];
       await q.subscribe('t', 'g', async (d) => void got.push(dec(d.payload)), POLL);
@@ -213,8 +192,7 @@ for (const factory of STORE_FACTORIES) {
       await waitFor(() => poller.ticks >= from + 3, 30_000, 'three ticks');
       assert.ok(store.count('claim') >= 2 + 2, 'the ticks woke the subscriptions, and they claimed');
       // Another instance's publish is found by those claims.
-      const other = createStoreQueue(await h.open());
-      queues.push(other);
+      const { q: other } = await t.instance();
       await other.publish({ topic: 't', payload: enc('found') });
       await waitFor(() => got.length === 1, 30_000, 'the delivery');
       assert.deepEqual(got, ['found']);
