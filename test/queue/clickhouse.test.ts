@@ -131,7 +131,10 @@ describe('clickhouse store', { skip: CLICKHOUSE_SKIP }, () => {
 
   it('a delivery whose append never committed its message is not handed out', async () => {
     const database = db();
-    const s = await ClickHouseStore.open({ url: CLICKHOUSE_URL, database, locker: new ProcessLocker(), lockTtlMs: 400 });
+    // An orphan is stale at twice the lock TTL. A TTL of 3 s leaves a loaded
+    // machine room for each claim's reads (a claim gives up when its lock is
+    // about to lapse) and for the first claim to come while the orphan is young.
+    const s = await ClickHouseStore.open({ url: CLICKHOUSE_URL, database, locker: new ProcessLocker(), lockTtlMs: 3000 });
     try {
       await s.ensureGroup('t', 'g', 'latest');
       // What a publisher that died between writing deliveries and the message leaves behind.
@@ -142,7 +145,7 @@ describe('clickhouse store', { skip: CLICKHOUSE_SKIP }, () => {
       await adminQuery(`INSERT INTO \`${database}\`.topics (topic, next_seq, ver) VALUES ('t', 2, 2)`);
       await s.append([msg('t', { id: 'real', key: 'k' })]);
       assert.deepEqual(await s.claim(claimReq('t', 'g')), [], 'a young orphan blocks its lane (its append may still commit)');
-      await new Promise((r) => setTimeout(r, 900));
+      await new Promise((r) => setTimeout(r, 6500));
       assert.deepEqual(await s.claim(claimReq('t', 'g')), [], 'the stale orphan is purged on this claim');
       assert.deepEqual((await s.claim(claimReq('t', 'g'))).map((c) => c.message.id), ['real']);
     } finally {

@@ -61,4 +61,30 @@ describe('postgres store plans', { skip: POSTGRES_SKIP }, () => {
       await dropSchema(s2);
     }
   });
+  it(`the poll query probes each pair through an index, in the generic plan a prepared statement gets from its sixth run`, async () => {
+    // A single EXISTS let the generic plan join every pair with every due row
+    // of the schema (2,000 idle pairs beside 5,000 rows of another group:
+    // 20 ms, then 1.5 s per poll from the sixth). Here: 1,000 idle pairs
+    // beside the ROWS pending rows of t/g, planned without their values.
+    store ??= await PostgresStore.open({ connectionString: POSTGRES_URL, schema, poolSize: 2 });
+    const c = await adminPool.connect();
+    try {
+      const topics = `{${Array.from({ length: 1000 }, (_, i) => `idle${i}`).join(',')}}`;
+      const groups = `{${Array.from({ length: 1000 }, () => 'g').join(',')}}`;
+      await c.query(`PREPARE due_pairs_plan(text[], text[]) AS ${statements(`"${schema}"`)['due-pairs']}`);
+      await c.query('SET plan_cache_mode = force_generic_plan');
+      type Node = { 'Node Type': string; 'Relation Name'?: string; 'Index Name'?: string; Filter?: string; Plans?: Node[] };
+      const res = await c.query<{ 'QUERY PLAN': Array<{ Plan: Node }> }>(`EXPLAIN (FORMAT JSON) EXECUTE due_pairs_plan('${topics}', '${groups}')`);
+      const nodes: Node[] = [];
+      const walk = (n: Node) => (nodes.push(n), (n.Plans ?? []).forEach(walk));
+      walk(res.rows[0]!['QUERY PLAN'][0]!.Plan);
+      const whole = nodes.filter((n) => ['Seq Scan', 'Bitmap Heap Scan', 'Hash Join', 'Merge Join'].includes(n['Node Type']) || /hashed SubPlan/.test(n.Filter ?? ''));
+      assert.deepEqual(whole.map((n) => `${n['Node Type']} ${n['Relation Name'] ?? ''}`), [], 'no node reads every due row of the schema');
+      const probes = nodes.filter((n) => n['Node Type'] === 'Index Scan').map((n) => n['Index Name']);
+      assert.ok(probes.includes('deliveries_pending') && probes.includes('deliveries_leased'), `probes: ${probes.join(', ')}`);
+    } finally {
+      await c.query('DEALLOCATE ALL; RESET plan_cache_mode').catch(() => undefined);
+      c.release();
+    }
+  });
 });

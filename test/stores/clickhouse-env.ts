@@ -49,12 +49,26 @@ export function testDatabase(tag = 't'): string {
   return `ferry_${tag}_${process.pid}_${++counter}_${Math.random().toString(36).slice(2, 8)}`;
 }
 
-/** Runs one statement on the test server outside any store (drops, inspection). */
+/**
+ * Runs one statement on the test server outside any store (drops,
+ * inspection). A request sent on a kept-alive socket the server had just
+ * closed (it closes idle ones after a few seconds; a loaded machine hits that
+ * window) fails before the server read it, so it is sent again, up to 3 times.
+ */
 export async function adminQuery(sql: string): Promise<string> {
-  const res = await fetch(`${CLICKHOUSE_URL}/`, { method: 'POST', body: sql });
-  const text = await res.text();
-  if (!res.ok) throw new Error(`clickhouse: ${text}`);
-  return text;
+  for (let tries = 1; ; tries++) {
+    let res: Response;
+    try {
+      res = await fetch(`${CLICKHOUSE_URL}/`, { method: 'POST', body: sql });
+    } catch (err) {
+      const code = ((err as { cause?: { code?: string } }).cause)?.code;
+      if (tries < 3 && (code === 'UND_ERR_SOCKET' || code === 'ECONNRESET' || code === 'EPIPE')) continue;
+      throw err;
+    }
+    const text = await res.text();
+    if (!res.ok) throw new Error(`clickhouse: ${text}`);
+    return text;
+  }
 }
 
 export async function dropDatabase(db: string): Promise<void> {

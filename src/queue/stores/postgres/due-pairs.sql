@@ -6,21 +6,43 @@
 --
 -- Due as in claim.sql: pending past its available_at, or leased with an
 -- expired lease, and the head of its key lane (nothing earlier with its key
--- is live, nothing else with its key is leased). Each pair is a few probes of
--- the indexes a claim uses (deliveries_live, deliveries_leased,
--- deliveries_lane): its cost grows with the pairs asked about, not with the
--- rows of idle groups. maxInFlight is not looked at: a pair at its cap is
--- reported and its claim finds nothing.
+-- is live, nothing else with its key is leased). maxInFlight is not looked
+-- at: a pair at its cap is reported and its claim finds nothing.
+--
+-- Each pair is probed on its own, through the indexes a claim uses
+-- (deliveries_pending, deliveries_leased, deliveries_lane): a LATERAL
+-- subquery with a LIMIT is never flattened into a join or hashed, so every
+-- plan, PostgreSQL's generic plan for a prepared statement included (used
+-- from its sixth run), is a loop over the pairs with an index probe each. A
+-- single EXISTS let that generic plan join every pair with every due row of
+-- the schema: 2,000 idle pairs beside 5,000 rows of an unrelated group went
+-- from about 20 ms to 1.5 s per poll. Each probe is ordered as its index
+-- is, so that a generic plan, which cannot see the pairs, never prefers a
+-- sequential scan that a LIMIT 1 would stop early only for a busy group
+-- (and that reads the whole table for an idle one). A pair's cost is the
+-- rows of its own group the probe steps over (scheduled ones not yet due,
+-- lanes waiting on their head), not the rows of other groups.
 WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
 pairs AS (SELECT DISTINCT topic, grp FROM unnest($1::text[], $2::text[]) AS p(topic, grp))
 SELECT p.topic, p.grp AS "group"
 FROM pairs p
-WHERE EXISTS (
-  SELECT 1 FROM __SCHEMA__.deliveries d
-  WHERE d.topic = p.topic AND d.grp = p.grp AND d.state < 2
-    AND ((d.state = 0 AND d.available_at <= (SELECT now FROM clock))
-      OR (d.state = 1 AND d.lease_until <= (SELECT now FROM clock)))
-    AND (d.msg_key IS NULL OR NOT EXISTS (
-      SELECT 1 FROM __SCHEMA__.deliveries e
-      WHERE e.topic = d.topic AND e.grp = d.grp AND e.msg_key = d.msg_key AND e.state < 2
-        AND (e.message_seq < d.message_seq OR (e.state = 1 AND e.delivery_id <> d.delivery_id)))))
+CROSS JOIN LATERAL (
+  (SELECT 1 FROM __SCHEMA__.deliveries d
+   WHERE d.topic = p.topic AND d.grp = p.grp AND d.state = 0 AND d.available_at <= (SELECT now FROM clock)
+     AND (d.msg_key IS NULL OR NOT EXISTS (
+       SELECT 1 FROM __SCHEMA__.deliveries e
+       WHERE e.topic = d.topic AND e.grp = d.grp AND e.msg_key = d.msg_key AND e.state < 2
+         AND (e.message_seq < d.message_seq OR e.state = 1)))
+   ORDER BY d.message_seq
+   LIMIT 1)
+  UNION ALL
+  (SELECT 1 FROM __SCHEMA__.deliveries d
+   WHERE d.topic = p.topic AND d.grp = p.grp AND d.state = 1 AND d.lease_until <= (SELECT now FROM clock)
+     AND (d.msg_key IS NULL OR NOT EXISTS (
+       SELECT 1 FROM __SCHEMA__.deliveries e
+       WHERE e.topic = d.topic AND e.grp = d.grp AND e.msg_key = d.msg_key AND e.state < 2
+         AND (e.message_seq < d.message_seq OR (e.state = 1 AND e.delivery_id <> d.delivery_id))))
+   ORDER BY d.lease_until
+   LIMIT 1)
+  LIMIT 1
+) due
