@@ -233,6 +233,10 @@ export async function writeDocument(root: string, rows: Row[], info: RunInfo): P
     doc.push('');
     doc.push(table(enriched, w.id));
   }
+  // Section 5 comes from another benchmark (`npm run bench -- queue.idle`),
+  // not from these rounds: it is kept by hand in its own file and copied in.
+  doc.push('');
+  doc.push(readFileSync(join(root, 'docs', 'benchmarks', 'many-subscriptions.md'), 'utf8').trimEnd());
   doc.push('');
   doc.push('## Settings');
   doc.push('');
