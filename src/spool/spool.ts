@@ -549,9 +549,13 @@ export class Spool implements AsyncDisposable {
     if (this.closed) throw new ClosedError('spool is closed');
   }
 
-  /** Checks, rotates and writes one frame, synchronously. */
+  /**
+   * Checks, rotates and writes one frame, synchronously. `ignoreCap` marks a
+   * requeue's copy: that requeue was made before close (it checked then), so
+   * it is written even when a close has begun since it was held back.
+   */
   private place(data: Uint8Array, noSync: boolean, ignoreCap: boolean): void {
-    this.checkOpen();
+    if (!ignoreCap) this.checkOpen();
     if (!(data instanceof Uint8Array)) throw new InvalidArgumentError('a record must be a Uint8Array');
     if (data.length > MAX_RECORD_BYTES) throw new RecordTooLargeError(`record of ${data.length} bytes exceeds MAX_RECORD_BYTES`);
     const size = FRAME_OVERHEAD + data.length;

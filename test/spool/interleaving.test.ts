@@ -28,6 +28,6 @@ it(`spool against its model under ${RUNS} scheduled interleavings`, { timeout: 6
     fc.asyncProperty(fc.scheduler(), program, async (s, p) => {
       await runScheduled(s, p);
     }),
-    { numRuns: RUNS },
+    { numRuns: RUNS, includeErrorInReport: true },
   );
 });
