@@ -5,6 +5,11 @@
  * (a root-level `afterEach`), and so does any left when this process exits.
  * A test that fails half-way therefore leaves no worker holding a database
  * connection, a lock or a port behind it.
+ *
+ * Those kills run in this process. When this process is itself killed (the
+ * runner kills a test file that outran its timeout), they never run, so each
+ * child also gets a watchdog, {@link reapWithParent}, that SIGKILLs it once
+ * this process is gone.
  */
 import { spawn } from 'node:child_process';
 import type { ChildProcess, SpawnOptions } from 'node:child_process';
@@ -22,7 +27,19 @@ function killAll(): void {
 afterEach(killAll);
 process.once('exit', killAll);
 
+/**
+ * SIGKILLs process `pid` once this process has gone, however it went: a
+ * detached shell checks both once a second and ends when either has. For
+ * children that must not outlive the test process (workers, private servers).
+ */
+export function reapWithParent(pid: number | undefined): void {
+  if (pid === undefined) return;
+  const watch = `while kill -0 ${process.pid} 2>/dev/null && kill -0 ${pid} 2>/dev/null; do sleep 1; done; kill -9 ${pid} 2>/dev/null`;
+  spawn('/bin/sh', ['-c', watch], { detached: true, stdio: 'ignore' }).unref();
+}
+
 function track<C extends ChildProcess>(child: C): C {
+  reapWithParent(child.pid);
   running.add(child);
   child.once('exit', () => running.delete(child));
   return child;

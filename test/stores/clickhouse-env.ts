@@ -15,6 +15,7 @@ import type { DistributedLocker } from '../../src/queue/lockers/types.js';
 import { ClickHouseStore } from '../../src/queue/stores/clickhouse/store.js';
 import type { Store } from '../../src/queue/types.js';
 import { CLICKHOUSE_BINARY, answers, freePort, scratchRoot, startServer } from '../helpers/clickhouse-server.js';
+import { reapWithParent } from '../helpers/children.js';
 import type { StoreFactory, StoreHarness } from './factories.js';
 
 async function findServer(): Promise<{ url?: string; why?: string }> {
@@ -24,6 +25,7 @@ async function findServer(): Promise<{ url?: string; why?: string }> {
   const dir = mkdtempSync(join(scratchRoot(), 'ferry-ch-'));
   try {
     const { url, child } = await startServer(dir, await freePort());
+    reapWithParent(child.pid); // a test process killed by the runner never reaches its 'exit'
     process.once('exit', () => {
       child.kill('SIGKILL');
       rmSync(dir, { recursive: true, force: true });
