@@ -52,3 +52,23 @@ export const spawnChild: typeof spawn = ((...args: Parameters<typeof spawn>) => 
 export function spawnTsx(script: string, args: readonly string[], options: SpawnOptions = {}): ChildProcess {
   return spawnChild(process.execPath, ['--import', 'tsx', script, ...args], options);
 }
+
+/**
+ * Workers that end only when their test kills them. `watch` records the
+ * first exit by anything but SIGKILL; `check` throws it, so a wait on the
+ * workers' progress fails at once with the cause instead of running into its
+ * hang deadline a worker short.
+ */
+export class WorkerWatch {
+  private died: Error | undefined;
+
+  watch(child: ChildProcess, name: string): void {
+    child.once('exit', (code, signal) => {
+      if (signal !== 'SIGKILL') this.died ??= new Error(`worker ${name} exited by itself (code ${code}, signal ${signal}); its stderr is above`);
+    });
+  }
+
+  check(): void {
+    if (this.died) throw this.died;
+  }
+}

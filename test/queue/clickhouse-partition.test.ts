@@ -44,7 +44,7 @@
  * Rounds: FERRY_PARTITION_ROUNDS, else 10 with FERRY_LONG=1, else 2.
  */
 import assert from 'node:assert/strict';
-import { spawnChild } from '../helpers/children.js';
+import { WorkerWatch, spawnChild } from '../helpers/children.js';
 import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -104,6 +104,7 @@ describe('clickhouse store under network partitions with a Redis locker', { skip
   const prefix = `ferry-part:${database}:`;
   const dir = mkdtempSync(join(tmpdir(), 'ferry-ch-partition-'));
   const children = new Set<ChildProcess>();
+  const workerWatch = new WorkerWatch();
   const proxies = new Set<TcpProxy>();
   let direct: ClickHouseStore | undefined;
   let locker: RedisLocker | undefined;
@@ -149,6 +150,7 @@ describe('clickhouse store under network partitions with a Redis locker', { skip
         );
         children.add(child);
         child.on('exit', () => children.delete(child));
+        workerWatch.watch(child, name);
         workers.push({ name, child, proxy, log });
       }
       const read = (file: string): PartitionLine[] => {
@@ -172,7 +174,7 @@ describe('clickhouse store under network partitions with a Redis locker', { skip
         const ended = new Set(lines.filter((l) => l.t === 'e').map((l) => `${l.id} ${l.a}`));
         return lines.some((l) => l.t === 's' && !ended.has(`${l.id} ${l.a}`));
       };
-      await waitFor(async () => (await acked()) >= MESSAGES / 10 && holding(), 120_000, `${victim.name} to hold a lease after a tenth of the messages`);
+      await waitFor(async () => (workerWatch.check(), (await acked()) >= MESSAGES / 10 && holding()), 120_000, `${victim.name} to hold a lease after a tenth of the messages`);
       // The cut falls as the victim sends a write of deliveries (an ack, heartbeat, retry or
       // claim, after its read): the write is held, and lands after the heal in even rounds.
       const marker = Buffer.from(`INTO \`${database}\`.deliveries`);
@@ -185,6 +187,7 @@ describe('clickhouse store under network partitions with a Redis locker', { skip
 
       await waitFor(
         async () => {
+          workerWatch.check();
           const c = counts(await direct!.stats(topic, GROUP));
           return c.pending + c.leased === 0;
         },

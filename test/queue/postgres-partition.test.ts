@@ -14,7 +14,7 @@
  * Rounds: FERRY_PARTITION_ROUNDS, else 10 with FERRY_LONG=1, else 2.
  */
 import assert from 'node:assert/strict';
-import { spawnChild } from '../helpers/children.js';
+import { WorkerWatch, spawnChild } from '../helpers/children.js';
 import type { ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -40,6 +40,7 @@ describe('postgres store under network partitions', { skip: POSTGRES_SKIP }, () 
   const schema = testSchema('part');
   const dir = mkdtempSync(join(tmpdir(), 'ferry-pg-partition-'));
   const children = new Set<ChildProcess>();
+  const workerWatch = new WorkerWatch();
   const proxies = new Set<TcpProxy>();
   let direct: PostgresStore | undefined;
   after(async () => {
@@ -99,6 +100,7 @@ describe('postgres store under network partitions', { skip: POSTGRES_SKIP }, () 
         });
         children.add(child);
         child.on('exit', () => children.delete(child));
+        workerWatch.watch(child, name);
         workers.push({ name, child, proxy, log });
       }
       const read = (file: string): PartitionLine[] => {
@@ -117,14 +119,14 @@ describe('postgres store under network partitions', { skip: POSTGRES_SKIP }, () 
         const ended = new Set(lines.filter((l) => l.t === 'e').map((l) => `${l.id} ${l.a}`));
         return lines.some((l) => l.t === 's' && !ended.has(`${l.id} ${l.a}`));
       };
-      await waitFor(async () => (await acked()) >= MESSAGES / 10 && holding(), 120_000, `${victim.name} to hold a lease after a tenth of the messages`);
+      await waitFor(async () => (workerWatch.check(), (await acked()) >= MESSAGES / 10 && holding()), 120_000, `${victim.name} to hold a lease after a tenth of the messages`);
       victim.proxy.freeze();
       const cutAt = Date.now();
       await sleep(2 * LEASE_MS);
       victim.proxy.thaw();
       const healedAt = Date.now();
 
-      await waitFor(async () => counts(await direct!.stats(topic, GROUP)).pending + counts(await direct!.stats(topic, GROUP)).leased === 0, 180_000, `round ${round} to complete`);
+      await waitFor(async () => (workerWatch.check(), counts(await direct!.stats(topic, GROUP)).pending + counts(await direct!.stats(topic, GROUP)).leased === 0), 180_000, `round ${round} to complete`);
       // Runs whose leases were taken over end once their worker sees the lapse.
       await sleep(2 * LEASE_MS);
       for (const w of workers) {
