@@ -37,8 +37,9 @@ interface Consumed<T> {
 }
 
 /**
- * What a reader needs of its queue: the shared read cursor and ack ledger, the
- * commit, a way to write a record back for requeue, and the queue's state.
+ * @internal What a reader needs of its queue: the shared read cursor and ack
+ * ledger, the commit, a way to write a record back for requeue, and the
+ * queue's state.
  */
 export interface ReadHost<T> {
   readonly opts: Pick<ResolvedOptions<T>, 'codec' | 'stampRecords'>;
