@@ -132,13 +132,14 @@ export async function verifyQueue(dir: string, opts: VerifyOptions = {}): Promis
         }
         report.committedRecords += p.header.committedCount;
         await walkSegment(p, report, progress);
-      } else if (keptWalk(p)) {
-        // The open rebuilds this header from a walk that stops at the first bad record.
-        const walk = keptWalk(p)!;
-        report.records += walk.count;
-        report.bytes += walk.end - HEADER_SIZE;
-        await progress(walkSpan(p));
+        continue;
       }
+      // The open rebuilds this header from the survey's walk, which stops at the first bad record.
+      const walk = keptWalk(p);
+      if (!walk) continue;
+      report.records += walk.count;
+      report.bytes += walk.end - HEADER_SIZE;
+      await progress(walkSpan(p));
     }
     report.ok = report.damage.length === 0;
     return report;
