@@ -59,6 +59,8 @@ export interface ReadHost<T> {
    * Moves the commit cursor across the ledger's done prefix (reclaiming,
    * waking `addWait`, writing headers as the policy says); returns whether it
    * moved. Synchronous, so a read can retire before anything awaits.
+   *
+   * @throws IOError the queue is latched, or a commit's header write failed.
    */
   settleCommits(): boolean;
   /** What `ops` writes or commits just done need before they may resolve: a flush to wait for, or nothing. */
