@@ -14,12 +14,12 @@
  * values alias its input (none of the shipped ones) needs one reader per
  * concurrent call; and `lastAgeMs` is the last read's.
  */
-import { CodecError, CorruptError, InvalidArgumentError, OffsetError, type ClosedError } from '../errors.js';
+import { CodecError, CorruptError, InvalidArgumentError, OffsetError } from '../errors.js';
 import { STAMP_SIZE } from './format.js';
-import { checkCallOptions, checkIterable, type ResolvedOptions } from './options.js';
-import type { AckLedger, LedgerEntry } from './ledger.js';
-import type { HeadRecord, ReadCursor } from './read-cursor.js';
-import type { Waiters } from './waiters.js';
+import { checkCallOptions, checkIterable } from './options.js';
+import type { LedgerEntry } from './ledger.js';
+import type { HeadRecord } from './read-cursor.js';
+import type { ReadHost } from './read-host.js';
 import { shown } from '../show-value.js';
 
 /** A reserved record: its value and the offset to `ack` or `commit`. */
@@ -34,37 +34,6 @@ interface Consumed<T> {
   value: T;
   offset: bigint;
   flush: Promise<void> | undefined;
-}
-
-/**
- * @internal What a reader needs of its queue: the shared read cursor and ack
- * ledger, the commit, a way to write a record back for requeue, and the
- * queue's state.
- */
-export interface ReadHost<T> {
-  readonly opts: Pick<ResolvedOptions<T>, 'codec' | 'stampRecords'>;
-  readonly cursor: ReadCursor;
-  readonly ledger: AckLedger;
-  /** Woken when records are published; closed when the queue closes. */
-  readonly published: Waiters;
-  readonly counters: { delivered: number };
-  /** Writes a record at the tail; `bypassCaps` lets requeue work on a full queue. */
-  readonly appender: { placeOne(payload: Uint8Array, bypassCaps: boolean): void };
-  /** @throws ClosedError the queue is closed. */
-  checkOpen(): void;
-  /** @throws ClosedError the queue is closed; IOError it is latched. */
-  checkWritable(): void;
-  closedError(): ClosedError;
-  /**
-   * Moves the commit cursor across the ledger's done prefix (reclaiming,
-   * waking `addWait`, writing headers as the policy says); returns whether it
-   * moved. Synchronous, so a read can retire before anything awaits.
-   *
-   * @throws IOError the queue is latched, or a commit's header write failed.
-   */
-  settleCommits(): boolean;
-  /** What `ops` writes or commits just done need before they may resolve: a flush to wait for, or nothing. */
-  persist(ops: number): Promise<void> | undefined;
 }
 
 const EMPTY: Promise<undefined> = Promise.resolve(undefined);
