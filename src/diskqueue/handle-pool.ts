@@ -3,27 +3,31 @@
  * use; past the bound the least recently used handle is closed and reopened
  * on its next use. The tail segment is used on every add, so it stays open.
  */
-import type { Segment } from './segment.js';
+
+/** What the pool needs of a segment: a way to close its descriptor. */
+export interface PooledFile {
+  closeHandle(): void;
+}
 
 export class HandlePool {
-  private open = new Map<Segment, true>();
+  private open = new Map<PooledFile, true>();
 
   constructor(private readonly max: number) {}
 
-  /** Records a use of `seg`'s handle; closes the least recently used beyond the bound. */
-  use(seg: Segment): void {
+  /** Records a use of `file`'s handle; closes the least recently used beyond the bound. */
+  use(file: PooledFile): void {
     if (this.max <= 0) return;
-    this.open.delete(seg);
-    this.open.set(seg, true);
+    this.open.delete(file);
+    this.open.set(file, true);
     while (this.open.size > this.max) {
-      const oldest = this.open.keys().next().value as Segment;
+      const oldest = this.open.keys().next().value as PooledFile;
       this.open.delete(oldest);
       oldest.closeHandle();
     }
   }
 
-  /** `seg` closed its handle (or was reclaimed). */
-  forget(seg: Segment): void {
-    this.open.delete(seg);
+  /** `file` closed its handle (or was reclaimed). */
+  forget(file: PooledFile): void {
+    this.open.delete(file);
   }
 }

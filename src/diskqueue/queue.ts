@@ -53,14 +53,15 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
   /** @internal */ readonly cursor: ReadCursor;
   /** @internal */ readonly published = new Waiters();
   /** @internal */ readonly freed = new Waiters();
-  /** @internal */ readonly counters: RecoveryCounts & { added: number; delivered: number; committed: number; unreclaimed: number; rejectedFull: number };
+  /** @internal */ readonly counters: RecoveryCounts & { added: number; delivered: number; committed: number; rejectedFull: number };
+  /** @internal */ readonly appender: Appender;
 
   private readonly flusher: Flusher;
-  private readonly appender: Appender;
   private closed = false;
   private commitMoved = false;
   private timer: NodeJS.Timeout | undefined;
-  private zombies: Segment[] = [];
+  /** Fully committed segments taken out of the queue whose unlink failed; retried on each reclaim. */
+  private unreclaimed: Segment[] = [];
   private pool: HandlePool | undefined;
 
   private constructor(
@@ -73,7 +74,7 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
   ) {
     this.opts = opts;
     this.segments = segments;
-    this.counters = { ...counts, added: 0, delivered: 0, committed: 0, unreclaimed: 0, rejectedFull: 0 };
+    this.counters = { ...counts, added: 0, delivered: 0, committed: 0, rejectedFull: 0 };
     this.cursor = new ReadCursor(this, events);
     if (opts.maxOpenFiles > 0) {
       this.pool = new HandlePool(opts.maxOpenFiles);
@@ -188,7 +189,7 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
     for (;;) {
       opts.signal?.throwIfAborted();
       try {
-        this.place(payload, false);
+        this.appender.placeOne(payload, false);
         break;
       } catch (err) {
         if (!(err instanceof FullError)) throw err;
@@ -196,7 +197,7 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
       await this.freed.wait(opts.signal, () => this.closedError());
       this.checkWritable();
     }
-    await this.afterWrites(1);
+    await this.persist(1);
   }
 
   /**
@@ -221,7 +222,7 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
     stop = res.error ?? stop;
     if (placed > 0) {
       try {
-        await this.afterWrites(placed);
+        await this.persist(placed);
       } catch (err) {
         stop = err;
         placed = 0;
@@ -250,25 +251,11 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
     return out;
   }
 
-  /**
-   * @internal Writes one record into the tail segment (rolling to a new one
-   * when it does not fit). Synchronous: the bytes are in the kernel on return.
-   * `bypassCaps` is for requeue, which must work on a full queue.
-   */
-  place(payload: Uint8Array, bypassCaps: boolean): void {
-    this.appender.placeOne(payload, bypassCaps);
-  }
-
   /** @internal Puts `seg`'s descriptor under the `maxOpenFiles` bound. */
   adopt(seg: Segment): void {
     if (!this.pool) return;
     seg.pool = this.pool;
     if (seg.fh) this.pool.use(seg);
-  }
-
-  /** @internal Settles the durability of writes already placed. */
-  async afterWrites(ops: number): Promise<void> {
-    await this.persist(ops);
   }
 
   /**
@@ -303,26 +290,10 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
   }
 
   /**
-   * @internal Moves the commit cursor across the acknowledged prefix, frees
-   * whole segments, and persists the cursor per the sync policy.
-   */
-  async retire(): Promise<void> {
-    await this.retireNow();
-  }
-
-  /**
-   * @internal {@link retire} with its synchronous half run now: returns the
-   * flush to wait for, if the policy needs one.
-   */
-  retireNow(): Promise<void> | undefined {
-    return this.settleCommits() ? this.persist(1) : undefined;
-  }
-
-  /**
-   * @internal The synchronous half of {@link retire}: moves the commit cursor
-   * across the done prefix, reclaims, wakes `addWait`, and under batched
-   * policies writes the headers. Returns whether the commit cursor moved (and
-   * so needs a flush to be durable). After close it does nothing: the files
+   * @internal Moves the commit cursor across the ledger's done prefix,
+   * reclaims, wakes `addWait`, and under batched policies writes the headers.
+   * Returns whether the commit cursor moved (and so needs a flush, see
+   * {@link persist}, to be durable). After close it does nothing: the files
    * and the lock are gone, and an unpersisted commit replays, never loses.
    */
   settleCommits(): boolean {
@@ -330,14 +301,14 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
     if (this.ledger.size > 0) for (const e of this.ledger.takeDone()) this.commitDirect(e.seg, e.end, e.records);
     if (!this.commitMoved) return false;
     this.commitMoved = false;
-    if (this.zombies.length > 0 || (this.segments.length > 1 && this.segments[0]!.retired)) this.reclaim();
+    if (this.unreclaimed.length > 0 || (this.segments.length > 1 && this.segments[0]!.retired)) this.reclaim();
     this.freed.wakeAll();
     if (this.flusher.latched) throw this.flusher.latchedError();
     if (!this.opts.perOp) this.writeCommitHeaders();
     return true;
   }
 
-  /** @internal Moves `seg`'s commit cursor to `end` across `records` records; `retire()` persists it. */
+  /** @internal Moves `seg`'s commit cursor to `end` across `records` records; {@link settleCommits} finishes the move. */
   commitDirect(seg: Segment, end: number, records: number): void {
     seg.commitCursor = end;
     seg.committedCount += records;
@@ -366,10 +337,10 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
       const seg = this.segments.shift()!;
       this.cursor.forget(seg);
       seg.closeHandle();
-      this.zombies.push(seg);
+      this.unreclaimed.push(seg);
       this.flusher.dirDirty = true;
     }
-    this.zombies = this.zombies.filter((seg) => {
+    this.unreclaimed = this.unreclaimed.filter((seg) => {
       try {
         this.opts.fs.unlink(seg.path);
         return false;
@@ -378,7 +349,6 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
         return true;
       }
     });
-    this.counters.unreclaimed = this.zombies.length;
   }
 
   // ------------------------------------------------------------- flushing
@@ -450,7 +420,7 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
       lostBytes: c.lostBytes,
       lostRecords: c.lostRecords,
       lostSegments: c.lostSegments,
-      unreclaimed: c.unreclaimed,
+      unreclaimed: this.unreclaimed.length,
       foreignSegments: c.foreignSegments,
       foreignBytes: c.foreignBytes,
       discardedBytes: c.discardedBytes,
@@ -480,12 +450,6 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
   checkWritable(): void {
     this.checkOpen();
     if (this.flusher.latched) throw this.flusher.latchedError();
-  }
-
-  /** @internal The segment after `seg`, if any. */
-  nextSegment(seg: Segment): Segment | undefined {
-    const i = this.segments.indexOf(seg);
-    return i >= 0 ? this.segments[i + 1] : this.segments[0];
   }
 
 }

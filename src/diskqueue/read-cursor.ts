@@ -13,8 +13,8 @@
 import { CorruptError, IOError } from '../errors.js';
 import { frameRecord, checksumMatches, readUvarint, CHECKSUM_SIZE, HEADER_SIZE, type RecordFrame } from './format.js';
 import { walkRecords, type Segment } from './segment.js';
-import type { FileHandle } from '../storage/fs.js';
-import type { DiskQueue } from './queue.js';
+import type { FileHandle, FileSystem } from '../storage/fs.js';
+import { packOffset, type AckLedger } from './ledger.js';
 
 /** A record at the head: its bytes are valid until the next read through the cursor. */
 export interface HeadRecord {
@@ -25,6 +25,19 @@ export interface HeadRecord {
 }
 
 export type HeadResult = { kind: 'record'; rec: HeadRecord } | { kind: 'damage'; err: CorruptError };
+
+/** What the read cursor needs of its queue. */
+export interface CursorHost {
+  readonly opts: { readonly fs: FileSystem };
+  /** The live segments, oldest first. */
+  readonly segments: readonly Segment[];
+  /** Where every record the cursor passes is entered until the commit cursor crosses it. */
+  readonly ledger: AckLedger;
+  /** The loss counters damage stepped past is booked in. */
+  readonly counters: { corruptions: number; lostBytes: number; lostRecords: number };
+  /** Moves `seg`'s commit cursor to `end` across `records` records (a read that retires itself with nothing outstanding before it). */
+  commitDirect(seg: Segment, end: number, records: number): void;
+}
 
 const BLOCK_SIZE = 1 << 20;
 
@@ -48,11 +61,11 @@ export class ReadCursor {
   private probed: Segment | undefined;
 
   constructor(
-    private readonly q: DiskQueue<any>,
+    private readonly host: CursorHost,
     /** Loss events found at open, reported by the next consuming reads. */
     private readonly events: CorruptError[],
   ) {
-    this.seg = q.segments[0];
+    this.seg = host.segments[0];
     this.pos = this.seg?.commitCursor ?? HEADER_SIZE;
   }
 
@@ -84,8 +97,8 @@ export class ReadCursor {
   advance(rec: HeadRecord, done: boolean): bigint | undefined {
     rec.seg.readCount++;
     this.pos = rec.end;
-    if (done && this.q.ledger.size === 0) this.q.commitDirect(rec.seg, rec.end, 1);
-    else this.q.ledger.add({ seg: rec.seg, start: rec.start, end: rec.end, records: 1, done });
+    if (done && this.host.ledger.size === 0) this.host.commitDirect(rec.seg, rec.end, 1);
+    else this.host.ledger.add({ seg: rec.seg, start: rec.start, end: rec.end, records: 1, done });
     this.passDone();
     return done ? undefined : rec.seg.offsetBase + BigInt(rec.start);
   }
@@ -96,9 +109,9 @@ export class ReadCursor {
    * cross them now, not only when the next read comes.
    */
   private passDone(): void {
-    if (!this.q.ledger.passing) return;
+    if (!this.host.ledger.passing) return;
     while (this.settle()) {
-      const passed = this.q.ledger.passAt(this.seg!, this.pos);
+      const passed = this.host.ledger.passAt(this.seg!, this.pos);
       if (!passed) return;
       this.pos = passed.end;
     }
@@ -107,8 +120,19 @@ export class ReadCursor {
   /** Unread published records. */
   unread(): number {
     let n = 0;
-    for (const s of this.q.segments) n += s.writtenCount - s.readCount;
+    for (const s of this.host.segments) n += s.writtenCount - s.readCount;
     return n;
+  }
+
+  /** Whether `offset` lies before the commit cursor (its record is committed, or reclaimed with its segment). */
+  isCommitted(offset: bigint): boolean {
+    const first = this.host.segments[0];
+    return first === undefined || offset < packOffset(first.seq, first.commitCursor);
+  }
+
+  /** Whether `offset` lies at or past the cursor: nothing has been read there yet. */
+  isUnread(offset: bigint): boolean {
+    return this.seg === undefined || offset >= packOffset(this.seg.seq, this.pos);
   }
 
   /**
@@ -118,7 +142,7 @@ export class ReadCursor {
    * takes, acks, skips or requeues.
    */
   rewind(): void {
-    const r = this.q.ledger.rewind();
+    const r = this.host.ledger.rewind();
     if (!r) return;
     for (const e of r.dropped) e.seg.readCount -= e.records;
     this.seg = r.first.seg;
@@ -129,19 +153,26 @@ export class ReadCursor {
   forget(seg: Segment): void {
     if (this.blockSeg === seg) this.blockSeg = undefined;
     if (this.seg === seg) {
-      this.seg = this.q.nextSegment(seg);
+      this.seg = this.nextSegment(seg);
       this.pos = this.seg?.commitCursor ?? HEADER_SIZE;
     }
   }
 
+  /** The segment after `seg` (the oldest one when `seg` was reclaimed), if any. */
+  private nextSegment(seg: Segment): Segment | undefined {
+    const segments = this.host.segments;
+    const i = segments.indexOf(seg);
+    return i >= 0 ? segments[i + 1] : segments[0];
+  }
+
   /** Moves the cursor across segment ends; false when nothing published is left. */
   private settle(): boolean {
-    this.seg ??= this.q.segments[0];
+    this.seg ??= this.host.segments[0];
     if (!this.seg) return false;
     while (this.pos >= this.seg.writeCursor) {
       // The tail, or a sealed segment still waiting for records to be published.
       if (!this.seg.sealed || this.seg.end > this.seg.writeCursor) return false;
-      const next = this.q.nextSegment(this.seg);
+      const next = this.nextSegment(this.seg);
       if (!next) return false;
       this.seg = next;
       this.pos = HEADER_SIZE;
@@ -228,12 +259,12 @@ export class ReadCursor {
     const key = `${seg.seq}:${start}`;
     const fresh = !this.booked.has(key);
     this.booked.add(key);
-    this.q.ledger.add({ seg, start, end, records, done: true });
+    this.host.ledger.add({ seg, start, end, records, done: true });
     seg.readCount += records;
     this.pos = end;
     this.passDone();
     if (!fresh) return undefined;
-    const c = this.q.counters;
+    const c = this.host.counters;
     c.corruptions++;
     c.lostBytes += end - start;
     c.lostRecords += records;
@@ -278,7 +309,7 @@ export class ReadCursor {
    */
   private probe(seg: Segment): void {
     try {
-      this.q.opts.fs.open(seg.path, 'r').close();
+      this.host.opts.fs.open(seg.path, 'r').close();
     } catch (err) {
       if (isMissing(err)) throw new MissingSegment();
       throw new IOError(`cannot open segment ${seg.seq}: ${(err as Error)?.message ?? err}`, { cause: err });
@@ -289,7 +320,7 @@ export class ReadCursor {
   /** `seg`'s handle, reopened if `maxOpenFiles` closed it. */
   private fileOf(seg: Segment): FileHandle {
     try {
-      return seg.handle(this.q.opts.fs);
+      return seg.handle(this.host.opts.fs);
     } catch (err) {
       // A handle closed by `maxOpenFiles` cannot be reopened: the file is gone.
       if (isMissing(err)) throw new MissingSegment();

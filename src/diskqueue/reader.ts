@@ -17,9 +17,9 @@
 import { CodecError, CorruptError, InvalidArgumentError, OffsetError } from '../errors.js';
 import { STAMP_SIZE } from './format.js';
 import { checkCallOptions, checkIterable } from './options.js';
-import { packOffset, type LedgerEntry } from './ledger.js';
-import type { DiskQueue } from './queue.js';
+import type { LedgerEntry } from './ledger.js';
 import type { HeadRecord } from './read-cursor.js';
+import type { ReadHost } from './read-host.js';
 import { shown } from '../show-value.js';
 
 /** A reserved record: its value and the offset to `ack` or `commit`. */
@@ -46,7 +46,7 @@ export class Reader<T> {
   private copy = new Uint8Array(256);
 
   /** @internal Use `queue.reader()`. */
-  constructor(private readonly q: DiskQueue<T>) {}
+  constructor(private readonly host: ReadHost<T>) {}
 
   /**
    * Takes the head record and commits it. Resolves `undefined` when the queue is empty.
@@ -72,13 +72,13 @@ export class Reader<T> {
   async take(opts: { signal?: AbortSignal } = {}): Promise<T> {
     checkCallOptions(opts);
     for (;;) {
-      const since = this.q.published.generation;
+      const since = this.host.published.generation;
       const r = this.consumeNow(true);
       if (r) {
         if (r.flush) await r.flush;
         return r.value;
       }
-      await this.q.published.wait(opts.signal, () => this.q.closedError(), since);
+      await this.host.published.wait(opts.signal, () => this.host.closedError(), since);
     }
   }
 
@@ -120,10 +120,10 @@ export class Reader<T> {
   async reserve(opts: { signal?: AbortSignal } = {}): Promise<Reservation<T>> {
     checkCallOptions(opts);
     for (;;) {
-      const since = this.q.published.generation;
+      const since = this.host.published.generation;
       const r = this.consumeNow(false);
       if (r) return { value: r.value, offset: r.offset };
-      await this.q.published.wait(opts.signal, () => this.q.closedError(), since);
+      await this.host.published.wait(opts.signal, () => this.host.closedError(), since);
     }
   }
 
@@ -155,10 +155,10 @@ export class Reader<T> {
    */
   ack(offset: bigint): Promise<void> {
     try {
-      this.q.checkWritable();
+      this.host.checkWritable();
       checkOffset(offset);
-      if (this.q.ledger.ack(offset)) return this.q.retireNow() ?? DONE;
-      if (this.isCommitted(offset)) return DONE;
+      if (this.host.ledger.ack(offset)) return this.retire() ?? DONE;
+      if (this.host.cursor.isCommitted(offset)) return DONE;
       throw new OffsetError(`no reserved record at offset ${offset}`);
     } catch (err) {
       return Promise.reject(err);
@@ -176,9 +176,9 @@ export class Reader<T> {
    */
   ackBatch(offsets: Iterable<bigint>): Promise<void> {
     try {
-      this.q.checkWritable();
+      this.host.checkWritable();
       checkIterable('offsets', offsets);
-      const ledger = this.q.ledger;
+      const ledger = this.host.ledger;
       // Every offset is checked before any is acknowledged (all or nothing);
       // each is looked up once.
       const found: LedgerEntry[] = [];
@@ -186,10 +186,10 @@ export class Reader<T> {
         checkOffset(o);
         const e = ledger.lookup(o);
         if (e) found.push(e);
-        else if (!this.isCommitted(o)) throw new OffsetError(`no reserved record at offset ${o}`);
+        else if (!this.host.cursor.isCommitted(o)) throw new OffsetError(`no reserved record at offset ${o}`);
       }
       for (const e of found) ledger.ackEntry(e);
-      return (found.length > 0 && this.q.retireNow()) || DONE;
+      return (found.length > 0 && this.retire()) || DONE;
     } catch (err) {
       return Promise.reject(err);
     }
@@ -205,15 +205,15 @@ export class Reader<T> {
    * @throws IOError the queue is latched, or persisting failed.
    */
   async commit(offset: bigint): Promise<void> {
-    this.q.checkWritable();
+    this.host.checkWritable();
     checkOffset(offset);
-    const c = this.q.cursor;
-    if (c.seg === undefined || offset >= packOffset(c.seg.seq, c.pos)) {
-      if (this.isCommitted(offset)) return;
+    const cursor = this.host.cursor;
+    if (cursor.isUnread(offset)) {
+      if (cursor.isCommitted(offset)) return;
       throw new OffsetError(`offset ${offset} has not been read`);
     }
-    this.q.ledger.ackThrough(offset);
-    await this.q.retire();
+    this.host.ledger.ackThrough(offset);
+    await this.retire();
   }
 
   /**
@@ -221,12 +221,12 @@ export class Reader<T> {
    * codec will never accept). Resolves false when the queue is empty.
    */
   async skip(): Promise<boolean> {
-    this.q.checkOpen();
-    const h = this.q.cursor.next();
+    this.host.checkOpen();
+    const h = this.host.cursor.next();
     if (!h) return false;
     if (h.kind === 'damage') return this.stepPastDamage(h.err);
-    this.q.cursor.advance(h.rec, true);
-    await this.q.retire();
+    this.host.cursor.advance(h.rec, true);
+    await this.retire();
     return true;
   }
 
@@ -235,16 +235,16 @@ export class Reader<T> {
    * full (its stamp, if any, is kept). Resolves false when the queue is empty.
    */
   async requeue(): Promise<boolean> {
-    this.q.checkWritable();
-    const h = this.q.cursor.next();
+    this.host.checkWritable();
+    const h = this.host.cursor.next();
     if (!h) return false;
     if (h.kind === 'damage') return this.stepPastDamage(h.err);
     // The copy is written and the original retired in one step, so no other
     // call can read the original in between; one flush then covers both.
-    this.q.place(h.rec.payload, true);
-    this.q.cursor.advance(h.rec, true);
-    const moved = this.q.settleCommits();
-    await this.q.afterWrites(moved ? 2 : 1);
+    this.host.appender.placeOne(h.rec.payload, true);
+    this.host.cursor.advance(h.rec, true);
+    const moved = this.host.settleCommits();
+    await this.host.persist(moved ? 2 : 1);
     return true;
   }
 
@@ -254,8 +254,8 @@ export class Reader<T> {
    * dropped and nothing counted.
    */
   async tryPeek(): Promise<{ value: T } | undefined> {
-    this.q.checkOpen();
-    const h = this.q.cursor.peek();
+    this.host.checkOpen();
+    const h = this.host.cursor.peek();
     if (!h) return undefined;
     if (h.kind === 'damage') throw h.err;
     return { value: this.decode(h.rec) };
@@ -277,8 +277,8 @@ export class Reader<T> {
     checkCallOptions(opts);
     const batchSize = opts.batchSize ?? 1;
     checkMax(batchSize, 'batchSize');
-    this.q.checkOpen();
-    let left = this.q.cursor.unread();
+    this.host.checkOpen();
+    let left = this.host.cursor.unread();
     if (batchSize > 1) {
       while (left > 0) {
         const values = await this.takeBatch(Math.min(batchSize, left));
@@ -312,13 +312,21 @@ export class Reader<T> {
   }
 
   /**
+   * Retires what the ledger holds done: moves the commit cursor and returns
+   * the flush the policy wants for it, if any.
+   */
+  private retire(): Promise<void> | undefined {
+    return this.host.settleCommits() ? this.host.persist(1) : undefined;
+  }
+
+  /**
    * The commit of a read that commits itself. Its failure is not the read's:
    * the value is the caller's already, a failed commit persists later or
    * replays, and a latch surfaces on the next add, commit or sync.
    */
   private quietRetire(): Promise<void> | undefined {
     try {
-      return this.q.retireNow()?.catch(noop);
+      return this.retire()?.catch(noop);
     } catch {
       return undefined;
     }
@@ -342,13 +350,13 @@ export class Reader<T> {
    * would hand one record to every caller that ran in between.
    */
   private consumeNow(commit: boolean): Consumed<T> | undefined {
-    this.q.checkOpen();
-    const h = this.q.cursor.next();
+    this.host.checkOpen();
+    const h = this.host.cursor.next();
     if (!h) return undefined;
     if (h.kind === 'damage') this.stepPastDamage(h.err);
     const value = this.decode(h.rec);
-    const offset = this.q.cursor.advance(h.rec, commit);
-    this.q.counters.delivered++;
+    const offset = this.host.cursor.advance(h.rec, commit);
+    this.host.counters.delivered++;
     return { value, offset: offset ?? 0n, flush: commit ? this.quietRetire() : undefined };
   }
 
@@ -359,8 +367,8 @@ export class Reader<T> {
    */
   private consumeBatch(max: number, emit: (c: { value: T; offset: bigint }) => void, commit: boolean): void {
     checkMax(max, 'max');
-    this.q.checkOpen();
-    const cursor = this.q.cursor;
+    this.host.checkOpen();
+    const cursor = this.host.cursor;
     for (let n = 0; n < max; n++) {
       if (n > 0 && cursor.lossPending) return;
       const h = n > 0 ? cursor.peek() : cursor.next();
@@ -377,14 +385,14 @@ export class Reader<T> {
         throw err;
       }
       const offset = cursor.advance(h.rec, commit);
-      this.q.counters.delivered++;
+      this.host.counters.delivered++;
       emit({ value, offset: offset ?? 0n });
     }
   }
 
   private decode(rec: HeadRecord): T {
     let bytes = rec.payload;
-    if (this.q.opts.stampRecords) {
+    if (this.host.opts.stampRecords) {
       if (bytes.length < STAMP_SIZE) {
         throw new CodecError(`record at segment ${rec.seg.seq} position ${rec.start} is shorter than its stamp`);
       }
@@ -392,7 +400,7 @@ export class Reader<T> {
       this.lastAgeMs = Math.max(0, Date.now() - Number(stampNs / 1_000_000n));
       bytes = bytes.subarray(STAMP_SIZE);
     }
-    const codec = this.q.opts.codec;
+    const codec = this.host.opts.codec;
     if (!codec.decodeCopies) {
       // The block buffer is shared by every reader; the codec's value may alias
       // what it is given, so it gets this reader's own copy.
@@ -407,11 +415,6 @@ export class Reader<T> {
         ? err
         : new CodecError(`codec refused the record at segment ${rec.seg.seq} position ${rec.start}: ${(err as Error)?.message ?? err}`, { cause: err });
     }
-  }
-
-  private isCommitted(offset: bigint): boolean {
-    const first = this.q.segments[0];
-    return first === undefined || offset < packOffset(first.seq, first.commitCursor);
   }
 }
 

@@ -7,8 +7,10 @@
  * What it reports is what an open and a full drain would lose, and nothing
  * else (the Go diskqueue, "Crash recovery and corruption"; docs/FORMAT.md for
  * the bytes). Damage before a segment's commit cursor is no loss: those
- * records were consumed, and a drain starts at the cursor. A segment lost
- * whole costs what the open estimates for it (loss-estimate.ts).
+ * records were consumed, and a drain starts at the cursor. What a header, a
+ * gap in the numbering or a segment lost whole costs is the survey's
+ * judgement (survey.ts), the one the open acts on; what this file adds is the
+ * walk of a sound segment's records, as a drain meets them.
  *
  * | reason                  | found                                               | cost                  |
  * | ----------------------- | --------------------------------------------------- | --------------------- |
@@ -31,23 +33,13 @@
  * all zeros, is not damage: it is a segment whose creation a power cut undid,
  * and an open removes it (or keeps the records that reached the disk) silently.
  */
-import { join, resolve } from 'node:path';
+import { resolve } from 'node:path';
 import { IOError } from '../errors.js';
 import { nodeFileSystem, type FileHandle, type FileSystem } from '../storage/fs.js';
-import { listSegments, segmentFileName } from '../storage/segment-names.js';
-import {
-  HEADER_SIZE,
-  CHECKSUM_SIZE,
-  DEFAULT_SEGMENT_SIZE,
-  FLAG_OVERSIZED,
-  checksumMatches,
-  decodeHeader,
-  frameRecord,
-  readUvarint,
-  type SegmentHeader,
-} from './format.js';
-import { walkRecords, intactRecordAt, dataEnd, type WalkResult } from './segment.js';
-import { estimateLostSegment, type SegmentShape } from './loss-estimate.js';
+import { listSegments } from '../storage/segment-names.js';
+import { HEADER_SIZE, CHECKSUM_SIZE, DEFAULT_SEGMENT_SIZE, checksumMatches, frameRecord, readUvarint } from './format.js';
+import { walkRecords, intactRecordAt, type WalkResult } from './segment.js';
+import { openSegment, judgeHeader, surveySegment, surveyLosses, segmentReadError, type SegmentSurvey, type SegmentLosses } from './survey.js';
 
 /** One damaged span found by {@link verifyQueue}. */
 export interface VerifyDamage {
@@ -88,17 +80,8 @@ export interface VerifyOptions {
   onProgress?(doneBytes: number, totalBytes: number): void;
 }
 
-/**
- * A segment after its header was read: how to walk it. `damage` is what its
- * header alone shows; `lost` names a segment the open drops whole (its cost is
- * estimated once the neighbours are known); `walk` is a header-less walk
- * already made.
- */
-type Planned = { seq: number; fh: FileHandle; size: number; damage?: VerifyDamage } & (
-  | { kind: 'skip'; lost?: string }
-  | { kind: 'ok'; header: SegmentHeader }
-  | { kind: 'torn'; header?: SegmentHeader; walk?: WalkResult }
-);
+/** A segment as the survey judged it, with its file held open for the walk. */
+type Planned = SegmentSurvey & { fh: FileHandle };
 
 const BLOCK_SIZE = 1 << 20;
 
@@ -126,9 +109,10 @@ export async function verifyQueue(dir: string, opts: VerifyOptions = {}): Promis
     const seqs = listSegments(names);
     seqs.forEach((seq, i) => plans.push(plan(fs, abs, seq, i === seqs.length - 1)));
     report.segments = plans.length;
-    const firstOk = plans.find((p) => p.kind === 'ok');
-    const geometry = firstOk?.kind === 'ok' ? firstOk.header.segmentSize : DEFAULT_SEGMENT_SIZE;
-    bookSegments(plans, geometry, report);
+    const firstSound = plans.find((p) => p.kind === 'sound');
+    const geometry = firstSound?.kind === 'sound' ? firstSound.header.segmentSize : DEFAULT_SEGMENT_SIZE;
+    const losses = surveyLosses(plans, geometry);
+    plans.forEach((p, i) => reportSurvey(p, losses[i]!, report.damage));
 
     let total = 0;
     for (const p of plans) total += walkSpan(p);
@@ -142,20 +126,20 @@ export async function verifyQueue(dir: string, opts: VerifyOptions = {}): Promis
     };
 
     for (const p of plans) {
-      if (p.kind === 'skip') continue;
-      if (p.kind === 'torn') {
-        // The open rebuilds this header from a walk that stops at the first bad record.
-        const walk = p.walk ?? walkRecords(p.fh, HEADER_SIZE, p.size);
-        report.records += walk.count;
-        report.bytes += walk.end - HEADER_SIZE;
-        await progress(walkSpan(p));
+      if (p.kind === 'sound') {
+        if (p.header.segmentSize !== geometry) {
+          report.damage.push({ segment: p.seq, position: 0, reason: 'segment-size-mismatch' });
+        }
+        report.committedRecords += p.header.committedCount;
+        await walkSegment(p, report, progress);
         continue;
       }
-      if (p.header.segmentSize !== geometry) {
-        report.damage.push({ segment: p.seq, position: 0, reason: 'segment-size-mismatch' });
-      }
-      report.committedRecords += p.header.committedCount;
-      await walkSegment(p, report, progress);
+      // The open rebuilds this header from the survey's walk, which stops at the first bad record.
+      const walk = keptWalk(p);
+      if (!walk) continue;
+      report.records += walk.count;
+      report.bytes += walk.end - HEADER_SIZE;
+      await progress(walkSpan(p));
     }
     report.ok = report.damage.length === 0;
     return report;
@@ -165,143 +149,60 @@ export async function verifyQueue(dir: string, opts: VerifyOptions = {}): Promis
   }
 }
 
-/**
- * Books, in segment order, what each header shows and every segment the open
- * would count as lost whole: a run of missing numbers (one entry however long
- * the run, so a stray high number costs nothing to report) and a segment
- * nothing in which vouches for itself. Their cost is estimated exactly as the
- * open estimates it, from the segments the open keeps.
- */
-function bookSegments(plans: Planned[], geometry: number, report: VerifyReport): void {
-  /** The segments an open keeps so far, each measured only when an estimate needs it. */
-  const kept: Array<() => SegmentShape> = [];
-  const nearestFirst = function* (): Generator<SegmentShape> {
-    for (let i = kept.length - 1; i >= 0; i--) yield kept[i]!();
-  };
-  const estimate = (next: Planned | undefined) => estimateLostSegment(nearestFirst(), next?.kind === 'ok' ? headerShape(next.header) : undefined, geometry);
-  let retiredSoFar = true;
-  plans.forEach((p, i) => {
-    const prev = plans[i - 1];
-    // A number missing between two segments is a lost segment, unless
-    // everything before it was committed (then reclaim removed it).
-    if (prev && !retiredSoFar && p.seq > prev.seq + 1) {
-      const count = p.seq - prev.seq - 1;
-      const e = estimate(p);
-      report.damage.push({
-        segment: prev.seq + 1,
-        lastSegment: p.seq - 1,
-        position: 0,
-        reason: 'segment-missing',
-        lostBytes: e.bytes * count,
-        lostRecords: e.records * count,
-      });
+/** Reads one header and the records the survey needs, holding the file open for the walk. */
+function plan(fs: FileSystem, dir: string, seq: number, last: boolean): Planned {
+  const { path, fh } = openSegment(fs, dir, seq, 'r');
+  try {
+    const head = judgeHeader(fh, path);
+    try {
+      return { seq, size: head.size, fh, ...surveySegment(fh, head, last) };
+    } catch (err) {
+      throw segmentReadError(path, err);
     }
-    retiredSoFar &&= p.kind === 'ok' && p.header.commitCursor >= p.header.writeCursor && p.header.committedCount >= p.header.writtenCount;
-    if (p.damage) report.damage.push(p.damage);
-    if (p.kind === 'skip') {
-      if (p.lost) {
-        const e = estimate(plans[i + 1]);
-        report.damage.push({ segment: p.seq, position: 0, reason: p.lost, lostBytes: e.bytes, lostRecords: e.records });
-      }
-      return;
-    }
-    let shape: SegmentShape | undefined;
-    kept.push(() => (shape ??= keptShape(p, geometry)));
-  });
-}
-
-function headerShape(h: SegmentHeader): SegmentShape {
-  return { oversized: (h.flags & FLAG_OVERSIZED) !== 0, writtenCount: h.writtenCount, writeCursor: h.writeCursor };
-}
-
-/** A kept segment as the open leaves it: a cut file ends at its last record, a rebuilt header at its walk. */
-function keptShape(p: Exclude<Planned, { kind: 'skip' }>, geometry: number): SegmentShape {
-  if (p.kind === 'ok') {
-    const h = p.header;
-    if (p.size >= h.writeCursor) return headerShape(h);
-    const walk = walkRecords(p.fh, HEADER_SIZE, Math.min(p.size, HEADER_SIZE + h.capacity), { resync: true });
-    return { oversized: (h.flags & FLAG_OVERSIZED) !== 0, writtenCount: walk.count + walk.damaged, writeCursor: walk.end };
+  } catch (err) {
+    fh.close();
+    throw err;
   }
-  p.walk ??= walkRecords(p.fh, HEADER_SIZE, p.size);
-  return { oversized: p.size - HEADER_SIZE > geometry, writtenCount: p.walk.count, writeCursor: p.walk.end };
+}
+
+/**
+ * Books, in segment order, what the survey found before any record of a
+ * sound segment is walked: a run of missing numbers, a header that cannot be
+ * used, a foreign version, and a segment lost whole, each at the cost the
+ * open books for it.
+ */
+function reportSurvey(p: Planned, losses: SegmentLosses, damage: VerifyDamage[]): void {
+  const { missing, cost } = losses;
+  if (missing) {
+    damage.push({ segment: missing.first, lastSegment: missing.last, position: 0, reason: 'segment-missing', lostBytes: missing.bytes, lostRecords: missing.records });
+  }
+  switch (p.kind) {
+    case 'salvaged':
+      damage.push({ segment: p.seq, position: 0, reason: `header-${p.damage}`, lostBytes: p.lostBytes, lostRecords: p.lostRecords });
+      break;
+    case 'torn':
+      // Reported as costing nothing: the segment replays from its first record.
+      damage.push({ segment: p.seq, position: 0, reason: 'header-checksum', lostBytes: 0, lostRecords: 0 });
+      break;
+    case 'foreign':
+      // A future writer's: an open drops it as foreign, a count of its own rather than a loss.
+      damage.push({ segment: p.seq, position: 0, reason: 'segment-version', lostBytes: p.size });
+      break;
+    case 'lost':
+      damage.push({ segment: p.seq, position: 0, reason: `segment-${p.damage}`, lostBytes: cost!.bytes, lostRecords: cost!.records });
+      break;
+  }
+}
+
+/** The records an open keeps from a segment whose header it rebuilds; undefined for a sound or dropped one. */
+function keptWalk(p: Planned): WalkResult | undefined {
+  return p.kind === 'torn' || p.kind === 'salvaged' || p.kind === 'unborn' ? p.walk : undefined;
 }
 
 /** Data bytes the walk of `p` will read. */
 function walkSpan(p: Planned): number {
-  if (p.kind === 'skip') return 0;
-  if (p.kind === 'torn') return Math.max(0, p.size - HEADER_SIZE);
-  return Math.max(0, Math.min(p.size, p.header.writeCursor) - HEADER_SIZE);
-}
-
-/** Reads one header and decides how the segment is walked. */
-function plan(fs: FileSystem, dir: string, seq: number, last: boolean): Planned {
-  const path = join(dir, segmentFileName(seq));
-  let fh: FileHandle;
-  try {
-    fh = fs.open(path, 'r');
-  } catch (err) {
-    throw new IOError(`cannot open segment ${path}: ${(err as Error)?.message ?? err}`, { cause: err });
-  }
-  try {
-    const size = fh.size();
-    const buf = new Uint8Array(HEADER_SIZE);
-    const n = fh.pread(buf, 0);
-    const whole = (reason: string): Planned => ({ seq, fh, size, kind: 'skip', lost: reason });
-    /** Salvaged by an open from its records; what lies behind them is lost. */
-    const salvaged = (reason: string, walk: WalkResult, header?: SegmentHeader): Planned => {
-      const lostBytes = Math.max(0, dataEnd(fh, walk.end, size) - walk.end);
-      const lostRecords = lostBytes > 0 ? Math.max(1, Math.round(lostBytes / ((walk.end - HEADER_SIZE) / walk.count))) : 0;
-      return { seq, fh, size, kind: 'torn', header, walk, damage: { segment: seq, position: 0, reason, lostBytes, lostRecords } };
-    };
-    if (size === 0) return last ? { seq, fh, size, kind: 'skip' } : whole('segment-zero');
-    const res = decodeHeader(buf.subarray(0, n));
-    if (res.ok && sane(res.header)) return { seq, fh, size, kind: 'ok', header: res.header };
-    if (res.ok) {
-      const walk = size > HEADER_SIZE ? walkRecords(fh, HEADER_SIZE, size) : undefined;
-      if (!walk || walk.count === 0) return whole('segment-insane');
-      return salvaged('header-insane', walk, res.header);
-    }
-    if ((res.fault === 'zero' || res.fault === 'short') && last && allZero(fh, size)) return { seq, fh, size, kind: 'skip' };
-    if (res.fault === 'checksum' && res.header) {
-      return { seq, fh, size, kind: 'torn', header: res.header, damage: { segment: seq, position: 0, reason: 'header-checksum', lostBytes: 0, lostRecords: 0 } };
-    }
-    if (res.fault === 'version') {
-      // A future writer's: an open drops it as foreign, a count of its own rather than a loss.
-      return { seq, fh, size, kind: 'skip', damage: { segment: seq, position: 0, reason: 'segment-version', lostBytes: size } };
-    }
-    const walk = size > HEADER_SIZE ? walkRecords(fh, HEADER_SIZE, size) : undefined;
-    // A zeroed header on the last segment is a creation a power cut undid:
-    // an open keeps the records behind it and reports nothing.
-    if (res.fault === 'zero' && last) return walk && walk.count > 0 ? { seq, fh, size, kind: 'torn', header: res.header, walk } : { seq, fh, size, kind: 'skip' };
-    if (walk && walk.count > 0) return salvaged(`header-${res.fault}`, walk, res.header);
-    return whole(`segment-${res.fault}`);
-  } catch (err) {
-    fh.close();
-    throw new IOError(`cannot read segment ${path}: ${(err as Error)?.message ?? err}`, { cause: err });
-  }
-}
-
-/** The same plausibility rules an open applies to a checksummed header. */
-function sane(h: SegmentHeader): boolean {
-  return (
-    h.capacity > 0 &&
-    h.writeCursor >= HEADER_SIZE &&
-    h.writeCursor <= HEADER_SIZE + h.capacity &&
-    h.commitCursor >= HEADER_SIZE &&
-    h.commitCursor <= h.writeCursor &&
-    h.committedCount <= h.writtenCount &&
-    ((h.flags & FLAG_OVERSIZED) !== 0 || h.capacity === h.segmentSize)
-  );
-}
-
-function allZero(fh: FileHandle, size: number): boolean {
-  const buf = new Uint8Array(Math.min(size, BLOCK_SIZE));
-  for (let pos = 0; pos < size; pos += buf.length) {
-    const n = fh.pread(buf, pos);
-    for (let i = 0; i < n; i++) if (buf[i] !== 0) return false;
-    if (n === 0) break;
-  }
-  return true;
+  if (p.kind === 'sound') return Math.max(0, Math.min(p.size, p.header.writeCursor) - HEADER_SIZE);
+  return keptWalk(p) ? Math.max(0, p.size - HEADER_SIZE) : 0;
 }
 
 /** One step of {@link frameSteps}. */
@@ -372,7 +273,7 @@ function* frameSteps(fh: FileHandle, from: number, limit: number): Generator<Ste
  * frame still leads to an intact record, a bad length ends the segment.
  */
 async function walkSegment(
-  p: Extract<Planned, { kind: 'ok' }>,
+  p: Extract<Planned, { kind: 'sound' }>,
   report: VerifyReport,
   progress: (n: number) => Promise<void>,
 ): Promise<void> {
