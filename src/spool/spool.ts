@@ -20,7 +20,7 @@ import { resolve as resolvePath } from 'node:path';
 import { nodeFileSystem, type FileSystem } from '../storage/fs.js';
 import type { DirectoryLock } from '../storage/lock.js';
 import { asIOError } from '../diskqueue/flusher.js';
-import { GroupCommit } from '../diskqueue/group-commit.js';
+import { GroupCommit } from '../storage/group-commit.js';
 import {
   ClosedError,
   CorruptError,
@@ -41,7 +41,7 @@ import { recover, repairTail, wholeFramesEnd, type RecoveryCounts } from './reco
 import { ShortReadError, SpoolSegment } from './segment.js';
 import { Popped } from './popped.js';
 import type { SpoolStats } from './stats.js';
-import { Wakeup } from './wakeup.js';
+import { WakeSlot } from '../storage/waiters.js';
 import { ConsumerTurns } from './turns.js';
 import { WriteBehind } from './write-behind.js';
 
@@ -72,7 +72,7 @@ class FlushFailure extends IOError {
 export class Spool implements AsyncDisposable {
   private readonly fs: FileSystem;
   private readonly flushes: GroupCommit;
-  private readonly wake = new Wakeup();
+  private readonly wake = new WakeSlot();
   private readonly counters: RecoveryCounts & { appended: number; popped: number; committed: number; full: number };
   private closed = false;
   private scratch = new Uint8Array(64 * 1024);
