@@ -34,10 +34,11 @@ import {
 } from '../errors.js';
 import { shown } from '../show-value.js';
 import { refuseOtherFormat } from '../storage/format-guard.js';
-import { checkFrame, frameLength, writeFrame, FRAME_OVERHEAD, MAX_RECORD_BYTES, SEGMENT_HEADER_SIZE } from './format.js';
+import { writeFrame, FRAME_OVERHEAD, MAX_RECORD_BYTES, SEGMENT_HEADER_SIZE } from './format.js';
+import { readFrameAt, wholeFramesEnd, type FrameRead } from './read-frame.js';
 import { resolveSpoolOptions, type ResolvedSpoolOptions, type SpoolOptions } from './options.js';
 import { CursorFile } from './cursor.js';
-import { recover, repairTail, wholeFramesEnd, type RecoveryCounts } from './recovery.js';
+import { recover, repairTail, type RecoveryCounts } from './recovery.js';
 import { ShortReadError, SpoolSegment } from './segment.js';
 import { Popped } from './popped.js';
 import type { SpoolStats } from './stats.js';
@@ -228,14 +229,10 @@ export class Spool implements AsyncDisposable {
         continue;
       }
       const at = this.headOffset;
-      let frame: Uint8Array;
+      let f: FrameRead;
       try {
-        if (h.size - at < FRAME_OVERHEAD) throw this.dropSegment(h, 'short');
-        const length = frameLength(h.read(at, FRAME_OVERHEAD));
-        if (at + FRAME_OVERHEAD + length > h.size) throw this.dropSegment(h, 'length');
-        frame = h.read(at, FRAME_OVERHEAD + length);
+        f = readFrameAt(h, at);
       } catch (err) {
-        if (err instanceof FerryError) throw err;
         if (err instanceof ShortReadError) throw this.dropSegment(h, 'short');
         if ((err as { code?: string }).code === 'ENOENT') {
           this.dropSegment(h, 'missing');
@@ -243,26 +240,32 @@ export class Spool implements AsyncDisposable {
         }
         throw asIOError(`cannot read spool segment ${h.path}`, err);
       }
-      const next = at + frame.length;
-      const payload = checkFrame(frame);
-      if (!payload) {
+      if (f.kind === 'partial') throw this.dropSegment(h, 'short');
+      if (f.kind === 'length') throw this.dropSegment(h, 'length');
+      if (f.kind === 'checksum') {
         // A bad checksum with a framing that still walks to the end of the
         // file costs this frame; otherwise the length itself may be what is
         // damaged, and nothing after it can be trusted.
         let end: number;
         try {
-          end = wholeFramesEnd(h, next);
+          end = wholeFramesEnd(h, f.next);
         } catch (err) {
           if (err instanceof ShortReadError) throw this.dropSegment(h, 'short');
           throw asIOError(`cannot read spool segment ${h.path}`, err);
         }
         if (end !== h.size) throw this.dropSegment(h, 'checksum');
-        throw this.dropFrame(h, next);
+        throw this.dropFrame(h, f.next);
       }
-      this.counters.popped++;
-      const epoch = h.epoch;
-      return new Popped(payload.slice(), () => this.commitAt(h, at, next, epoch), h.seq, at, next, epoch, h);
+      return this.handOut(h, at, f);
     }
+  }
+
+  /** A copy of the intact frame `f` at `at` in `seg`, with the commit that retires it. */
+  private handOut(seg: SpoolSegment, at: number, f: { payload: Uint8Array; next: number }): Popped {
+    this.counters.popped++;
+    const { next } = f;
+    const epoch = seg.epoch;
+    return new Popped(f.payload.slice(), () => this.commitAt(seg, at, next, epoch), seg.seq, at, next, epoch, seg);
   }
 
   /**
@@ -318,24 +321,16 @@ export class Spool implements AsyncDisposable {
         at = SEGMENT_HEADER_SIZE;
         if (at >= seg.size) continue;
       }
-      let payload: Uint8Array | undefined;
+      let f: FrameRead;
       try {
-        if (seg.size - at < FRAME_OVERHEAD) break;
-        const length = frameLength(seg.read(at, FRAME_OVERHEAD));
-        if (at + FRAME_OVERHEAD + length > seg.size) break;
-        payload = checkFrame(seg.read(at, FRAME_OVERHEAD + length));
+        f = readFrameAt(seg, at);
       } catch {
         break;
       }
-      if (!payload) break;
-      const next = at + FRAME_OVERHEAD + payload.length;
-      const epoch = seg.epoch;
-      const held = seg;
-      const from = at;
-      out.push(new Popped(payload.slice(), () => this.commitAt(held, from, next, epoch), seg.seq, from, next, epoch, held));
-      this.counters.popped++;
-      bytes += payload.length;
-      at = next;
+      if (f.kind !== 'ok') break;
+      out.push(this.handOut(seg, at, f));
+      bytes += f.payload.length;
+      at = f.next;
     }
     return out;
   }
