@@ -20,14 +20,13 @@ import { resolve as resolvePath } from 'node:path';
 import { nodeFileSystem, type FileSystem } from '../storage/fs.js';
 import type { DirectoryLock } from '../storage/lock.js';
 import { asIOError } from '../diskqueue/flusher.js';
-import { GroupCommit } from '../storage/group-commit.js';
+import { Flusher } from './flusher.js';
 import {
   ClosedError,
   CorruptError,
   ExceedsCapError,
   FerryError,
   FullError,
-  GroupLostError,
   InvalidArgumentError,
   IOError,
   RecordTooLargeError,
@@ -38,7 +37,7 @@ import { writeFrame, FRAME_OVERHEAD, MAX_RECORD_BYTES, SEGMENT_HEADER_SIZE } fro
 import { readFrameAt, wholeFramesEnd, type FrameRead } from './read-frame.js';
 import { resolveSpoolOptions, type ResolvedSpoolOptions, type SpoolOptions } from './options.js';
 import { CursorFile } from './cursor.js';
-import { recover, repairTail, type RecoveryCounts } from './recovery.js';
+import { recover, type RecoveryCounts } from './recovery.js';
 import { ShortReadError, SpoolSegment } from './segment.js';
 import { Popped } from './popped.js';
 import type { SpoolStats } from './stats.js';
@@ -46,33 +45,13 @@ import { WakeSlot } from '../storage/waiters.js';
 import { ConsumerTurns } from './turns.js';
 import { WriteBehind } from './write-behind.js';
 
-/** `" (ENOSPC)"` for a system error's code, or nothing. */
-function causeText(cause: unknown): string {
-  const code = (cause as NodeJS.ErrnoException | undefined)?.code;
-  return typeof code === 'string' ? ` (${code})` : '';
-}
-
 /** Largest frame built in the reusable buffer. */
 const SCRATCH_MAX = 1 << 20;
-
-/** A flush failure, remembering whether it cost an `appendNoSync` group. */
-class FlushFailure extends IOError {
-  constructor(
-    err: unknown,
-    readonly groupLost: boolean,
-  ) {
-    super(`spool fdatasync failed; unsynced records were rolled back: ${(err as Error)?.message ?? err}`, {
-      cause: err instanceof FerryError ? err.cause : err,
-    });
-    // Callers see an IOError; this subclass only carries `groupLost` inside.
-    this.name = 'IOError';
-  }
-}
 
 /** A durable FIFO byte queue in one directory. Create with {@link Spool.open}. */
 export class Spool implements AsyncDisposable {
   private readonly fs: FileSystem;
-  private readonly flushes: GroupCommit;
+  private readonly flusher: Flusher;
   private readonly wake = new WakeSlot();
   private readonly counters: RecoveryCounts & { appended: number; popped: number; committed: number; full: number };
   private closed = false;
@@ -81,20 +60,8 @@ export class Spool implements AsyncDisposable {
   private retired: Promise<void> = Promise.resolve();
   private readonly behind = new WriteBehind(() => this.writeStaged());
   private closing: Promise<void> | undefined;
-  private dirDirty = false;
-  /** Frames written, and the count the last completed flush covered. */
-  private written = 0;
-  private durableWritten = 0;
-  /** `written` at the last appendNoSync frame. */
-  private lastNoSync = 0;
-  /** A rollback cost an appendNoSync group that no sync has reported yet. */
-  private groupLost = false;
   /** Consumer calls held while a requeue's copy waits for its fdatasync. */
   private readonly turns = new ConsumerTurns();
-  /** Requeues whose copy waits for a flush to cover frame number `mark`. */
-  private copies: Array<{ mark: number; done(): void; failed(err: unknown): void }> = [];
-  /** The failure that cost that group (a write's or an fdatasync's system error), for the report. */
-  private groupLostCause: unknown;
 
   private constructor(
     /** The spool's directory, absolute. */
@@ -110,7 +77,14 @@ export class Spool implements AsyncDisposable {
   ) {
     this.fs = opts.fs;
     this.counters = { ...counts, appended: 0, popped: 0, committed: 0, full: 0 };
-    this.flushes = new GroupCommit(() => this.flush());
+    this.flusher = new Flusher(this.fs, {
+      dir,
+      segments: segs,
+      writeStaged: () => this.writeStaged(),
+      dropStaged: () => void this.behind.take(),
+      release: (seg) => this.release(seg),
+      rolledBack: (discarded) => this.rolledBack(discarded),
+    });
   }
 
   /**
@@ -142,7 +116,10 @@ export class Spool implements AsyncDisposable {
       s = new Spool(abs, opts, lock, rec.segments, rec.headOffset, rec.nextSeq, rec.counts, rec.events, cursor);
       if (s.segs.length === 0) s.addSegment();
       cursor.ensure();
-      await s.settleInherited();
+      // Bytes and names a previous process left in the page cache are not
+      // known to be durable, yet this spool will deliver them. A failure
+      // fails the open; it never deletes what is there.
+      await s.flusher.syncInherited();
       return s;
     } catch (err) {
       if (s) for (const seg of s.segs) seg.close();
@@ -165,7 +142,7 @@ export class Spool implements AsyncDisposable {
    */
   async append(data: Uint8Array): Promise<void> {
     this.place(data, false, false);
-    await this.durable(false);
+    await this.flusher.durable(false);
   }
 
   /**
@@ -192,7 +169,7 @@ export class Spool implements AsyncDisposable {
   async sync(): Promise<void> {
     this.checkOpen();
     this.writeStaged();
-    await this.durable(true);
+    await this.flusher.durable(true);
   }
 
   // ------------------------------------------------------------ consuming
@@ -383,23 +360,22 @@ export class Spool implements AsyncDisposable {
     this.turns.hold();
     let cursor: Promise<void> = Promise.resolve();
     const moved = new Promise<void>((resolve, reject) => {
-      this.copies.push({
-        mark: this.written,
+      this.flusher.whenCovered(
         // Called inside the flush that made the copy durable, before anything
         // else runs, so the calls held behind it see the head moved.
-        done: () => {
+        () => {
           cursor = this.commitNow(h, popped.offset, popped.next, popped.epoch);
           this.turns.release();
           resolve();
         },
-        failed: (err) => {
+        (err) => {
           this.turns.release();
           reject(err);
         },
-      });
+      );
     });
-    // The copy's outcome arrives through `copies`; this only starts the flush.
-    this.durable(false).catch(() => {});
+    // The copy's outcome arrives through `whenCovered`; this only starts the flush.
+    this.flusher.durable(false).catch(() => {});
     return moved.then(
       () => cursor.then(() => true),
       (err: unknown) => {
@@ -499,15 +475,15 @@ export class Spool implements AsyncDisposable {
     this.writeStaged();
     let failure: unknown;
     try {
-      if (this.groupLost || this.stats().unsyncedBytes > 0) await this.durable(true);
+      if (this.flusher.owed) await this.flusher.durable(true);
     } catch (err) {
       failure = err;
     }
-    await this.flushes.settled();
+    await this.flusher.settled();
     // A requeue made before close finishes (or fails) with its flush; the
     // calls held behind it were made before close too, and run.
     await this.turns.idle();
-    await this.flushes.settled();
+    await this.flusher.settled();
     await this.retired;
     this.writeStaged();
     this.behind.stop();
@@ -519,26 +495,6 @@ export class Spool implements AsyncDisposable {
   }
 
   // ------------------------------------------------------------ internals
-
-  /**
-   * Bytes and names a previous process left in the page cache are not known
-   * to be durable, yet this spool will deliver them: fdatasync everything
-   * once, before reporting `unsyncedBytes` 0. A failure fails the open; it
-   * never deletes what is there.
-   */
-  private async settleInherited(): Promise<void> {
-    try {
-      for (const s of this.segs) {
-        await s.datasync();
-        // Only the tail keeps its descriptor, as in recovery.ts.
-        if (s !== this.segs[this.segs.length - 1]) s.close();
-      }
-      await this.fs.syncDir(this.dir);
-    } catch (err) {
-      throw asIOError(`cannot sync the spool in ${this.dir}`, err);
-    }
-    for (const s of this.segs) s.durable = s.size;
-  }
 
   private checkOpen(): void {
     if (this.closed) throw new ClosedError('spool is closed');
@@ -600,8 +556,7 @@ export class Spool implements AsyncDisposable {
       }
     }
     tail.size = at + size;
-    this.written++;
-    if (noSync) this.lastNoSync = this.written;
+    this.flusher.wrote(noSync);
     this.counters.appended++;
     this.wake.fire();
   }
@@ -619,8 +574,7 @@ export class Spool implements AsyncDisposable {
     } catch (err) {
       this.undoWrite(st.seg, st.at);
       st.seg.size = st.at;
-      this.groupLost = true;
-      this.groupLostCause ??= err;
+      this.flusher.lostStaged(err);
     }
   }
 
@@ -638,7 +592,7 @@ export class Spool implements AsyncDisposable {
     const seg = SpoolSegment.create(this.fs, this.dir, this.nextSeq);
     this.nextSeq++;
     this.segs.push(seg);
-    this.dirDirty = true;
+    this.flusher.dirDirty = true;
     return seg;
   }
 
@@ -659,64 +613,6 @@ export class Spool implements AsyncDisposable {
     this.retired = this.fs.syncDir(this.dir).catch(() => {});
   }
 
-  /** Waits for a flush covering everything written so far; maps its failure for the caller. */
-  private async durable(forSync: boolean): Promise<void> {
-    if (forSync && this.groupLost) {
-      this.groupLost = false;
-      const cause = this.groupLostCause;
-      this.groupLostCause = undefined;
-      throw new GroupLostError(`appendNoSync records were rolled back by a failed write or fdatasync${causeText(cause)}; re-append the group`, { cause });
-    }
-    if (this.written === this.durableWritten && !this.dirDirty && this.stats().unsyncedBytes === 0) return;
-    try {
-      await this.flushes.request();
-    } catch (err) {
-      if (forSync && (this.groupLost || (err instanceof FlushFailure && err.groupLost))) {
-        this.groupLost = false;
-        const cause = this.groupLostCause ?? (err as FerryError).cause;
-        this.groupLostCause = undefined;
-        throw new GroupLostError(`appendNoSync records were rolled back by a failed write or fdatasync${causeText(cause)}; re-append the group`, { cause });
-      }
-      throw err;
-    }
-  }
-
-  /** One flush: fdatasync each segment with unsynced bytes, then the directory when names changed. */
-  private async flush(): Promise<void> {
-    this.writeStaged();
-    const covered = this.written;
-    const snap = this.segs.filter((s) => s.size > s.durable).map((s) => ({ s, size: s.size }));
-    const dir = this.dirDirty;
-    this.dirDirty = false;
-    try {
-      // A commit may retire a listed segment while an earlier one syncs (or
-      // during its own fdatasync): its records are all committed, so it
-      // needs no sync, and its failure costs nothing still queued.
-      for (const { s } of snap) {
-        if (s.retired) continue;
-        try {
-          await s.datasync();
-        } catch (err) {
-          if (!s.retired) throw err;
-        }
-        this.release(s);
-      }
-      if (dir) await this.fs.syncDir(this.dir);
-    } catch (err) {
-      if (dir) this.dirDirty = true;
-      const lost = this.rollback();
-      if (lost) this.groupLostCause ??= err instanceof FerryError ? err.cause : err;
-      const failure = new FlushFailure(err, lost);
-      this.flushes.failWaiting(failure);
-      // The rollback cut every unsynced frame, requeue copies included.
-      for (const c of this.copies.splice(0)) c.failed(failure);
-      throw failure;
-    }
-    for (const { s, size } of snap) s.durable = Math.max(s.durable, size);
-    this.durableWritten = Math.max(this.durableWritten, covered);
-    while (this.copies.length > 0 && this.copies[0]!.mark <= this.durableWritten) this.copies.shift()!.done();
-  }
-
   /**
    * Closes the descriptor of a segment that is neither the head nor the tail
    * (after its fdatasync, when one is running): only those two are used
@@ -732,42 +628,9 @@ export class Spool implements AsyncDisposable {
     s.close();
   }
 
-  /**
-   * Cuts every segment back to its last durable size, on a fresh descriptor,
-   * and clamps the head. Returns whether an appendNoSync group was caught.
-   */
-  private rollback(): boolean {
-    // Staged frames lie past the cut and go with it.
-    this.behind.take();
-    for (let i = this.segs.length - 1; i >= 0; i--) {
-      const s = this.segs[i]!;
-      if (s.size <= s.durable && s.durable > 0) continue;
-      s.reopen();
-      if (s.durable === 0) {
-        // Created since the last flush: its name was never durable either.
-        s.retired = true;
-        s.close();
-        try {
-          this.fs.unlink(s.path);
-        } catch {
-          // an unsynced name may vanish by itself; if not, the header-only file holds no records
-        }
-        this.segs.splice(i, 1);
-        this.dirDirty = true;
-        continue;
-      }
-      try {
-        s.truncate(s.durable);
-        s.size = s.durable;
-        this.counters.discarded += repairTail(s);
-      } catch {
-        s.size = s.durable;
-        s.sealed = true;
-      }
-      // Only what lies past the cut is gone: a record handed out before it
-      // that ends below it is still the same record at the same place.
-      s.cutTo(s.size);
-    }
+  /** A flush failed and cut the segments back: clamps the head and makes sure there is a tail. */
+  private rolledBack(discarded: number): void {
+    this.counters.discarded += discarded;
     if (this.segs.length === 0) {
       this.headOffset = SEGMENT_HEADER_SIZE;
       try {
@@ -781,11 +644,6 @@ export class Spool implements AsyncDisposable {
       this.headOffset = this.segs[0]!.size;
       void this.cursor.write({ seq: this.segs[0]!.seq, offset: this.headOffset });
     }
-    const lost = this.lastNoSync > this.durableWritten;
-    this.written = this.durableWritten;
-    this.lastNoSync = Math.min(this.lastNoSync, this.durableWritten);
-    if (lost) this.groupLost = true;
-    return lost;
   }
 
   /**
