@@ -21,19 +21,10 @@ import { nodeFileSystem, type FileSystem } from '../storage/fs.js';
 import type { DirectoryLock } from '../storage/lock.js';
 import { asIOError } from '../diskqueue/flusher.js';
 import { Flusher } from './flusher.js';
-import {
-  ClosedError,
-  CorruptError,
-  ExceedsCapError,
-  FerryError,
-  FullError,
-  InvalidArgumentError,
-  IOError,
-  RecordTooLargeError,
-} from '../errors.js';
+import { ClosedError, CorruptError, FerryError, InvalidArgumentError, IOError } from '../errors.js';
 import { shown } from '../show-value.js';
 import { refuseOtherFormat } from '../storage/format-guard.js';
-import { writeFrame, FRAME_OVERHEAD, MAX_RECORD_BYTES, SEGMENT_HEADER_SIZE } from './format.js';
+import { SEGMENT_HEADER_SIZE } from './format.js';
 import { readFrameAt, wholeFramesEnd, type FrameRead } from './read-frame.js';
 import { resolveSpoolOptions, type ResolvedSpoolOptions, type SpoolOptions } from './options.js';
 import { CursorFile } from './cursor.js';
@@ -43,10 +34,7 @@ import { Popped } from './popped.js';
 import type { SpoolStats } from './stats.js';
 import { WakeSlot } from '../storage/waiters.js';
 import { ConsumerTurns } from './turns.js';
-import { WriteBehind } from './write-behind.js';
-
-/** Largest frame built in the reusable buffer. */
-const SCRATCH_MAX = 1 << 20;
+import { Appender } from './appender.js';
 
 /** A durable FIFO byte queue in one directory. Create with {@link Spool.open}. */
 export class Spool implements AsyncDisposable {
@@ -55,10 +43,9 @@ export class Spool implements AsyncDisposable {
   private readonly wake = new WakeSlot();
   private readonly counters: RecoveryCounts & { appended: number; popped: number; committed: number; full: number };
   private closed = false;
-  private scratch = new Uint8Array(64 * 1024);
   /** The directory sync that makes the last retirement durable. */
   private retired: Promise<void> = Promise.resolve();
-  private readonly behind = new WriteBehind(() => this.writeStaged());
+  private readonly appender: Appender;
   private closing: Promise<void> | undefined;
   /** Consumer calls held while a requeue's copy waits for its fdatasync. */
   private readonly turns = new ConsumerTurns();
@@ -80,11 +67,25 @@ export class Spool implements AsyncDisposable {
     this.flusher = new Flusher(this.fs, {
       dir,
       segments: segs,
-      writeStaged: () => this.writeStaged(),
-      dropStaged: () => void this.behind.take(),
+      writeStaged: () => this.appender.writeStaged(),
+      dropStaged: () => this.appender.dropStaged(),
       release: (seg) => this.release(seg),
       rolledBack: (discarded) => this.rolledBack(discarded),
     });
+    this.appender = new Appender(
+      {
+        opts,
+        segments: segs,
+        counters: this.counters,
+        backlogBytes: () => this.bytes,
+        headAtTailEnd: () => segs.length === 1 && this.headOffset >= segs[0]!.size,
+        addSegment: () => this.addSegment(),
+        retireHead: () => this.retireHead(),
+        release: (seg) => this.release(seg),
+        placed: () => this.wake.fire(),
+      },
+      this.flusher,
+    );
   }
 
   /**
@@ -141,7 +142,8 @@ export class Spool implements AsyncDisposable {
    * @throws ClosedError the spool was closed.
    */
   async append(data: Uint8Array): Promise<void> {
-    this.place(data, false, false);
+    this.checkOpen();
+    this.appender.place(data, false, false);
     await this.flusher.durable(false);
   }
 
@@ -154,7 +156,8 @@ export class Spool implements AsyncDisposable {
    * burst shows as `GroupLostError` from the next `sync()`.
    */
   async appendNoSync(data: Uint8Array): Promise<void> {
-    this.place(data, true, false);
+    this.checkOpen();
+    this.appender.place(data, true, false);
   }
 
   /**
@@ -168,7 +171,7 @@ export class Spool implements AsyncDisposable {
    */
   async sync(): Promise<void> {
     this.checkOpen();
-    this.writeStaged();
+    this.appender.writeStaged();
     await this.flusher.durable(true);
   }
 
@@ -194,7 +197,7 @@ export class Spool implements AsyncDisposable {
   }
 
   private popNow(): Popped | undefined {
-    this.writeStaged();
+    this.appender.writeStaged();
     const event = this.events.shift();
     if (event) throw event;
     for (;;) {
@@ -279,7 +282,7 @@ export class Spool implements AsyncDisposable {
     let bytes = 0;
     let at: number;
     if (i >= 0) {
-      this.writeStaged();
+      this.appender.writeStaged();
       at = after!.next;
     } else {
       const first = this.popNow();
@@ -356,7 +359,9 @@ export class Spool implements AsyncDisposable {
     const atHead = !!h && h.seq === popped.seq && this.headOffset === popped.offset && popped.next <= h.size && h.intactSince(popped.epoch, popped.next);
     if (!atHead) return Promise.resolve(false);
     if (this.segs.length === 1 && popped.next === h.size) return Promise.resolve(false);
-    this.place(popped.data, false, true);
+    // Written even when a close has begun since this requeue was held back:
+    // it was made before close, and checked then.
+    this.appender.place(popped.data, false, true);
     this.turns.hold();
     let cursor: Promise<void> = Promise.resolve();
     const moved = new Promise<void>((resolve, reject) => {
@@ -472,7 +477,7 @@ export class Spool implements AsyncDisposable {
 
   private async shutdown(): Promise<void> {
     this.closed = true;
-    this.writeStaged();
+    this.appender.writeStaged();
     let failure: unknown;
     try {
       if (this.flusher.owed) await this.flusher.durable(true);
@@ -485,8 +490,8 @@ export class Spool implements AsyncDisposable {
     await this.turns.idle();
     await this.flusher.settled();
     await this.retired;
-    this.writeStaged();
-    this.behind.stop();
+    this.appender.writeStaged();
+    this.appender.stop();
     for (const s of this.segs) s.close();
     await this.cursor.close();
     this.lock.release();
@@ -498,93 +503,6 @@ export class Spool implements AsyncDisposable {
 
   private checkOpen(): void {
     if (this.closed) throw new ClosedError('spool is closed');
-  }
-
-  /**
-   * Checks, rotates and writes one frame, synchronously. `ignoreCap` marks a
-   * requeue's copy: that requeue was made before close (it checked then), so
-   * it is written even when a close has begun since it was held back.
-   */
-  private place(data: Uint8Array, noSync: boolean, ignoreCap: boolean): void {
-    if (!ignoreCap) this.checkOpen();
-    if (!(data instanceof Uint8Array)) throw new InvalidArgumentError('a record must be a Uint8Array');
-    if (data.length > MAX_RECORD_BYTES) throw new RecordTooLargeError(`record of ${data.length} bytes exceeds MAX_RECORD_BYTES`);
-    const size = FRAME_OVERHEAD + data.length;
-    if (this.segs.length === 0) this.addSegment();
-    let tail = this.segs[this.segs.length - 1]!;
-    const rotate = tail.sealed || (tail.size > SEGMENT_HEADER_SIZE && tail.size + size > this.opts.segmentBytes);
-    const headAtTailEnd = this.segs.length === 1 && this.headOffset >= tail.size;
-    if (!ignoreCap) {
-      const max = this.opts.maxBytes;
-      if (size > max) {
-        this.counters.full++;
-        throw new ExceedsCapError(`record of ${data.length} bytes can never fit under maxBytes ${max}`);
-      }
-      if (this.bytes + size + (rotate && !headAtTailEnd ? SEGMENT_HEADER_SIZE : 0) > max) {
-        this.counters.full++;
-        throw new FullError(`spool backlog would pass maxBytes ${max}`);
-      }
-    }
-    if (rotate) {
-      this.writeStaged();
-      const sealed = tail;
-      tail = this.addSegment();
-      if (headAtTailEnd) this.retireHead();
-      else this.release(sealed);
-    }
-    let room = noSync ? this.behind.reserve(tail, tail.size, size) : undefined;
-    if (!room) {
-      // Staged frames go first; a failure there cuts them and moves the end.
-      this.writeStaged();
-      if (noSync) room = this.behind.reserve(tail, tail.size, size);
-    }
-    const at = tail.size;
-    if (room) {
-      writeFrame(data, room);
-      this.behind.staged(size);
-    } else {
-      // Appends write synchronously, so one buffer serves them all; a frame
-      // too large to be worth keeping one for gets its own.
-      if (this.scratch.length < size && size <= SCRATCH_MAX) this.scratch = new Uint8Array(Math.min(SCRATCH_MAX, Math.max(size, this.scratch.length * 2)));
-      const buf = size <= this.scratch.length ? this.scratch : new Uint8Array(size);
-      const frame = buf.subarray(0, writeFrame(data, buf));
-      try {
-        tail.file().pwrite(frame, at, 'record');
-      } catch (err) {
-        this.undoWrite(tail, at);
-        throw asIOError(`cannot write to spool segment ${tail.path}`, err);
-      }
-    }
-    tail.size = at + size;
-    this.flusher.wrote(noSync);
-    this.counters.appended++;
-    this.wake.fire();
-  }
-
-  /**
-   * Writes the frames `appendNoSync` staged. They were accepted already, so a
-   * failure here cannot reject anybody: it cuts them off again and the next
-   * `sync()` reports the group lost.
-   */
-  private writeStaged(): void {
-    const st = this.behind.take();
-    if (!st) return;
-    try {
-      st.seg.file().pwrite(st.bytes, st.at, 'record');
-    } catch (err) {
-      this.undoWrite(st.seg, st.at);
-      st.seg.size = st.at;
-      this.flusher.lostStaged(err);
-    }
-  }
-
-  /** A failed write may have left part of a frame: cut it, or seal the segment when even that fails. */
-  private undoWrite(seg: SpoolSegment, at: number): void {
-    try {
-      seg.truncate(at);
-    } catch {
-      seg.sealed = true;
-    }
   }
 
   /** Creates the next segment and makes it the tail. */
