@@ -10,31 +10,30 @@
  * the fdatasyncs are awaited, on the thread pool, and concurrent appends and
  * syncs share them (group commit).
  *
- * A failed fdatasync rolls every segment back to its last durable size and
- * reopens the descriptor (a retried fsync on the same one could claim
- * durability it does not have); the head is clamped with it, the appends
- * waiting on it reject, and an `appendNoSync` group caught in it makes the
- * next `sync()` reject with `GroupLostError`.
+ * This class is the public face and holds the parts together: `appender.ts`
+ * places records at the tail, `head.ts` reads, skips damage and commits at
+ * the head, `flusher.ts` makes writes durable and rolls back a failed
+ * fdatasync (the head is clamped with it), and `turns.ts` holds consumer
+ * calls behind a requeue.
  */
 import { resolve as resolvePath } from 'node:path';
-import { nodeFileSystem, type FileSystem } from '../storage/fs.js';
-import type { DirectoryLock } from '../storage/lock.js';
 import { asIOError } from '../diskqueue/flusher.js';
-import { Flusher } from './flusher.js';
-import { ClosedError, CorruptError, FerryError, InvalidArgumentError, IOError } from '../errors.js';
+import { ClosedError, FerryError, InvalidArgumentError } from '../errors.js';
 import { shown } from '../show-value.js';
 import { refuseOtherFormat } from '../storage/format-guard.js';
-import { SEGMENT_HEADER_SIZE } from './format.js';
-import { readFrameAt, wholeFramesEnd, type FrameRead } from './read-frame.js';
-import { resolveSpoolOptions, type ResolvedSpoolOptions, type SpoolOptions } from './options.js';
-import { CursorFile } from './cursor.js';
-import { recover, type RecoveryCounts } from './recovery.js';
-import { ShortReadError, SpoolSegment } from './segment.js';
-import { Popped } from './popped.js';
-import type { SpoolStats } from './stats.js';
+import { nodeFileSystem, type FileSystem } from '../storage/fs.js';
+import type { DirectoryLock } from '../storage/lock.js';
 import { WakeSlot } from '../storage/waiters.js';
-import { ConsumerTurns } from './turns.js';
 import { Appender } from './appender.js';
+import { CursorFile } from './cursor.js';
+import { Flusher } from './flusher.js';
+import { Head } from './head.js';
+import { resolveSpoolOptions, type ResolvedSpoolOptions, type SpoolOptions } from './options.js';
+import { Popped } from './popped.js';
+import { recover, type RecoveryCounts } from './recovery.js';
+import { SpoolSegment } from './segment.js';
+import type { SpoolStats } from './stats.js';
+import { ConsumerTurns } from './turns.js';
 
 /** A durable FIFO byte queue in one directory. Create with {@link Spool.open}. */
 export class Spool implements AsyncDisposable {
@@ -43,9 +42,8 @@ export class Spool implements AsyncDisposable {
   private readonly wake = new WakeSlot();
   private readonly counters: RecoveryCounts & { appended: number; popped: number; committed: number; full: number };
   private closed = false;
-  /** The directory sync that makes the last retirement durable. */
-  private retired: Promise<void> = Promise.resolve();
   private readonly appender: Appender;
+  private readonly head: Head;
   private closing: Promise<void> | undefined;
   /** Consumer calls held while a requeue's copy waits for its fdatasync. */
   private readonly turns = new ConsumerTurns();
@@ -56,10 +54,10 @@ export class Spool implements AsyncDisposable {
     private readonly opts: ResolvedSpoolOptions,
     private readonly lock: DirectoryLock,
     private readonly segs: SpoolSegment[],
-    private headOffset: number,
+    headOffset: number,
     private nextSeq: number,
     counts: RecoveryCounts,
-    private readonly events: FerryError[],
+    events: FerryError[],
     private readonly cursor: CursorFile,
   ) {
     this.fs = opts.fs;
@@ -78,13 +76,28 @@ export class Spool implements AsyncDisposable {
         segments: segs,
         counters: this.counters,
         backlogBytes: () => this.bytes,
-        headAtTailEnd: () => segs.length === 1 && this.headOffset >= segs[0]!.size,
+        headAtTailEnd: () => segs.length === 1 && this.head.offset >= segs[0]!.size,
         addSegment: () => this.addSegment(),
-        retireHead: () => this.retireHead(),
+        retireHead: () => this.head.retire(),
         release: (seg) => this.release(seg),
         placed: () => this.wake.fire(),
       },
       this.flusher,
+    );
+    this.head = new Head(
+      {
+        fs: this.fs,
+        dir,
+        segments: segs,
+        counters: this.counters,
+        writeStaged: () => this.appender.writeStaged(),
+        release: (seg) => this.release(seg),
+        skipped: () => this.wake.fire(),
+        commit: (seg, at, next, epoch) => this.commitAt(seg, at, next, epoch),
+      },
+      headOffset,
+      events,
+      cursor,
     );
   }
 
@@ -192,60 +205,8 @@ export class Spool implements AsyncDisposable {
     this.checkOpen();
     // Direct when nothing is held: a detour through a promise here would
     // cost a commit made right after the pop its share of a cursor fdatasync.
-    if (!this.turns.busy) return this.popNow();
-    return this.turns.run(() => this.popNow());
-  }
-
-  private popNow(): Popped | undefined {
-    this.appender.writeStaged();
-    const event = this.events.shift();
-    if (event) throw event;
-    for (;;) {
-      const h = this.segs[0];
-      if (!h) return undefined; // a rollback removed every segment and none could be created
-      if (this.headOffset >= h.size) {
-        if (this.segs.length === 1) return undefined;
-        this.retireHead();
-        continue;
-      }
-      const at = this.headOffset;
-      let f: FrameRead;
-      try {
-        f = readFrameAt(h, at);
-      } catch (err) {
-        if (err instanceof ShortReadError) throw this.dropSegment(h, 'short');
-        if ((err as { code?: string }).code === 'ENOENT') {
-          this.dropSegment(h, 'missing');
-          throw new IOError(`spool segment ${h.path} is gone; skipped`, { cause: err });
-        }
-        throw asIOError(`cannot read spool segment ${h.path}`, err);
-      }
-      if (f.kind === 'partial') throw this.dropSegment(h, 'short');
-      if (f.kind === 'length') throw this.dropSegment(h, 'length');
-      if (f.kind === 'checksum') {
-        // A bad checksum with a framing that still walks to the end of the
-        // file costs this frame; otherwise the length itself may be what is
-        // damaged, and nothing after it can be trusted.
-        let end: number;
-        try {
-          end = wholeFramesEnd(h, f.next);
-        } catch (err) {
-          if (err instanceof ShortReadError) throw this.dropSegment(h, 'short');
-          throw asIOError(`cannot read spool segment ${h.path}`, err);
-        }
-        if (end !== h.size) throw this.dropSegment(h, 'checksum');
-        throw this.dropFrame(h, f.next);
-      }
-      return this.handOut(h, at, f);
-    }
-  }
-
-  /** A copy of the intact frame `f` at `at` in `seg`, with the commit that retires it. */
-  private handOut(seg: SpoolSegment, at: number, f: { payload: Uint8Array; next: number }): Popped {
-    this.counters.popped++;
-    const { next } = f;
-    const epoch = seg.epoch;
-    return new Popped(f.payload.slice(), () => this.commitAt(seg, at, next, epoch), seg.seq, at, next, epoch, seg);
+    if (!this.turns.busy) return this.head.pop();
+    return this.turns.run(() => this.head.pop());
   }
 
   /**
@@ -272,61 +233,30 @@ export class Spool implements AsyncDisposable {
     if (!Number.isSafeInteger(max) || max < 1) throw new InvalidArgumentError(`max must be a positive integer, got ${shown(max)}`);
     if (after !== undefined && !(after instanceof Popped)) throw new InvalidArgumentError('after must be a record from pop or popBatch');
     this.checkOpen();
-    if (!this.turns.busy) return this.popBatchNow(max, maxBytes, after);
-    return this.turns.run(() => this.popBatchNow(max, maxBytes, after));
-  }
-
-  private popBatchNow(max: number, maxBytes: number, after: Popped | undefined): Popped[] {
-    let i = after ? this.aheadOfHead(after) : -1;
-    const out: Popped[] = [];
-    let bytes = 0;
-    let at: number;
-    if (i >= 0) {
-      this.appender.writeStaged();
-      at = after!.next;
-    } else {
-      const first = this.popNow();
-      if (!first) return [];
-      out.push(first);
-      bytes = first.data.length;
-      i = 0;
-      at = first.next;
-    }
-    while (out.length < max && bytes < maxBytes) {
-      let seg = this.segs[i]!;
-      if (at >= seg.size) {
-        if (i + 1 >= this.segs.length) break;
-        this.release(seg);
-        seg = this.segs[++i]!;
-        at = SEGMENT_HEADER_SIZE;
-        if (at >= seg.size) continue;
-      }
-      let f: FrameRead;
-      try {
-        f = readFrameAt(seg, at);
-      } catch {
-        break;
-      }
-      if (f.kind !== 'ok') break;
-      out.push(this.handOut(seg, at, f));
-      bytes += f.payload.length;
-      at = f.next;
-    }
-    return out;
+    if (!this.turns.busy) return this.head.popBatch(max, maxBytes, after);
+    return this.turns.run(() => this.head.popBatch(max, maxBytes, after));
   }
 
   /**
-   * The index in `segs` of the segment holding `p` when `p` is still whole
-   * and not yet passed by the head (so the records after it are unread by
-   * the head); -1 otherwise.
+   * Commits `popped` in order with one cursor write for all of them (beyond
+   * the Go spool, for senders that deliver in batches): the same as calling
+   * each one's `commit()` in turn, where each retires its record only when it
+   * is at the head by then, except that the cursor is written once, after the
+   * last. A killed process therefore redelivers either none of the batch or
+   * all of what the cursor did not cover, never loses one. Resolves once the
+   * cursor was written (and, under `commitSync`, fdatasynced); like
+   * `commit()`, a cursor that cannot be written does not reject, it shows in
+   * {@link cursorError}. A no-op after close.
+   *
+   * @throws InvalidArgumentError `popped` is not an array of records popped from a spool.
    */
-  private aheadOfHead(p: Popped): number {
-    const i = this.segs.indexOf(p.segment as SpoolSegment);
-    if (i < 0) return -1;
-    const seg = this.segs[i]!;
-    if (p.next > seg.size || !seg.intactSince(p.epoch, p.next)) return -1;
-    if (i === 0 && this.headOffset > p.offset) return -1;
-    return i;
+  commitBatch(popped: readonly Popped[]): Promise<void> {
+    if (!Array.isArray(popped) || !popped.every((p) => p instanceof Popped)) {
+      return Promise.reject(new InvalidArgumentError('commitBatch takes an array of records from pop or popBatch'));
+    }
+    if (this.closed) return Promise.resolve();
+    if (!this.turns.busy) return this.head.commitBatch(popped);
+    return this.turns.run(() => this.head.commitBatch(popped));
   }
 
   /**
@@ -355,9 +285,8 @@ export class Spool implements AsyncDisposable {
 
   /** Writes the copy and holds the consumer side until its flush settles. */
   private requeueNow(popped: Popped): Promise<boolean> {
-    const h = this.segs[0];
-    const atHead = !!h && h.seq === popped.seq && this.headOffset === popped.offset && popped.next <= h.size && h.intactSince(popped.epoch, popped.next);
-    if (!atHead) return Promise.resolve(false);
+    if (!this.head.holds(popped)) return Promise.resolve(false);
+    const h = this.segs[0]!;
     if (this.segs.length === 1 && popped.next === h.size) return Promise.resolve(false);
     // Written even when a close has begun since this requeue was held back:
     // it was made before close, and checked then.
@@ -369,7 +298,7 @@ export class Spool implements AsyncDisposable {
         // Called inside the flush that made the copy durable, before anything
         // else runs, so the calls held behind it see the head moved.
         () => {
-          cursor = this.commitNow(h, popped.offset, popped.next, popped.epoch);
+          cursor = this.head.commit(h, popped.offset, popped.next, popped.epoch);
           this.turns.release();
           resolve();
         },
@@ -405,7 +334,7 @@ export class Spool implements AsyncDisposable {
   /** Undelivered bytes: every segment's bytes minus what the head consumed. `maxBytes` caps this. */
   get bytes(): number {
     if (this.segs.length === 0) return 0;
-    let n = -this.headOffset;
+    let n = -this.head.offset;
     for (const s of this.segs) n += s.size;
     return n;
   }
@@ -489,7 +418,7 @@ export class Spool implements AsyncDisposable {
     // calls held behind it were made before close too, and run.
     await this.turns.idle();
     await this.flusher.settled();
-    await this.retired;
+    await this.head.retired;
     this.appender.writeStaged();
     this.appender.stop();
     for (const s of this.segs) s.close();
@@ -514,23 +443,6 @@ export class Spool implements AsyncDisposable {
     return seg;
   }
 
-  /** Deletes the head segment (fully consumed, not the tail) and moves the head to the next one. */
-  private retireHead(): void {
-    const h = this.segs.shift()!;
-    h.retired = true;
-    h.close();
-    try {
-      this.fs.unlink(h.path);
-    } catch {
-      // left behind, it is older than the cursor and is removed at the next open
-    }
-    this.headOffset = SEGMENT_HEADER_SIZE;
-    // A retired segment that a power cut brings back, beside a cursor that
-    // was never synced, would be delivered again whole; syncing the removal
-    // keeps a stale cursor's cost to the segment it points into.
-    this.retired = this.fs.syncDir(this.dir).catch(() => {});
-  }
-
   /**
    * Closes the descriptor of a segment that is neither the head nor the tail
    * (after its fdatasync, when one is running): only those two are used
@@ -549,113 +461,20 @@ export class Spool implements AsyncDisposable {
   /** A flush failed and cut the segments back: clamps the head and makes sure there is a tail. */
   private rolledBack(discarded: number): void {
     this.counters.discarded += discarded;
+    this.head.clamp();
     if (this.segs.length === 0) {
-      this.headOffset = SEGMENT_HEADER_SIZE;
       try {
         this.addSegment();
       } catch {
         // nothing to append to now; the next append tries again
       }
-    } else if (this.headOffset > this.segs[0]!.size) {
-      // The stored cursor may point past the cut; new frames will fill that
-      // space, so it must not be left there.
-      this.headOffset = this.segs[0]!.size;
-      void this.cursor.write({ seq: this.segs[0]!.seq, offset: this.headOffset });
     }
   }
 
-  /**
-   * Retires the frame at `at` if it is still the head. A rollback since the
-   * pop that cut this frame may have put another record at the same
-   * position, so a commit of a cut frame is a no-op (the record it meant is
-   * gone). A frame that ends below every cut since is the same record and
-   * is retired as usual.
-   */
+  /** The commit a popped record carries: retires it if it is still the head (see head.ts), in its turn. */
   private commitAt(seg: SpoolSegment, at: number, next: number, epoch: number): Promise<void> {
     if (this.closed) return Promise.resolve();
-    if (!this.turns.busy) return this.commitNow(seg, at, next, epoch);
-    return this.turns.run(() => this.commitNow(seg, at, next, epoch));
-  }
-
-  private commitNow(seg: SpoolSegment, at: number, next: number, epoch: number): Promise<void> {
-    if (!this.moveHead(seg, at, next, epoch)) return Promise.resolve();
-    return this.advanced();
-  }
-
-  /**
-   * Moves the head past the frame at `at` when it is still the head (see
-   * {@link commitAt}), retiring a segment it leaves behind; the cursor is
-   * not written. Whether it moved.
-   */
-  private moveHead(seg: SpoolSegment, at: number, next: number, epoch: number): boolean {
-    if (this.segs[0] !== seg || this.headOffset !== at || next > seg.size || !seg.intactSince(epoch, next)) return false;
-    this.headOffset = next;
-    this.counters.committed++;
-    this.retireConsumed();
-    return true;
-  }
-
-  /**
-   * Commits `popped` in order with one cursor write for all of them (beyond
-   * the Go spool, for senders that deliver in batches): the same as calling
-   * each one's `commit()` in turn, where each retires its record only when it
-   * is at the head by then, except that the cursor is written once, after the
-   * last. A killed process therefore redelivers either none of the batch or
-   * all of what the cursor did not cover, never loses one. Resolves once the
-   * cursor was written (and, under `commitSync`, fdatasynced); like
-   * `commit()`, a cursor that cannot be written does not reject, it shows in
-   * {@link cursorError}. A no-op after close.
-   *
-   * @throws InvalidArgumentError `popped` is not an array of records popped from a spool.
-   */
-  commitBatch(popped: readonly Popped[]): Promise<void> {
-    if (!Array.isArray(popped) || !popped.every((p) => p instanceof Popped)) {
-      return Promise.reject(new InvalidArgumentError('commitBatch takes an array of records from pop or popBatch'));
-    }
-    if (this.closed) return Promise.resolve();
-    if (!this.turns.busy) return this.commitBatchNow(popped);
-    return this.turns.run(() => this.commitBatchNow(popped));
-  }
-
-  private commitBatchNow(popped: readonly Popped[]): Promise<void> {
-    let moved = false;
-    for (const p of popped) {
-      if (this.moveHead(p.segment as SpoolSegment, p.offset, p.next, p.epoch)) moved = true;
-    }
-    return moved ? this.advanced() : Promise.resolve();
-  }
-
-  /** Retires head segments the head has moved past (never the tail). */
-  private retireConsumed(): void {
-    while (this.segs.length > 1 && this.headOffset >= this.segs[0]!.size) this.retireHead();
-  }
-
-  /** The head moved: retire consumed segments and write the cursor. */
-  private advanced(): Promise<void> {
-    this.retireConsumed();
-    return this.cursor.write({ seq: this.segs[0]!.seq, offset: this.headOffset });
-  }
-
-  /** Skips the rest of the head segment; returns the error the pop reports. */
-  private dropSegment(h: SpoolSegment, reason: string): CorruptError {
-    const at = this.headOffset;
-    const lost = h.size - at;
-    this.counters.lostBytes += lost;
-    this.counters.lostSegments++;
-    this.headOffset = h.size;
-    if (h === this.segs[this.segs.length - 1]) h.sealed = true;
-    void this.advanced();
-    this.wake.fire();
-    return new CorruptError({ segment: h.seq, position: at, reason, lostBytes: lost });
-  }
-
-  /** Skips one damaged frame ending at `next`; returns the error the pop reports. */
-  private dropFrame(h: SpoolSegment, next: number): CorruptError {
-    const at = this.headOffset;
-    this.counters.lostBytes += next - at;
-    this.headOffset = next;
-    void this.advanced();
-    this.wake.fire();
-    return new CorruptError({ segment: h.seq, position: at, reason: 'checksum', lostBytes: next - at, lostRecords: 1 });
+    if (!this.turns.busy) return this.head.commit(seg, at, next, epoch);
+    return this.turns.run(() => this.head.commit(seg, at, next, epoch));
   }
 }
