@@ -363,17 +363,13 @@ export class Spool implements AsyncDisposable {
   stats(): SpoolStats {
     const c = this.counters;
     let disk = 0;
-    let unsynced = 0;
-    for (const s of this.segs) {
-      disk += s.size;
-      unsynced += Math.max(0, s.size - s.durable);
-    }
+    for (const s of this.segs) disk += s.size;
     return {
       backlogBytes: this.bytes,
       maxBytes: this.cap,
       diskBytes: disk,
       segments: this.segs.length,
-      unsyncedBytes: unsynced,
+      unsyncedBytes: this.flusher.unsyncedBytes(),
       appended: c.appended,
       popped: c.popped,
       committed: c.committed,
