@@ -10,7 +10,7 @@ import { encodeRecord, frameSize } from './format.js';
 import { Segment } from './segment.js';
 import { asIOError, type Flusher } from './flusher.js';
 import type { ResolvedOptions } from './options.js';
-import type { Waiters } from './waiters.js';
+import type { Waiters } from '../storage/waiters.js';
 
 /** Most bytes one record write carries; longer runs are split. */
 const RUN_BYTES = 4 << 20;

@@ -15,7 +15,7 @@
  */
 import { FerryError, IOError } from '../errors.js';
 import type { FileSystem } from '../storage/fs.js';
-import { GroupCommit } from './group-commit.js';
+import { GroupCommit } from '../storage/group-commit.js';
 import type { Segment } from './segment.js';
 
 /** Wraps a system error in an `IOError` (ferry errors pass through). */

@@ -38,7 +38,7 @@ import { AckLedger } from './ledger.js';
 import { ReadCursor } from './read-cursor.js';
 import { Reader } from './reader.js';
 import type { DiskQueueStats } from './stats.js';
-import { Waiters } from './waiters.js';
+import { Waiters } from '../storage/waiters.js';
 import { Appender } from './appender.js';
 import { HandlePool } from './handle-pool.js';
 

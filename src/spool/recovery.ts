@@ -9,7 +9,8 @@ import type { FileSystem } from '../storage/fs.js';
 import { spoolSegmentNames } from '../storage/segment-names.js';
 import { asIOError } from '../diskqueue/flusher.js';
 import { CorruptError, type FerryError } from '../errors.js';
-import { checkFrame, decodeFrameHeader, FRAME_OVERHEAD, parseSegmentHeader, SEGMENT_HEADER_SIZE, type CursorPosition } from './format.js';
+import { parseSegmentHeader, SEGMENT_HEADER_SIZE, type CursorPosition } from './format.js';
+import { readFrameAt } from './read-frame.js';
 import { SpoolSegment } from './segment.js';
 
 export interface RecoveryCounts {
@@ -40,42 +41,21 @@ function tryUnlink(fs: FileSystem, path: string): void {
 }
 
 /**
- * Where the frames of `seg` that lie whole inside the file end, walking their
- * lengths from `from`. Checksums are not read: a whole frame that fails its
- * checksum is the reader's to drop, one record at a time.
+ * Cuts an incomplete or torn end off `seg`; returns the bytes cut. A power
+ * cut can only tear what was never synced, and syncs cover prefixes, so the
+ * partial frame at the end and the trailing run of whole frames that fail
+ * their checksum are unacknowledged writing; a damaged frame with intact ones
+ * behind it is left for the reader to drop.
  */
-export function wholeFramesEnd(seg: SpoolSegment, from: number): number {
-  let pos = from;
-  while (pos + FRAME_OVERHEAD <= seg.size) {
-    const { length } = decodeFrameHeader(seg.read(pos, FRAME_OVERHEAD));
-    if (pos + FRAME_OVERHEAD + length > seg.size) break;
-    pos += FRAME_OVERHEAD + length;
-  }
-  return pos;
-}
-
-/**
- * Where the trailing run of frames that fail their checksum begins (`end`
- * when the last frame is intact). A power cut can only tear what was never
- * synced, and syncs cover prefixes, so such a run is unacknowledged writing;
- * a damaged frame with intact ones behind it is left for the reader to drop.
- */
-function trailingDamageStart(seg: SpoolSegment, end: number): number {
-  let runStart = end;
-  for (let pos = SEGMENT_HEADER_SIZE; pos < end; ) {
-    const { length } = decodeFrameHeader(seg.read(pos, FRAME_OVERHEAD));
-    const next = pos + FRAME_OVERHEAD + length;
-    if (checkFrame(seg.read(pos, FRAME_OVERHEAD + length))) runStart = end;
-    else if (runStart === end) runStart = pos;
-    pos = next;
-  }
-  return runStart;
-}
-
-/** Cuts an incomplete or torn end off `seg`; returns the bytes cut. */
 export function repairTail(seg: SpoolSegment): number {
-  const whole = wholeFramesEnd(seg, SEGMENT_HEADER_SIZE);
-  const end = trailingDamageStart(seg, whole);
+  let pos = SEGMENT_HEADER_SIZE;
+  let damagedFrom = -1;
+  for (let f = readFrameAt(seg, pos); f.kind === 'ok' || f.kind === 'checksum'; f = readFrameAt(seg, pos)) {
+    if (f.kind === 'ok') damagedFrom = -1;
+    else if (damagedFrom < 0) damagedFrom = pos;
+    pos = f.next;
+  }
+  const end = damagedFrom < 0 ? pos : damagedFrom;
   if (end === seg.size) return 0;
   seg.truncate(end);
   const cut = seg.size - end;

@@ -10,90 +10,43 @@
  * the fdatasyncs are awaited, on the thread pool, and concurrent appends and
  * syncs share them (group commit).
  *
- * A failed fdatasync rolls every segment back to its last durable size and
- * reopens the descriptor (a retried fsync on the same one could claim
- * durability it does not have); the head is clamped with it, the appends
- * waiting on it reject, and an `appendNoSync` group caught in it makes the
- * next `sync()` reject with `GroupLostError`.
+ * This class is the public face and holds the parts together: `appender.ts`
+ * places records at the tail, `head.ts` reads, skips damage and commits at
+ * the head, `flusher.ts` makes writes durable and rolls back a failed
+ * fdatasync (the head is clamped with it), and `turns.ts` holds consumer
+ * calls behind a requeue.
  */
 import { resolve as resolvePath } from 'node:path';
-import { nodeFileSystem, type FileSystem } from '../storage/fs.js';
-import type { DirectoryLock } from '../storage/lock.js';
 import { asIOError } from '../diskqueue/flusher.js';
-import { GroupCommit } from '../diskqueue/group-commit.js';
-import {
-  ClosedError,
-  CorruptError,
-  ExceedsCapError,
-  FerryError,
-  FullError,
-  GroupLostError,
-  InvalidArgumentError,
-  IOError,
-  RecordTooLargeError,
-} from '../errors.js';
+import { ClosedError, FerryError, InvalidArgumentError } from '../errors.js';
 import { shown } from '../show-value.js';
 import { refuseOtherFormat } from '../storage/format-guard.js';
-import { checkFrame, frameLength, writeFrame, FRAME_OVERHEAD, MAX_RECORD_BYTES, SEGMENT_HEADER_SIZE } from './format.js';
-import { resolveSpoolOptions, type ResolvedSpoolOptions, type SpoolOptions } from './options.js';
+import { nodeFileSystem, type FileSystem } from '../storage/fs.js';
+import type { DirectoryLock } from '../storage/lock.js';
+import { WakeSlot } from '../storage/waiters.js';
+import { Appender } from './appender.js';
 import { CursorFile } from './cursor.js';
-import { recover, repairTail, wholeFramesEnd, type RecoveryCounts } from './recovery.js';
-import { ShortReadError, SpoolSegment } from './segment.js';
+import { Flusher } from './flusher.js';
+import { Head } from './head.js';
+import { resolveSpoolOptions, type ResolvedSpoolOptions, type SpoolOptions } from './options.js';
 import { Popped } from './popped.js';
+import { recover, type RecoveryCounts } from './recovery.js';
+import { SpoolSegment } from './segment.js';
 import type { SpoolStats } from './stats.js';
-import { Wakeup } from './wakeup.js';
 import { ConsumerTurns } from './turns.js';
-import { WriteBehind } from './write-behind.js';
-
-/** `" (ENOSPC)"` for a system error's code, or nothing. */
-function causeText(cause: unknown): string {
-  const code = (cause as NodeJS.ErrnoException | undefined)?.code;
-  return typeof code === 'string' ? ` (${code})` : '';
-}
-
-/** Largest frame built in the reusable buffer. */
-const SCRATCH_MAX = 1 << 20;
-
-/** A flush failure, remembering whether it cost an `appendNoSync` group. */
-class FlushFailure extends IOError {
-  constructor(
-    err: unknown,
-    readonly groupLost: boolean,
-  ) {
-    super(`spool fdatasync failed; unsynced records were rolled back: ${(err as Error)?.message ?? err}`, {
-      cause: err instanceof FerryError ? err.cause : err,
-    });
-    // Callers see an IOError; this subclass only carries `groupLost` inside.
-    this.name = 'IOError';
-  }
-}
 
 /** A durable FIFO byte queue in one directory. Create with {@link Spool.open}. */
 export class Spool implements AsyncDisposable {
   private readonly fs: FileSystem;
-  private readonly flushes: GroupCommit;
-  private readonly wake = new Wakeup();
+  private readonly flusher: Flusher;
+  private readonly wake = new WakeSlot();
   private readonly counters: RecoveryCounts & { appended: number; popped: number; committed: number; full: number };
   private closed = false;
-  private scratch = new Uint8Array(64 * 1024);
-  /** The directory sync that makes the last retirement durable. */
-  private retired: Promise<void> = Promise.resolve();
-  private readonly behind = new WriteBehind(() => this.writeStaged());
+  private readonly appender: Appender;
+  private readonly head: Head;
   private closing: Promise<void> | undefined;
-  private dirDirty = false;
-  /** Frames written, and the count the last completed flush covered. */
-  private written = 0;
-  private durableWritten = 0;
-  /** `written` at the last appendNoSync frame. */
-  private lastNoSync = 0;
-  /** A rollback cost an appendNoSync group that no sync has reported yet. */
-  private groupLost = false;
   /** Consumer calls held while a requeue's copy waits for its fdatasync. */
   private readonly turns = new ConsumerTurns();
-  /** Requeues whose copy waits for a flush to cover frame number `mark`. */
-  private copies: Array<{ mark: number; done(): void; failed(err: unknown): void }> = [];
-  /** The failure that cost that group (a write's or an fdatasync's system error), for the report. */
-  private groupLostCause: unknown;
 
   private constructor(
     /** The spool's directory, absolute. */
@@ -101,15 +54,51 @@ export class Spool implements AsyncDisposable {
     private readonly opts: ResolvedSpoolOptions,
     private readonly lock: DirectoryLock,
     private readonly segs: SpoolSegment[],
-    private headOffset: number,
+    headOffset: number,
     private nextSeq: number,
     counts: RecoveryCounts,
-    private readonly events: FerryError[],
+    events: FerryError[],
     private readonly cursor: CursorFile,
   ) {
     this.fs = opts.fs;
     this.counters = { ...counts, appended: 0, popped: 0, committed: 0, full: 0 };
-    this.flushes = new GroupCommit(() => this.flush());
+    this.flusher = new Flusher(this.fs, {
+      dir,
+      segments: segs,
+      writeStaged: () => this.appender.writeStaged(),
+      dropStaged: () => this.appender.dropStaged(),
+      release: (seg) => this.release(seg),
+      rolledBack: (discarded) => this.rolledBack(discarded),
+    });
+    this.appender = new Appender(
+      {
+        opts,
+        segments: segs,
+        counters: this.counters,
+        backlogBytes: () => this.bytes,
+        headAtTailEnd: () => segs.length === 1 && this.head.offset >= segs[0]!.size,
+        addSegment: () => this.addSegment(),
+        retireHead: () => this.head.retire(),
+        release: (seg) => this.release(seg),
+        placed: () => this.wake.fire(),
+      },
+      this.flusher,
+    );
+    this.head = new Head(
+      {
+        fs: this.fs,
+        dir,
+        segments: segs,
+        counters: this.counters,
+        writeStaged: () => this.appender.writeStaged(),
+        release: (seg) => this.release(seg),
+        skipped: () => this.wake.fire(),
+        commit: (seg, at, next, epoch) => this.commitAt(seg, at, next, epoch),
+      },
+      headOffset,
+      events,
+      cursor,
+    );
   }
 
   /**
@@ -141,7 +130,10 @@ export class Spool implements AsyncDisposable {
       s = new Spool(abs, opts, lock, rec.segments, rec.headOffset, rec.nextSeq, rec.counts, rec.events, cursor);
       if (s.segs.length === 0) s.addSegment();
       cursor.ensure();
-      await s.settleInherited();
+      // Bytes and names a previous process left in the page cache are not
+      // known to be durable, yet this spool will deliver them. A failure
+      // fails the open; it never deletes what is there.
+      await s.flusher.syncInherited();
       return s;
     } catch (err) {
       if (s) for (const seg of s.segs) seg.close();
@@ -163,8 +155,9 @@ export class Spool implements AsyncDisposable {
    * @throws ClosedError the spool was closed.
    */
   async append(data: Uint8Array): Promise<void> {
-    this.place(data, false, false);
-    await this.durable(false);
+    this.checkOpen();
+    this.appender.place(data, false, false);
+    await this.flusher.durable(false);
   }
 
   /**
@@ -176,7 +169,8 @@ export class Spool implements AsyncDisposable {
    * burst shows as `GroupLostError` from the next `sync()`.
    */
   async appendNoSync(data: Uint8Array): Promise<void> {
-    this.place(data, true, false);
+    this.checkOpen();
+    this.appender.place(data, true, false);
   }
 
   /**
@@ -190,8 +184,8 @@ export class Spool implements AsyncDisposable {
    */
   async sync(): Promise<void> {
     this.checkOpen();
-    this.writeStaged();
-    await this.durable(true);
+    this.appender.writeStaged();
+    await this.flusher.durable(true);
   }
 
   // ------------------------------------------------------------ consuming
@@ -211,58 +205,8 @@ export class Spool implements AsyncDisposable {
     this.checkOpen();
     // Direct when nothing is held: a detour through a promise here would
     // cost a commit made right after the pop its share of a cursor fdatasync.
-    if (!this.turns.busy) return this.popNow();
-    return this.turns.run(() => this.popNow());
-  }
-
-  private popNow(): Popped | undefined {
-    this.writeStaged();
-    const event = this.events.shift();
-    if (event) throw event;
-    for (;;) {
-      const h = this.segs[0];
-      if (!h) return undefined; // a rollback removed every segment and none could be created
-      if (this.headOffset >= h.size) {
-        if (this.segs.length === 1) return undefined;
-        this.retireHead();
-        continue;
-      }
-      const at = this.headOffset;
-      let frame: Uint8Array;
-      try {
-        if (h.size - at < FRAME_OVERHEAD) throw this.dropSegment(h, 'short');
-        const length = frameLength(h.read(at, FRAME_OVERHEAD));
-        if (at + FRAME_OVERHEAD + length > h.size) throw this.dropSegment(h, 'length');
-        frame = h.read(at, FRAME_OVERHEAD + length);
-      } catch (err) {
-        if (err instanceof FerryError) throw err;
-        if (err instanceof ShortReadError) throw this.dropSegment(h, 'short');
-        if ((err as { code?: string }).code === 'ENOENT') {
-          this.dropSegment(h, 'missing');
-          throw new IOError(`spool segment ${h.path} is gone; skipped`, { cause: err });
-        }
-        throw asIOError(`cannot read spool segment ${h.path}`, err);
-      }
-      const next = at + frame.length;
-      const payload = checkFrame(frame);
-      if (!payload) {
-        // A bad checksum with a framing that still walks to the end of the
-        // file costs this frame; otherwise the length itself may be what is
-        // damaged, and nothing after it can be trusted.
-        let end: number;
-        try {
-          end = wholeFramesEnd(h, next);
-        } catch (err) {
-          if (err instanceof ShortReadError) throw this.dropSegment(h, 'short');
-          throw asIOError(`cannot read spool segment ${h.path}`, err);
-        }
-        if (end !== h.size) throw this.dropSegment(h, 'checksum');
-        throw this.dropFrame(h, next);
-      }
-      this.counters.popped++;
-      const epoch = h.epoch;
-      return new Popped(payload.slice(), () => this.commitAt(h, at, next, epoch), h.seq, at, next, epoch, h);
-    }
+    if (!this.turns.busy) return this.head.pop();
+    return this.turns.run(() => this.head.pop());
   }
 
   /**
@@ -289,69 +233,30 @@ export class Spool implements AsyncDisposable {
     if (!Number.isSafeInteger(max) || max < 1) throw new InvalidArgumentError(`max must be a positive integer, got ${shown(max)}`);
     if (after !== undefined && !(after instanceof Popped)) throw new InvalidArgumentError('after must be a record from pop or popBatch');
     this.checkOpen();
-    if (!this.turns.busy) return this.popBatchNow(max, maxBytes, after);
-    return this.turns.run(() => this.popBatchNow(max, maxBytes, after));
-  }
-
-  private popBatchNow(max: number, maxBytes: number, after: Popped | undefined): Popped[] {
-    let i = after ? this.aheadOfHead(after) : -1;
-    const out: Popped[] = [];
-    let bytes = 0;
-    let at: number;
-    if (i >= 0) {
-      this.writeStaged();
-      at = after!.next;
-    } else {
-      const first = this.popNow();
-      if (!first) return [];
-      out.push(first);
-      bytes = first.data.length;
-      i = 0;
-      at = first.next;
-    }
-    while (out.length < max && bytes < maxBytes) {
-      let seg = this.segs[i]!;
-      if (at >= seg.size) {
-        if (i + 1 >= this.segs.length) break;
-        this.release(seg);
-        seg = this.segs[++i]!;
-        at = SEGMENT_HEADER_SIZE;
-        if (at >= seg.size) continue;
-      }
-      let payload: Uint8Array | undefined;
-      try {
-        if (seg.size - at < FRAME_OVERHEAD) break;
-        const length = frameLength(seg.read(at, FRAME_OVERHEAD));
-        if (at + FRAME_OVERHEAD + length > seg.size) break;
-        payload = checkFrame(seg.read(at, FRAME_OVERHEAD + length));
-      } catch {
-        break;
-      }
-      if (!payload) break;
-      const next = at + FRAME_OVERHEAD + payload.length;
-      const epoch = seg.epoch;
-      const held = seg;
-      const from = at;
-      out.push(new Popped(payload.slice(), () => this.commitAt(held, from, next, epoch), seg.seq, from, next, epoch, held));
-      this.counters.popped++;
-      bytes += payload.length;
-      at = next;
-    }
-    return out;
+    if (!this.turns.busy) return this.head.popBatch(max, maxBytes, after);
+    return this.turns.run(() => this.head.popBatch(max, maxBytes, after));
   }
 
   /**
-   * The index in `segs` of the segment holding `p` when `p` is still whole
-   * and not yet passed by the head (so the records after it are unread by
-   * the head); -1 otherwise.
+   * Commits `popped` in order with one cursor write for all of them (beyond
+   * the Go spool, for senders that deliver in batches): the same as calling
+   * each one's `commit()` in turn, where each retires its record only when it
+   * is at the head by then, except that the cursor is written once, after the
+   * last. A killed process therefore redelivers either none of the batch or
+   * all of what the cursor did not cover, never loses one. Resolves once the
+   * cursor was written (and, under `commitSync`, fdatasynced); like
+   * `commit()`, a cursor that cannot be written does not reject, it shows in
+   * {@link cursorError}. A no-op after close.
+   *
+   * @throws InvalidArgumentError `popped` is not an array of records popped from a spool.
    */
-  private aheadOfHead(p: Popped): number {
-    const i = this.segs.indexOf(p.segment as SpoolSegment);
-    if (i < 0) return -1;
-    const seg = this.segs[i]!;
-    if (p.next > seg.size || !seg.intactSince(p.epoch, p.next)) return -1;
-    if (i === 0 && this.headOffset > p.offset) return -1;
-    return i;
+  commitBatch(popped: readonly Popped[]): Promise<void> {
+    if (!Array.isArray(popped) || !popped.every((p) => p instanceof Popped)) {
+      return Promise.reject(new InvalidArgumentError('commitBatch takes an array of records from pop or popBatch'));
+    }
+    if (this.closed) return Promise.resolve();
+    if (!this.turns.busy) return this.head.commitBatch(popped);
+    return this.turns.run(() => this.head.commitBatch(popped));
   }
 
   /**
@@ -380,31 +285,31 @@ export class Spool implements AsyncDisposable {
 
   /** Writes the copy and holds the consumer side until its flush settles. */
   private requeueNow(popped: Popped): Promise<boolean> {
-    const h = this.segs[0];
-    const atHead = !!h && h.seq === popped.seq && this.headOffset === popped.offset && popped.next <= h.size && h.intactSince(popped.epoch, popped.next);
-    if (!atHead) return Promise.resolve(false);
+    if (!this.head.holds(popped)) return Promise.resolve(false);
+    const h = this.segs[0]!;
     if (this.segs.length === 1 && popped.next === h.size) return Promise.resolve(false);
-    this.place(popped.data, false, true);
+    // Written even when a close has begun since this requeue was held back:
+    // it was made before close, and checked then.
+    this.appender.place(popped.data, false, true);
     this.turns.hold();
     let cursor: Promise<void> = Promise.resolve();
     const moved = new Promise<void>((resolve, reject) => {
-      this.copies.push({
-        mark: this.written,
+      this.flusher.whenCovered(
         // Called inside the flush that made the copy durable, before anything
         // else runs, so the calls held behind it see the head moved.
-        done: () => {
-          cursor = this.commitNow(h, popped.offset, popped.next, popped.epoch);
+        () => {
+          cursor = this.head.commit(h, popped.offset, popped.next, popped.epoch);
           this.turns.release();
           resolve();
         },
-        failed: (err) => {
+        (err) => {
           this.turns.release();
           reject(err);
         },
-      });
+      );
     });
-    // The copy's outcome arrives through `copies`; this only starts the flush.
-    this.durable(false).catch(() => {});
+    // The copy's outcome arrives through `whenCovered`; this only starts the flush.
+    this.flusher.durable(false).catch(() => {});
     return moved.then(
       () => cursor.then(() => true),
       (err: unknown) => {
@@ -429,7 +334,7 @@ export class Spool implements AsyncDisposable {
   /** Undelivered bytes: every segment's bytes minus what the head consumed. `maxBytes` caps this. */
   get bytes(): number {
     if (this.segs.length === 0) return 0;
-    let n = -this.headOffset;
+    let n = -this.head.offset;
     for (const s of this.segs) n += s.size;
     return n;
   }
@@ -458,17 +363,13 @@ export class Spool implements AsyncDisposable {
   stats(): SpoolStats {
     const c = this.counters;
     let disk = 0;
-    let unsynced = 0;
-    for (const s of this.segs) {
-      disk += s.size;
-      unsynced += Math.max(0, s.size - s.durable);
-    }
+    for (const s of this.segs) disk += s.size;
     return {
       backlogBytes: this.bytes,
       maxBytes: this.cap,
       diskBytes: disk,
       segments: this.segs.length,
-      unsyncedBytes: unsynced,
+      unsyncedBytes: this.flusher.unsyncedBytes(),
       appended: c.appended,
       popped: c.popped,
       committed: c.committed,
@@ -501,21 +402,21 @@ export class Spool implements AsyncDisposable {
 
   private async shutdown(): Promise<void> {
     this.closed = true;
-    this.writeStaged();
+    this.appender.writeStaged();
     let failure: unknown;
     try {
-      if (this.groupLost || this.stats().unsyncedBytes > 0) await this.durable(true);
+      if (this.flusher.owed) await this.flusher.durable(true);
     } catch (err) {
       failure = err;
     }
-    await this.flushes.settled();
+    await this.flusher.settled();
     // A requeue made before close finishes (or fails) with its flush; the
     // calls held behind it were made before close too, and run.
     await this.turns.idle();
-    await this.flushes.settled();
-    await this.retired;
-    this.writeStaged();
-    this.behind.stop();
+    await this.flusher.settled();
+    await this.head.retired;
+    this.appender.writeStaged();
+    this.appender.stop();
     for (const s of this.segs) s.close();
     await this.cursor.close();
     this.lock.release();
@@ -525,117 +426,8 @@ export class Spool implements AsyncDisposable {
 
   // ------------------------------------------------------------ internals
 
-  /**
-   * Bytes and names a previous process left in the page cache are not known
-   * to be durable, yet this spool will deliver them: fdatasync everything
-   * once, before reporting `unsyncedBytes` 0. A failure fails the open; it
-   * never deletes what is there.
-   */
-  private async settleInherited(): Promise<void> {
-    try {
-      for (const s of this.segs) {
-        await s.datasync();
-        // Only the tail keeps its descriptor, as in recovery.ts.
-        if (s !== this.segs[this.segs.length - 1]) s.close();
-      }
-      await this.fs.syncDir(this.dir);
-    } catch (err) {
-      throw asIOError(`cannot sync the spool in ${this.dir}`, err);
-    }
-    for (const s of this.segs) s.durable = s.size;
-  }
-
   private checkOpen(): void {
     if (this.closed) throw new ClosedError('spool is closed');
-  }
-
-  /**
-   * Checks, rotates and writes one frame, synchronously. `ignoreCap` marks a
-   * requeue's copy: that requeue was made before close (it checked then), so
-   * it is written even when a close has begun since it was held back.
-   */
-  private place(data: Uint8Array, noSync: boolean, ignoreCap: boolean): void {
-    if (!ignoreCap) this.checkOpen();
-    if (!(data instanceof Uint8Array)) throw new InvalidArgumentError('a record must be a Uint8Array');
-    if (data.length > MAX_RECORD_BYTES) throw new RecordTooLargeError(`record of ${data.length} bytes exceeds MAX_RECORD_BYTES`);
-    const size = FRAME_OVERHEAD + data.length;
-    if (this.segs.length === 0) this.addSegment();
-    let tail = this.segs[this.segs.length - 1]!;
-    const rotate = tail.sealed || (tail.size > SEGMENT_HEADER_SIZE && tail.size + size > this.opts.segmentBytes);
-    const headAtTailEnd = this.segs.length === 1 && this.headOffset >= tail.size;
-    if (!ignoreCap) {
-      const max = this.opts.maxBytes;
-      if (size > max) {
-        this.counters.full++;
-        throw new ExceedsCapError(`record of ${data.length} bytes can never fit under maxBytes ${max}`);
-      }
-      if (this.bytes + size + (rotate && !headAtTailEnd ? SEGMENT_HEADER_SIZE : 0) > max) {
-        this.counters.full++;
-        throw new FullError(`spool backlog would pass maxBytes ${max}`);
-      }
-    }
-    if (rotate) {
-      this.writeStaged();
-      const sealed = tail;
-      tail = this.addSegment();
-      if (headAtTailEnd) this.retireHead();
-      else this.release(sealed);
-    }
-    let room = noSync ? this.behind.reserve(tail, tail.size, size) : undefined;
-    if (!room) {
-      // Staged frames go first; a failure there cuts them and moves the end.
-      this.writeStaged();
-      if (noSync) room = this.behind.reserve(tail, tail.size, size);
-    }
-    const at = tail.size;
-    if (room) {
-      writeFrame(data, room);
-      this.behind.staged(size);
-    } else {
-      // Appends write synchronously, so one buffer serves them all; a frame
-      // too large to be worth keeping one for gets its own.
-      if (this.scratch.length < size && size <= SCRATCH_MAX) this.scratch = new Uint8Array(Math.min(SCRATCH_MAX, Math.max(size, this.scratch.length * 2)));
-      const buf = size <= this.scratch.length ? this.scratch : new Uint8Array(size);
-      const frame = buf.subarray(0, writeFrame(data, buf));
-      try {
-        tail.file().pwrite(frame, at, 'record');
-      } catch (err) {
-        this.undoWrite(tail, at);
-        throw asIOError(`cannot write to spool segment ${tail.path}`, err);
-      }
-    }
-    tail.size = at + size;
-    this.written++;
-    if (noSync) this.lastNoSync = this.written;
-    this.counters.appended++;
-    this.wake.fire();
-  }
-
-  /**
-   * Writes the frames `appendNoSync` staged. They were accepted already, so a
-   * failure here cannot reject anybody: it cuts them off again and the next
-   * `sync()` reports the group lost.
-   */
-  private writeStaged(): void {
-    const st = this.behind.take();
-    if (!st) return;
-    try {
-      st.seg.file().pwrite(st.bytes, st.at, 'record');
-    } catch (err) {
-      this.undoWrite(st.seg, st.at);
-      st.seg.size = st.at;
-      this.groupLost = true;
-      this.groupLostCause ??= err;
-    }
-  }
-
-  /** A failed write may have left part of a frame: cut it, or seal the segment when even that fails. */
-  private undoWrite(seg: SpoolSegment, at: number): void {
-    try {
-      seg.truncate(at);
-    } catch {
-      seg.sealed = true;
-    }
   }
 
   /** Creates the next segment and makes it the tail. */
@@ -643,83 +435,8 @@ export class Spool implements AsyncDisposable {
     const seg = SpoolSegment.create(this.fs, this.dir, this.nextSeq);
     this.nextSeq++;
     this.segs.push(seg);
-    this.dirDirty = true;
+    this.flusher.dirDirty = true;
     return seg;
-  }
-
-  /** Deletes the head segment (fully consumed, not the tail) and moves the head to the next one. */
-  private retireHead(): void {
-    const h = this.segs.shift()!;
-    h.retired = true;
-    h.close();
-    try {
-      this.fs.unlink(h.path);
-    } catch {
-      // left behind, it is older than the cursor and is removed at the next open
-    }
-    this.headOffset = SEGMENT_HEADER_SIZE;
-    // A retired segment that a power cut brings back, beside a cursor that
-    // was never synced, would be delivered again whole; syncing the removal
-    // keeps a stale cursor's cost to the segment it points into.
-    this.retired = this.fs.syncDir(this.dir).catch(() => {});
-  }
-
-  /** Waits for a flush covering everything written so far; maps its failure for the caller. */
-  private async durable(forSync: boolean): Promise<void> {
-    if (forSync && this.groupLost) {
-      this.groupLost = false;
-      const cause = this.groupLostCause;
-      this.groupLostCause = undefined;
-      throw new GroupLostError(`appendNoSync records were rolled back by a failed write or fdatasync${causeText(cause)}; re-append the group`, { cause });
-    }
-    if (this.written === this.durableWritten && !this.dirDirty && this.stats().unsyncedBytes === 0) return;
-    try {
-      await this.flushes.request();
-    } catch (err) {
-      if (forSync && (this.groupLost || (err instanceof FlushFailure && err.groupLost))) {
-        this.groupLost = false;
-        const cause = this.groupLostCause ?? (err as FerryError).cause;
-        this.groupLostCause = undefined;
-        throw new GroupLostError(`appendNoSync records were rolled back by a failed write or fdatasync${causeText(cause)}; re-append the group`, { cause });
-      }
-      throw err;
-    }
-  }
-
-  /** One flush: fdatasync each segment with unsynced bytes, then the directory when names changed. */
-  private async flush(): Promise<void> {
-    this.writeStaged();
-    const covered = this.written;
-    const snap = this.segs.filter((s) => s.size > s.durable).map((s) => ({ s, size: s.size }));
-    const dir = this.dirDirty;
-    this.dirDirty = false;
-    try {
-      // A commit may retire a listed segment while an earlier one syncs (or
-      // during its own fdatasync): its records are all committed, so it
-      // needs no sync, and its failure costs nothing still queued.
-      for (const { s } of snap) {
-        if (s.retired) continue;
-        try {
-          await s.datasync();
-        } catch (err) {
-          if (!s.retired) throw err;
-        }
-        this.release(s);
-      }
-      if (dir) await this.fs.syncDir(this.dir);
-    } catch (err) {
-      if (dir) this.dirDirty = true;
-      const lost = this.rollback();
-      if (lost) this.groupLostCause ??= err instanceof FerryError ? err.cause : err;
-      const failure = new FlushFailure(err, lost);
-      this.flushes.failWaiting(failure);
-      // The rollback cut every unsynced frame, requeue copies included.
-      for (const c of this.copies.splice(0)) c.failed(failure);
-      throw failure;
-    }
-    for (const { s, size } of snap) s.durable = Math.max(s.durable, size);
-    this.durableWritten = Math.max(this.durableWritten, covered);
-    while (this.copies.length > 0 && this.copies[0]!.mark <= this.durableWritten) this.copies.shift()!.done();
   }
 
   /**
@@ -737,154 +454,23 @@ export class Spool implements AsyncDisposable {
     s.close();
   }
 
-  /**
-   * Cuts every segment back to its last durable size, on a fresh descriptor,
-   * and clamps the head. Returns whether an appendNoSync group was caught.
-   */
-  private rollback(): boolean {
-    // Staged frames lie past the cut and go with it.
-    this.behind.take();
-    for (let i = this.segs.length - 1; i >= 0; i--) {
-      const s = this.segs[i]!;
-      if (s.size <= s.durable && s.durable > 0) continue;
-      s.reopen();
-      if (s.durable === 0) {
-        // Created since the last flush: its name was never durable either.
-        s.retired = true;
-        s.close();
-        try {
-          this.fs.unlink(s.path);
-        } catch {
-          // an unsynced name may vanish by itself; if not, the header-only file holds no records
-        }
-        this.segs.splice(i, 1);
-        this.dirDirty = true;
-        continue;
-      }
-      try {
-        s.truncate(s.durable);
-        s.size = s.durable;
-        this.counters.discarded += repairTail(s);
-      } catch {
-        s.size = s.durable;
-        s.sealed = true;
-      }
-      // Only what lies past the cut is gone: a record handed out before it
-      // that ends below it is still the same record at the same place.
-      s.cutTo(s.size);
-    }
+  /** A flush failed and cut the segments back: clamps the head and makes sure there is a tail. */
+  private rolledBack(discarded: number): void {
+    this.counters.discarded += discarded;
+    this.head.clamp();
     if (this.segs.length === 0) {
-      this.headOffset = SEGMENT_HEADER_SIZE;
       try {
         this.addSegment();
       } catch {
         // nothing to append to now; the next append tries again
       }
-    } else if (this.headOffset > this.segs[0]!.size) {
-      // The stored cursor may point past the cut; new frames will fill that
-      // space, so it must not be left there.
-      this.headOffset = this.segs[0]!.size;
-      void this.cursor.write({ seq: this.segs[0]!.seq, offset: this.headOffset });
     }
-    const lost = this.lastNoSync > this.durableWritten;
-    this.written = this.durableWritten;
-    this.lastNoSync = Math.min(this.lastNoSync, this.durableWritten);
-    if (lost) this.groupLost = true;
-    return lost;
   }
 
-  /**
-   * Retires the frame at `at` if it is still the head. A rollback since the
-   * pop that cut this frame may have put another record at the same
-   * position, so a commit of a cut frame is a no-op (the record it meant is
-   * gone). A frame that ends below every cut since is the same record and
-   * is retired as usual.
-   */
+  /** The commit a popped record carries: retires it if it is still the head (see head.ts), in its turn. */
   private commitAt(seg: SpoolSegment, at: number, next: number, epoch: number): Promise<void> {
     if (this.closed) return Promise.resolve();
-    if (!this.turns.busy) return this.commitNow(seg, at, next, epoch);
-    return this.turns.run(() => this.commitNow(seg, at, next, epoch));
-  }
-
-  private commitNow(seg: SpoolSegment, at: number, next: number, epoch: number): Promise<void> {
-    if (!this.moveHead(seg, at, next, epoch)) return Promise.resolve();
-    return this.advanced();
-  }
-
-  /**
-   * Moves the head past the frame at `at` when it is still the head (see
-   * {@link commitAt}), retiring a segment it leaves behind; the cursor is
-   * not written. Whether it moved.
-   */
-  private moveHead(seg: SpoolSegment, at: number, next: number, epoch: number): boolean {
-    if (this.segs[0] !== seg || this.headOffset !== at || next > seg.size || !seg.intactSince(epoch, next)) return false;
-    this.headOffset = next;
-    this.counters.committed++;
-    this.retireConsumed();
-    return true;
-  }
-
-  /**
-   * Commits `popped` in order with one cursor write for all of them (beyond
-   * the Go spool, for senders that deliver in batches): the same as calling
-   * each one's `commit()` in turn, where each retires its record only when it
-   * is at the head by then, except that the cursor is written once, after the
-   * last. A killed process therefore redelivers either none of the batch or
-   * all of what the cursor did not cover, never loses one. Resolves once the
-   * cursor was written (and, under `commitSync`, fdatasynced); like
-   * `commit()`, a cursor that cannot be written does not reject, it shows in
-   * {@link cursorError}. A no-op after close.
-   *
-   * @throws InvalidArgumentError `popped` is not an array of records popped from a spool.
-   */
-  commitBatch(popped: readonly Popped[]): Promise<void> {
-    if (!Array.isArray(popped) || !popped.every((p) => p instanceof Popped)) {
-      return Promise.reject(new InvalidArgumentError('commitBatch takes an array of records from pop or popBatch'));
-    }
-    if (this.closed) return Promise.resolve();
-    if (!this.turns.busy) return this.commitBatchNow(popped);
-    return this.turns.run(() => this.commitBatchNow(popped));
-  }
-
-  private commitBatchNow(popped: readonly Popped[]): Promise<void> {
-    let moved = false;
-    for (const p of popped) {
-      if (this.moveHead(p.segment as SpoolSegment, p.offset, p.next, p.epoch)) moved = true;
-    }
-    return moved ? this.advanced() : Promise.resolve();
-  }
-
-  /** Retires head segments the head has moved past (never the tail). */
-  private retireConsumed(): void {
-    while (this.segs.length > 1 && this.headOffset >= this.segs[0]!.size) this.retireHead();
-  }
-
-  /** The head moved: retire consumed segments and write the cursor. */
-  private advanced(): Promise<void> {
-    this.retireConsumed();
-    return this.cursor.write({ seq: this.segs[0]!.seq, offset: this.headOffset });
-  }
-
-  /** Skips the rest of the head segment; returns the error the pop reports. */
-  private dropSegment(h: SpoolSegment, reason: string): CorruptError {
-    const at = this.headOffset;
-    const lost = h.size - at;
-    this.counters.lostBytes += lost;
-    this.counters.lostSegments++;
-    this.headOffset = h.size;
-    if (h === this.segs[this.segs.length - 1]) h.sealed = true;
-    void this.advanced();
-    this.wake.fire();
-    return new CorruptError({ segment: h.seq, position: at, reason, lostBytes: lost });
-  }
-
-  /** Skips one damaged frame ending at `next`; returns the error the pop reports. */
-  private dropFrame(h: SpoolSegment, next: number): CorruptError {
-    const at = this.headOffset;
-    this.counters.lostBytes += next - at;
-    this.headOffset = next;
-    void this.advanced();
-    this.wake.fire();
-    return new CorruptError({ segment: h.seq, position: at, reason: 'checksum', lostBytes: next - at, lostRecords: 1 });
+    if (!this.turns.busy) return this.head.commit(seg, at, next, epoch);
+    return this.turns.run(() => this.head.commit(seg, at, next, epoch));
   }
 }

@@ -10,7 +10,8 @@ import { nodeFileSystem, type FileSystem } from '../storage/fs.js';
 import { spoolSegmentNames } from '../storage/segment-names.js';
 import { asIOError } from '../diskqueue/flusher.js';
 import { CURSOR_FILE } from './cursor.js';
-import { checkFrame, CURSOR_SIZE, decodeCursor, decodeFrameHeader, FRAME_OVERHEAD, parseSegmentHeader, SEGMENT_HEADER_SIZE, type CursorPosition } from './format.js';
+import { CURSOR_SIZE, decodeCursor, parseSegmentHeader, SEGMENT_HEADER_SIZE, type CursorPosition } from './format.js';
+import { bytesSource, readFrameAt } from './read-frame.js';
 
 export interface SpoolDamage {
   segment: number;
@@ -65,26 +66,22 @@ function walk(seq: number, bytes: Uint8Array, report: SpoolVerifyReport): void {
     report.damage.push({ segment: seq, position: 0, reason: header.kind === 'foreign' ? 'foreign' : 'header', lostBytes: bytes.length });
     return;
   }
+  const frames = bytesSource(bytes);
   let pos = SEGMENT_HEADER_SIZE;
   while (pos < bytes.length) {
-    if (bytes.length - pos < FRAME_OVERHEAD) {
-      report.damage.push({ segment: seq, position: pos, reason: 'torn', lostBytes: bytes.length - pos });
+    const f = readFrameAt(frames, pos);
+    if (f.kind === 'partial' || f.kind === 'length') {
+      report.damage.push({ segment: seq, position: pos, reason: f.kind === 'partial' ? 'torn' : 'length', lostBytes: bytes.length - pos });
       return;
     }
-    const { length } = decodeFrameHeader(bytes.subarray(pos));
-    const end = pos + FRAME_OVERHEAD + length;
-    if (end > bytes.length) {
-      report.damage.push({ segment: seq, position: pos, reason: 'length', lostBytes: bytes.length - pos });
-      return;
-    }
-    if (!checkFrame(bytes.slice(pos, end))) {
-      report.damage.push({ segment: seq, position: pos, reason: 'checksum', lostBytes: end - pos });
+    if (f.kind === 'checksum') {
+      report.damage.push({ segment: seq, position: pos, reason: 'checksum', lostBytes: f.next - pos });
     } else {
       report.records++;
-      report.bytes += length;
+      report.bytes += f.payload.length;
       if (consumed(pos)) report.consumed++;
     }
-    pos = end;
+    pos = f.next;
   }
 }
 

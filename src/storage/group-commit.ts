@@ -3,6 +3,9 @@
  * producers share fsyncs instead of queueing for one each. A flush that is
  * running covers only what was written before it started; callers arriving
  * while it runs are served by the one after it.
+ *
+ * Shared by both disk formats: the DiskQueue's flusher, the spool's flusher
+ * and the spool's cursor file each run their fdatasyncs through one.
  */
 export class GroupCommit {
   private running = false;

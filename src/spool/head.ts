@@ -1,0 +1,277 @@
+/**
+ * The head of a spool: where delivery stands (the oldest segment and a file
+ * position in it). `pop` and `popBatch` read records here, damage found here
+ * is stepped past and reported, and commits move the head on, retire the
+ * segments it leaves behind and persist it in the cursor file. The spool's
+ * counterpart of the DiskQueue's read cursor, talking to the spool through
+ * {@link HeadHost}.
+ *
+ * A record is committed only while it is still the head: a commit names the
+ * segment, position and end it was read at, and the rollback epoch of that
+ * segment then. A rollback since the pop that cut the record may have put
+ * another record at the same position, so a commit of a cut record is a
+ * no-op (the record it meant is gone); one that ends below every cut since
+ * is the same record and is retired as usual.
+ */
+import { asIOError } from '../diskqueue/flusher.js';
+import { CorruptError, IOError, type FerryError } from '../errors.js';
+import type { FileSystem } from '../storage/fs.js';
+import type { CursorFile } from './cursor.js';
+import { SEGMENT_HEADER_SIZE } from './format.js';
+import { Popped } from './popped.js';
+import { readFrameAt, wholeFramesEnd, type FrameRead } from './read-frame.js';
+import { ShortReadError, type SpoolSegment } from './segment.js';
+
+/** What the head needs of its spool. */
+export interface HeadHost {
+  readonly fs: FileSystem;
+  readonly dir: string;
+  /** The segments, oldest first: the head is in the first. */
+  readonly segments: SpoolSegment[];
+  readonly counters: { popped: number; committed: number; lostBytes: number; lostSegments: number };
+  /** Writes the frames `appendNoSync` staged, so a read sees them. */
+  writeStaged(): void;
+  /** Closes a segment's descriptor unless the spool still uses it often. */
+  release(seg: SpoolSegment): void;
+  /** The head stepped past damage: wakes `signal()`. */
+  skipped(): void;
+  /** The commit handed out with a record: a no-op after close, and it waits its turn behind a requeue. */
+  commit(seg: SpoolSegment, at: number, next: number, epoch: number): Promise<void>;
+}
+
+export class Head {
+  /** The directory sync that makes the last retirement durable. */
+  retired: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly host: HeadHost,
+    /** File position of the head in the first segment. */
+    public offset: number,
+    /** Loss found at open, each handed to one later pop as its error. */
+    private readonly events: FerryError[],
+    private readonly cursor: CursorFile,
+  ) {}
+
+  /**
+   * The record at the head, or undefined when there is none. Damage at the
+   * head is stepped past (and counted) before its error is thrown, so the
+   * next pop makes progress.
+   *
+   * @throws CorruptError, IOError as `Spool.pop` documents.
+   */
+  pop(): Popped | undefined {
+    this.host.writeStaged();
+    const event = this.events.shift();
+    if (event) throw event;
+    const segs = this.host.segments;
+    for (;;) {
+      const h = segs[0];
+      if (!h) return undefined; // a rollback removed every segment and none could be created
+      if (this.offset >= h.size) {
+        if (segs.length === 1) return undefined;
+        this.retire();
+        continue;
+      }
+      const at = this.offset;
+      let f: FrameRead;
+      try {
+        f = readFrameAt(h, at);
+      } catch (err) {
+        if (err instanceof ShortReadError) throw this.dropSegment(h, 'short');
+        if ((err as { code?: string }).code === 'ENOENT') {
+          this.dropSegment(h, 'missing');
+          throw new IOError(`spool segment ${h.path} is gone; skipped`, { cause: err });
+        }
+        throw asIOError(`cannot read spool segment ${h.path}`, err);
+      }
+      if (f.kind === 'partial') throw this.dropSegment(h, 'short');
+      if (f.kind === 'length') throw this.dropSegment(h, 'length');
+      if (f.kind === 'checksum') {
+        // A bad checksum with a framing that still walks to the end of the
+        // file costs this frame; otherwise the length itself may be what is
+        // damaged, and nothing after it can be trusted.
+        let end: number;
+        try {
+          end = wholeFramesEnd(h, f.next);
+        } catch (err) {
+          if (err instanceof ShortReadError) throw this.dropSegment(h, 'short');
+          throw asIOError(`cannot read spool segment ${h.path}`, err);
+        }
+        if (end !== h.size) throw this.dropSegment(h, 'checksum');
+        throw this.dropFrame(h, f.next);
+      }
+      return this.handOut(h, at, f);
+    }
+  }
+
+  /**
+   * Up to `max` records (and about `maxBytes`) from the head, or from right
+   * after `after` while that is still ahead of the head. Only the first
+   * record of a batch from the head reports damage; the rest stop before it.
+   *
+   * @throws as {@link pop}, for the first record of a batch from the head only.
+   */
+  popBatch(max: number, maxBytes: number, after: Popped | undefined): Popped[] {
+    const segs = this.host.segments;
+    let i = after ? this.aheadOfHead(after) : -1;
+    const out: Popped[] = [];
+    let bytes = 0;
+    let at: number;
+    if (i >= 0) {
+      this.host.writeStaged();
+      at = after!.next;
+    } else {
+      const first = this.pop();
+      if (!first) return [];
+      out.push(first);
+      bytes = first.data.length;
+      i = 0;
+      at = first.next;
+    }
+    while (out.length < max && bytes < maxBytes) {
+      let seg = segs[i]!;
+      if (at >= seg.size) {
+        if (i + 1 >= segs.length) break;
+        this.host.release(seg);
+        seg = segs[++i]!;
+        at = SEGMENT_HEADER_SIZE;
+        if (at >= seg.size) continue;
+      }
+      let f: FrameRead;
+      try {
+        f = readFrameAt(seg, at);
+      } catch {
+        break;
+      }
+      if (f.kind !== 'ok') break;
+      out.push(this.handOut(seg, at, f));
+      bytes += f.payload.length;
+      at = f.next;
+    }
+    return out;
+  }
+
+  /** Whether `p` is the record at the head now, unchanged since it was popped. */
+  holds(p: Popped): boolean {
+    const h = this.host.segments[0];
+    return !!h && h.seq === p.seq && this.offset === p.offset && p.next <= h.size && h.intactSince(p.epoch, p.next);
+  }
+
+  /** Commits the record read at `at` in `seg` if it is still the head, and writes the cursor when the head moved. */
+  commit(seg: SpoolSegment, at: number, next: number, epoch: number): Promise<void> {
+    if (!this.moveOn(seg, at, next, epoch)) return Promise.resolve();
+    return this.advanced();
+  }
+
+  /** Commits each of `popped` in order, as its own commit would, with one cursor write after the last. */
+  commitBatch(popped: readonly Popped[]): Promise<void> {
+    let moved = false;
+    for (const p of popped) {
+      if (this.moveOn(p.segment as SpoolSegment, p.offset, p.next, p.epoch)) moved = true;
+    }
+    return moved ? this.advanced() : Promise.resolve();
+  }
+
+  /** Deletes the head segment (fully consumed, not the tail) and moves the head to the next one. */
+  retire(): void {
+    const { fs, dir, segments } = this.host;
+    const h = segments.shift()!;
+    h.retired = true;
+    h.close();
+    try {
+      fs.unlink(h.path);
+    } catch {
+      // left behind, it is older than the cursor and is removed at the next open
+    }
+    this.offset = SEGMENT_HEADER_SIZE;
+    // A retired segment that a power cut brings back, beside a cursor that
+    // was never synced, would be delivered again whole; syncing the removal
+    // keeps a stale cursor's cost to the segment it points into.
+    this.retired = fs.syncDir(dir).catch(() => {});
+  }
+
+  /** A rollback cut the segments back: the head must not point past its segment's end. */
+  clamp(): void {
+    const h = this.host.segments[0];
+    if (!h) {
+      this.offset = SEGMENT_HEADER_SIZE;
+    } else if (this.offset > h.size) {
+      // The stored cursor may point past the cut; new frames will fill that
+      // space, so it must not be left there.
+      this.offset = h.size;
+      void this.cursor.write({ seq: h.seq, offset: this.offset });
+    }
+  }
+
+  /** A copy of the intact frame `f` at `at` in `seg`, with the commit that retires it. */
+  private handOut(seg: SpoolSegment, at: number, f: { payload: Uint8Array; next: number }): Popped {
+    this.host.counters.popped++;
+    const { next } = f;
+    const epoch = seg.epoch;
+    return new Popped(f.payload.slice(), () => this.host.commit(seg, at, next, epoch), seg.seq, at, next, epoch, seg);
+  }
+
+  /**
+   * The index in the segments of the one holding `p` when `p` is still whole
+   * and not yet passed by the head (so the records after it are unread by
+   * the head); -1 otherwise.
+   */
+  private aheadOfHead(p: Popped): number {
+    const segs = this.host.segments;
+    const i = segs.indexOf(p.segment as SpoolSegment);
+    if (i < 0) return -1;
+    const seg = segs[i]!;
+    if (p.next > seg.size || !seg.intactSince(p.epoch, p.next)) return -1;
+    if (i === 0 && this.offset > p.offset) return -1;
+    return i;
+  }
+
+  /**
+   * Moves the head past the frame at `at` when it is still the head,
+   * retiring a segment it leaves behind; the cursor is not written. Whether
+   * it moved.
+   */
+  private moveOn(seg: SpoolSegment, at: number, next: number, epoch: number): boolean {
+    if (this.host.segments[0] !== seg || this.offset !== at || next > seg.size || !seg.intactSince(epoch, next)) return false;
+    this.offset = next;
+    this.host.counters.committed++;
+    this.retireConsumed();
+    return true;
+  }
+
+  /** Retires head segments the head has moved past (never the tail). */
+  private retireConsumed(): void {
+    const segs = this.host.segments;
+    while (segs.length > 1 && this.offset >= segs[0]!.size) this.retire();
+  }
+
+  /** The head moved: retire consumed segments and write the cursor. */
+  private advanced(): Promise<void> {
+    this.retireConsumed();
+    return this.cursor.write({ seq: this.host.segments[0]!.seq, offset: this.offset });
+  }
+
+  /** Skips the rest of the head segment; returns the error the pop reports. */
+  private dropSegment(h: SpoolSegment, reason: string): CorruptError {
+    const segs = this.host.segments;
+    const at = this.offset;
+    const lost = h.size - at;
+    this.host.counters.lostBytes += lost;
+    this.host.counters.lostSegments++;
+    this.offset = h.size;
+    if (h === segs[segs.length - 1]) h.sealed = true;
+    void this.advanced();
+    this.host.skipped();
+    return new CorruptError({ segment: h.seq, position: at, reason, lostBytes: lost });
+  }
+
+  /** Skips one damaged frame ending at `next`; returns the error the pop reports. */
+  private dropFrame(h: SpoolSegment, next: number): CorruptError {
+    const at = this.offset;
+    this.host.counters.lostBytes += next - at;
+    this.offset = next;
+    void this.advanced();
+    this.host.skipped();
+    return new CorruptError({ segment: h.seq, position: at, reason: 'checksum', lostBytes: next - at, lostRecords: 1 });
+  }
+}
