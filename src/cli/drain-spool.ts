@@ -5,7 +5,8 @@
  * head of the spool for the next drain. Damage met on the way was dropped and
  * counted by the spool; it is reported and the drain goes on.
  */
-import { FerryError, type Spool } from '../spool/index.js';
+import { isFerryError } from '../errors.js';
+import type { Spool } from '../spool/index.js';
 import { CliError, EXIT_FAILED, describe, note, sleep, summaryLine } from './common.js';
 import { DeliveryError, deliveryPlan, DEFAULT_POLL_MS, type DrainOptions } from './drain.js';
 import { openSpool } from './spool-dir.js';
@@ -33,7 +34,7 @@ export async function drainSpool(dir: string, o: DrainOptions): Promise<number> 
       try {
         batch = await spool.popBatch(Math.min(perDelivery, max - delivered), byteLimit);
       } catch (err) {
-        if (!(err instanceof FerryError) || err.code === 'ERR_CLOSED') throw err;
+        if (!isFerryError(err) || err.code === 'ERR_CLOSED') throw err;
         damage++;
         note(`ferry: skipped damaged data: ${describe(err)}`);
         continue;

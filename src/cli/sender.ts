@@ -17,7 +17,8 @@
  * newest one in the window, so nothing in the window is read again. The
  * accepted prefix of the window is committed with one `commitBatch`.
  */
-import { FerryError, type Popped, type Spool } from '../spool/index.js';
+import { isFerryError } from '../errors.js';
+import type { Popped, Spool } from '../spool/index.js';
 import { describe, sleep } from './common.js';
 import { backoffMs, type Deliver } from './deliver.js';
 
@@ -131,7 +132,7 @@ export async function runSender(
         try {
           fresh = await spool.popBatch(o.batch, maxBytes, last);
         } catch (err) {
-          if (!(err instanceof FerryError) || err.code === 'ERR_CLOSED') throw err;
+          if (!isFerryError(err) || err.code === 'ERR_CLOSED') throw err;
           counts.lastError = describe(err); // damage was skipped and counted; go on
           continue;
         }

@@ -11,7 +11,7 @@
 import { join } from 'node:path';
 import type { FileHandle, FileSystem } from '../storage/fs.js';
 import { listSegments, segmentFileName } from '../storage/segment-names.js';
-import { CorruptError, IOError, SegmentSizeMismatchError } from '../errors.js';
+import { CorruptError, IOError, SegmentSizeMismatchError, type CorruptReason } from '../errors.js';
 import { decodeHeader, HEADER_SIZE, FLAG_OVERSIZED, type SegmentHeader, type HeaderFault } from './format.js';
 import { Segment, walkRecords, dataEnd, type WalkResult } from './segment.js';
 import { estimateLostSegment, type LossEstimate } from './loss-estimate.js';
@@ -318,7 +318,7 @@ export function recover(fs: FileSystem, dir: string, segmentSize: number): Recov
       // Nothing in it vouches for itself: the segment is lost, and what it
       // held is estimated.
       const e = estimate(surveyed[i + 1]);
-      loss(new CorruptError({ segment: s.seq, position: 0, reason: `segment-${s.fault}`, lostBytes: e.bytes, lostRecords: e.records }), e.bytes, e.records, 1);
+      loss(new CorruptError({ segment: s.seq, position: 0, reason: `segment-${s.fault}` as CorruptReason /* never version (foreign) or checksum (torn) here */, lostBytes: e.bytes, lostRecords: e.records }), e.bytes, e.records, 1);
       doomed.push(path);
       droppedLoud.push(s.seq);
       return;

@@ -19,7 +19,7 @@
 import { resolve as resolvePath } from 'node:path';
 import { nodeFileSystem, type FileSystem } from '../storage/fs.js';
 import type { DirectoryLock } from '../storage/lock.js';
-import { asIOError } from '../diskqueue/flusher.js';
+import { asIOError, type CorruptReason } from '../errors.js';
 import { GroupCommit } from '../diskqueue/group-commit.js';
 import {
   ClosedError,
@@ -866,7 +866,7 @@ export class Spool implements AsyncDisposable {
   }
 
   /** Skips the rest of the head segment; returns the error the pop reports. */
-  private dropSegment(h: SpoolSegment, reason: string): CorruptError {
+  private dropSegment(h: SpoolSegment, reason: CorruptReason): CorruptError {
     const at = this.headOffset;
     const lost = h.size - at;
     this.counters.lostBytes += lost;
