@@ -20,7 +20,8 @@
 import { isFerryError } from '../errors.js';
 import type { Popped, Spool } from '../spool/index.js';
 import { describe, sleep } from './common.js';
-import { backoffMs, type Deliver } from './deliver.js';
+import { fullJitterBackoffMs } from '../backoff.js';
+import type { Deliver } from './deliver.js';
 
 /** Payload bytes per delivery before a batch is cut short of its record count. */
 export const DELIVERY_BYTES = 4 << 20;
@@ -111,7 +112,7 @@ export async function runSender(
           counts.retries++;
           counts.lastError = (err as Error).message;
           noteError(counts.lastError);
-          await sleep(backoffMs(attempt, o.retryBaseMs, o.retryMaxMs), halt.signal);
+          await sleep(fullJitterBackoffMs(attempt, o.retryBaseMs, o.retryMaxMs), halt.signal);
         }
       }
     })().finally(() => {

@@ -44,7 +44,6 @@ export type {
 export { MAX_ID_LENGTH, MAX_NAME_LENGTH, validateName } from './names.js';
 export { DELIVERY_ID_NAMESPACE, deliveryId } from './delivery-id.js';
 export { PermanentError, isPermanent, permanent } from './permanent.js';
-export { retryBackoffMs } from './backoff.js';
 export {
   DEFAULT_ACKED_RETENTION_HOURS,
   DEFAULT_BACKOFF_BASE_MS,
