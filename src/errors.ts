@@ -119,9 +119,10 @@ export class ClosedError extends FerryError {
 /**
  * What a {@link CorruptError} found. A consuming read, DiskQueue or spool:
  * `checksum` (a record failed its checksum), `length` (a length prefix that
- * cannot be right: the rest of the segment is lost), `missing` (the segment
- * file is gone); the spool's also `short` (its file holds fewer bytes than were
- * written to it). A DiskQueue's open: `header-rebuilt` (an unreadable header
+ * cannot be right: the rest of the segment is lost); a DiskQueue's also
+ * `missing` (the segment file is gone; the spool counts that loss under this
+ * reason too but throws an `IOError` for it); the spool's also `short` (its
+ * file holds fewer bytes than were written to it). A DiskQueue's open: `header-rebuilt` (an unreadable header
  * rebuilt from the records behind it), `truncated` (the file ends before its
  * header's write cursor), `segment-missing` (a gap in the segment numbers),
  * and a segment dropped whole for its header: `segment-short` (shorter than a
