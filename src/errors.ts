@@ -3,9 +3,49 @@
  * with a stable string `code`; the code is the contract, the message is for
  * people. Where an upstream Go design wraps one sentinel in another, the subclass extends the
  * class it wraps, so `instanceof` answers what Go's `errors.Is` answered.
+ * `instanceof` only knows the classes of one copy of ferry, though, and an
+ * application can load two (two packages each depending on their own):
+ * {@link isFerryError} recognises an error of any copy by a brand registered
+ * under a global symbol, as undici does. docs/ERRORS.md has one section per code.
  *
  * Payload bytes never go into enumerable error fields.
  */
+
+/**
+ * The class behind each code. A code names one class; a class may be
+ * recognised by `instanceof` under its parent too (`ExceedsCapError` is a
+ * `FullError` whose code is `ERR_EXCEEDS_CAP`).
+ */
+export interface FerryErrorClasses {
+  ERR_FULL: FullError;
+  ERR_EXCEEDS_CAP: ExceedsCapError;
+  ERR_RECORD_TOO_LARGE: RecordTooLargeError;
+  ERR_CLOSED: ClosedError;
+  ERR_CORRUPT: CorruptError;
+  ERR_IO: IOError;
+  ERR_LOCKED: LockedError;
+  ERR_CODEC: CodecError;
+  ERR_SEGMENT_SIZE_MISMATCH: SegmentSizeMismatchError;
+  ERR_GROUP_LOST: GroupLostError;
+  ERR_INVALID_NAME: InvalidNameError;
+  ERR_PAYLOAD_TOO_LARGE: PayloadTooLargeError;
+  ERR_SCHEDULE_TOO_FAR: ScheduleTooFarError;
+  ERR_DEAD_LETTER_LOOP: DeadLetterLoopError;
+  ERR_UNSUPPORTED: UnsupportedError;
+  ERR_NO_LOCKER: NoLockerError;
+  ERR_OFFSET: OffsetError;
+  ERR_INVALID_ARGUMENT: InvalidArgumentError;
+  ERR_WRONG_FORMAT: WrongFormatError;
+}
+
+/** Every code a ferry error can carry. Stable across releases: a code is added, never renamed. */
+export type FerryErrorCode = keyof FerryErrorClasses;
+
+/**
+ * The brand every ferry error carries, under a symbol from the global
+ * registry, so every copy of ferry loaded in a process shares it.
+ */
+const BRAND = Symbol.for('ferry.error');
 
 /** Options accepted by every ferry error. */
 export interface FerryErrorOptions {
@@ -16,15 +56,33 @@ export interface FerryErrorOptions {
 /** Base class of every error ferry throws. `code` is stable across releases. */
 export class FerryError extends Error {
   /** Stable machine-readable code, e.g. `ERR_FULL`. */
-  readonly code: string;
+  readonly code: FerryErrorCode;
   /** Set when a batch stopped early on this error: how many leading items were placed. */
   placed?: number;
 
-  constructor(code: string, message: string, options?: FerryErrorOptions) {
+  constructor(code: FerryErrorCode, message: string, options?: FerryErrorOptions) {
     super(message, options?.cause === undefined ? undefined : { cause: options.cause });
     this.code = code;
     this.name = new.target.name;
   }
+}
+
+// The brand lives on the prototype, not enumerable, so it stays out of each
+// error's own fields (and out of what `util.inspect` prints).
+Object.defineProperty(FerryError.prototype, BRAND, { value: true });
+
+/**
+ * Whether `err` is an error thrown by ferry (by any copy of it loaded in the
+ * process), and, given a `code`, one with that code. Prefer it to
+ * `instanceof` wherever an error may come from ferry code you did not import
+ * yourself. Narrows to the code's class: `isFerryError(err, 'ERR_IO')` gives
+ * an `IOError`, so `err.transient` can be read.
+ */
+export function isFerryError(err: unknown): err is FerryError;
+export function isFerryError<C extends FerryErrorCode>(err: unknown, code: C): err is FerryErrorClasses[C];
+export function isFerryError(err: unknown, code?: FerryErrorCode): boolean {
+  if (typeof err !== 'object' || err === null || (err as { [BRAND]?: unknown })[BRAND] !== true) return false;
+  return code === undefined || (err as { code?: unknown }).code === code;
 }
 
 /**
@@ -32,7 +90,7 @@ export class FerryError extends Error {
  * as the consumer commits; `addWait` waits for that. The Go diskqueue's `ErrFull`.
  */
 export class FullError extends FerryError {
-  constructor(message = 'queue is full', options?: FerryErrorOptions & { code?: string }) {
+  constructor(message = 'queue is full', options?: FerryErrorOptions & { code?: 'ERR_FULL' | 'ERR_EXCEEDS_CAP' }) {
     super(options?.code ?? 'ERR_FULL', message, options);
   }
 }
@@ -58,14 +116,43 @@ export class ClosedError extends FerryError {
   }
 }
 
+/**
+ * What a {@link CorruptError} found. A consuming read, DiskQueue or spool:
+ * `checksum` (a record failed its checksum), `length` (a length prefix that
+ * cannot be right: the rest of the segment is lost); a DiskQueue's also
+ * `missing` (the segment file is gone; the spool counts that loss under this
+ * reason too but throws an `IOError` for it); the spool's also `short` (its
+ * file holds fewer bytes than were written to it). A DiskQueue's open: `header-rebuilt` (an unreadable header
+ * rebuilt from the records behind it), `truncated` (the file ends before its
+ * header's write cursor), `segment-missing` (a gap in the segment numbers),
+ * and a segment dropped whole for its header: `segment-short` (shorter than a
+ * header), `segment-zero` (all zeros), `segment-magic` (not a segment's
+ * magic), `segment-insane` (fields no segment can have). A spool's open:
+ * `header` (a segment whose header is unreadable, dropped). docs/DURABILITY.md
+ * says what each costs.
+ */
+export type CorruptReason =
+  | 'checksum'
+  | 'length'
+  | 'missing'
+  | 'short'
+  | 'header-rebuilt'
+  | 'truncated'
+  | 'segment-missing'
+  | 'segment-short'
+  | 'segment-zero'
+  | 'segment-magic'
+  | 'segment-insane'
+  | 'header';
+
 /** Where a {@link CorruptError} was found. */
 export interface CorruptLocation {
   /** Segment number (diskqueue) or sequence (spool), when known. */
   segment?: number;
   /** Byte position in the segment file, when known. */
   position?: number;
-  /** Short machine-friendly reason, e.g. `checksum`, `length`, `header`, `missing`. */
-  reason: string;
+  /** What was found. */
+  reason: CorruptReason;
   /** Bytes this event cost, when known. */
   lostBytes?: number;
   /** Records this event cost, when known. */
@@ -79,7 +166,7 @@ export interface CorruptLocation {
 export class CorruptError extends FerryError {
   readonly segment?: number;
   readonly position?: number;
-  readonly reason: string;
+  readonly reason: CorruptReason;
   readonly lostBytes?: number;
   readonly lostRecords?: number;
 
@@ -234,4 +321,37 @@ export class WrongFormatError extends FerryError {
     this.found = found;
     this.files = files;
   }
+}
+
+/**
+ * How a component words the `IOError`s it wraps driver and system errors in
+ * (see {@link asIOError}).
+ */
+export interface IOErrorSource {
+  /** The component, at the head of the message: `postgres store: <what> failed: <cause's message>`. */
+  readonly name: string;
+  /** Append the cause's own `code` (a SQLSTATE, say) in parentheses. */
+  readonly withCode?: boolean;
+  /** Keep only the first line of the cause's message (a server's may carry a stack after it). */
+  readonly firstLine?: boolean;
+  /** Whether a retry may succeed, judged from the cause; without it the `IOError` says true. */
+  readonly transient?: (err: unknown) => boolean;
+}
+
+/**
+ * `err` as a ferry error: a ferry error (of any copy) passes through
+ * unchanged; anything else (a system error, a driver's) becomes an
+ * `IOError` with `err` as its `cause`, whose message says what failed.
+ * Without a `source` the message is `<what>: <cause's message>`, the file
+ * layer's wording; with one, `<source.name>: <what> failed: <cause's message>`.
+ * Internal: the entry points do not export it.
+ */
+export function asIOError(what: string, err: unknown, source?: IOErrorSource): FerryError {
+  if (isFerryError(err)) return err;
+  const e = err as { message?: string; code?: unknown } | null | undefined;
+  const text = e?.message ?? String(err);
+  if (source === undefined) return new IOError(`${what}: ${text}`, { cause: err });
+  const line = source.firstLine ? text.split('\n')[0] : text;
+  const code = source.withCode && e?.code ? ` (${String(e.code)})` : '';
+  return new IOError(`${source.name}: ${what} failed: ${line}${code}`, { cause: err, transient: source.transient?.(err) });
 }

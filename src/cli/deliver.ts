@@ -1,7 +1,7 @@
 /**
- * Delivery targets of `ferry forward`, and the retry schedule between
- * attempts. A delivery resolves when the target accepted the records and
- * rejects with a message otherwise; the caller retries the same records.
+ * Delivery targets of `ferry forward`. A delivery resolves when the target
+ * accepted the records and rejects with a message otherwise; the caller
+ * retries the same records (after `fullJitterBackoffMs`, in ../backoff.ts).
  */
 import { spawn } from 'node:child_process';
 import { Agent as HttpAgent, request as httpRequest } from 'node:http';
@@ -116,14 +116,4 @@ export function httpTarget(url: string, o: HttpTargetOptions): HttpDeliver {
       req.end(body);
     });
   return Object.assign(deliver, { close: () => agent.destroy() });
-}
-
-/**
- * Capped exponential backoff with full jitter: attempt n (from 1) waits a
- * uniformly random time in [0, min(cap, base · 2^(n−1))], so many senders
- * that failed together do not retry together.
- */
-export function backoffMs(attempt: number, baseMs: number, capMs: number, random: () => number = Math.random): number {
-  const ceiling = Math.min(capMs, baseMs * 2 ** Math.min(attempt - 1, 30));
-  return Math.round(random() * ceiling);
 }

@@ -5,9 +5,10 @@
  * head of the spool for the next drain. Damage met on the way was dropped and
  * counted by the spool; it is reported and the drain goes on.
  */
-import { FerryError, type Spool } from '../spool/index.js';
+import { isFerryError } from '../errors.js';
+import type { Spool } from '../spool/index.js';
 import { CliError, EXIT_FAILED, describe, note, sleep, summaryLine } from './common.js';
-import { DeliveryError, deliveryPlan, DEFAULT_POLL_MS, type DrainOptions } from './drain.js';
+import { DeliveryError, deliveryPlan, DEFAULT_POLL_MS, EXIT_INTERRUPTED, type DrainOptions } from './drain-delivery.js';
 import { openSpool } from './spool-dir.js';
 
 /** Runs `ferry drain` on the spool in `dir`; resolves to the exit status. */
@@ -33,7 +34,7 @@ export async function drainSpool(dir: string, o: DrainOptions): Promise<number> 
       try {
         batch = await spool.popBatch(Math.min(perDelivery, max - delivered), byteLimit);
       } catch (err) {
-        if (!(err instanceof FerryError) || err.code === 'ERR_CLOSED') throw err;
+        if (!isFerryError(err) || err.code === 'ERR_CLOSED') throw err;
         damage++;
         note(`ferry: skipped damaged data: ${describe(err)}`);
         continue;
@@ -68,5 +69,5 @@ export async function drainSpool(dir: string, o: DrainOptions): Promise<number> 
   if (failure) throw failure;
   if (!o.quiet) note(summaryLine('drained', delivered, bytes, started));
   if (damage > 0) throw new CliError(`${damage} damaged span(s) were skipped; run ferry stats or ferry verify`, EXIT_FAILED);
-  return stop.signal.aborted && !o.follow ? 130 : 0;
+  return stop.signal.aborted && !o.follow ? EXIT_INTERRUPTED : 0;
 }

@@ -13,59 +13,12 @@
  * A failed delivery stops the drain: its records were reserved but never
  * committed, so closing the queue leaves them at the head for the next drain.
  */
-import { spawn } from 'node:child_process';
 import { CorruptError, type DiskQueue, type Reader, type Reservation } from '../diskqueue/index.js';
-import { CliError, EXIT_FAILED, EXIT_USAGE, describe, note, openQueue, sleep, summaryLine, BATCH_BYTES } from './common.js';
-import { encodeRecords, type Framing } from './framing.js';
+import { CliError, EXIT_FAILED, EXIT_USAGE, describe, note, openQueue, sleep, summaryLine } from './common.js';
+import { DeliveryError, deliveryPlan, DEFAULT_POLL_MS, EXIT_INTERRUPTED, type DrainOptions } from './drain-delivery.js';
 import { startProgress } from './progress.js';
 import { isSpoolDir } from './spool-dir.js';
 import { drainSpool } from './drain-spool.js';
-
-/** Options of `ferry drain`, as parsed from the command line. */
-export interface DrainOptions {
-  raw?: boolean;
-  exec?: string;
-  execBatch?: number;
-  max?: number;
-  follow?: boolean;
-  pollMs?: number;
-  /** Most records per stdout write. */
-  batch?: number;
-  lockTimeout?: number;
-  quiet?: boolean;
-}
-
-/** Default records per stdout write. */
-export const DEFAULT_DRAIN_BATCH = 8192;
-/** Default idle poll interval of `--follow`, ms. */
-export const DEFAULT_POLL_MS = 500;
-/** Exit status after SIGINT/SIGTERM stopped a drain that was not following. */
-const EXIT_INTERRUPTED = 130;
-
-/** A delivery did not succeed; its records stay queued. */
-export class DeliveryError extends Error {}
-
-export function writeStdout(buf: Buffer): Promise<void> {
-  return new Promise((resolve, reject) => {
-    process.stdout.write(buf, (err) => (err ? reject(new DeliveryError(`cannot write to stdout: ${describe(err)}`)) : resolve()));
-  });
-}
-
-/** Runs `sh -c cmd` with `input` as its whole stdin; resolves when it exits 0. */
-export function runCommand(cmd: string, input: Uint8Array): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const child = spawn('/bin/sh', ['-c', cmd], { stdio: ['pipe', 'inherit', 'inherit'] });
-    // A command that does not read all its input closes the pipe early; only
-    // its exit status decides whether the delivery succeeded.
-    child.stdin.on('error', () => {});
-    child.on('error', (err) => reject(new DeliveryError(`cannot run /bin/sh: ${describe(err)}`)));
-    child.on('close', (code, signal) => {
-      if (code === 0) resolve();
-      else reject(new DeliveryError(`--exec command ${signal ? `was killed by ${signal}` : `exited with status ${code}`}`));
-    });
-    child.stdin.end(input);
-  });
-}
 
 /**
  * Reserves up to `count` records (and about `maxBytes` of payload). Damage
@@ -94,25 +47,6 @@ async function reserveBatch(
     bytes += res.value.length;
   }
   return out;
-}
-
-/**
- * How `ferry drain` hands records on, whatever the directory holds: to stdout
- * (framed, `--batch` records per write) or to `--exec` (one record per run,
- * or `--exec-batch` records framed on its stdin).
- */
-export function deliveryPlan(o: DrainOptions): { deliver: (records: Uint8Array[]) => Promise<void>; perDelivery: number; byteLimit: number } {
-  const framing: Framing = o.raw ? 'raw' : 'lines';
-  const deliver = o.exec === undefined
-    ? (records: Uint8Array[]) => writeStdout(encodeRecords(records, framing))
-    : o.execBatch === undefined
-      ? (records: Uint8Array[]) => runCommand(o.exec!, records[0]!)
-      : (records: Uint8Array[]) => runCommand(o.exec!, encodeRecords(records, framing));
-  return {
-    deliver,
-    perDelivery: o.exec === undefined ? (o.batch ?? DEFAULT_DRAIN_BATCH) : (o.execBatch ?? 1),
-    byteLimit: o.exec === undefined ? BATCH_BYTES : Infinity,
-  };
 }
 
 /** Runs `ferry drain`; resolves to the exit status. */

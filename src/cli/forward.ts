@@ -17,7 +17,8 @@
  */
 import { open, type FileHandle } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
-import { Spool, FullError, LockedError } from '../spool/index.js';
+import { isFerryError, LockedError } from '../errors.js';
+import { Spool } from '../spool/index.js';
 import type { FileSystem } from '../storage/fs.js';
 import { CliError, EXIT_FAILED, EXIT_USAGE, describe, note, sleep, summaryLine } from './common.js';
 import { FramingError, recordSplitter } from './framing.js';
@@ -158,7 +159,7 @@ async function intake(spool: Spool, input: Readable, syncBatch: number, counts: 
         await spool.appendNoSync(line);
         break;
       } catch (err) {
-        if (!(err instanceof FullError) || err.code !== 'ERR_FULL') throw err;
+        if (!isFerryError(err, 'ERR_FULL')) throw err; // not ERR_EXCEEDS_CAP: waiting cannot make that record fit
         // Backpressure: make what is pending durable, then wait for the sender to free space.
         await flush();
         await sleep(50, stop);

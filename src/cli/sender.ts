@@ -17,9 +17,11 @@
  * newest one in the window, so nothing in the window is read again. The
  * accepted prefix of the window is committed with one `commitBatch`.
  */
-import { FerryError, type Popped, type Spool } from '../spool/index.js';
+import { isFerryError } from '../errors.js';
+import type { Popped, Spool } from '../spool/index.js';
 import { describe, sleep } from './common.js';
-import { backoffMs, type Deliver } from './deliver.js';
+import { fullJitterBackoffMs } from '../backoff.js';
+import type { Deliver } from './deliver.js';
 
 /** Payload bytes per delivery before a batch is cut short of its record count. */
 export const DELIVERY_BYTES = 4 << 20;
@@ -110,7 +112,7 @@ export async function runSender(
           counts.retries++;
           counts.lastError = (err as Error).message;
           noteError(counts.lastError);
-          await sleep(backoffMs(attempt, o.retryBaseMs, o.retryMaxMs), halt.signal);
+          await sleep(fullJitterBackoffMs(attempt, o.retryBaseMs, o.retryMaxMs), halt.signal);
         }
       }
     })().finally(() => {
@@ -131,7 +133,7 @@ export async function runSender(
         try {
           fresh = await spool.popBatch(o.batch, maxBytes, last);
         } catch (err) {
-          if (!(err instanceof FerryError) || err.code === 'ERR_CLOSED') throw err;
+          if (!isFerryError(err) || err.code === 'ERR_CLOSED') throw err;
           counts.lastError = describe(err); // damage was skipped and counted; go on
           continue;
         }

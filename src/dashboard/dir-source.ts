@@ -9,7 +9,8 @@
  */
 import { DiskQueue, LockedError, SegmentSizeMismatchError, verifyQueue, type VerifyReport } from '../diskqueue/index.js';
 import { readdir } from 'node:fs/promises';
-import { Spool, looksLikeSpool, verifySpool, type SpoolVerifyReport } from '../spool/index.js';
+import { Spool, verifySpool, type SpoolVerifyReport } from '../spool/index.js';
+import { looksLikeSpool } from '../spool/verify.js';
 
 /** One look at a directory. */
 export interface DirView {

@@ -8,7 +8,8 @@
 import { FullError, RecordTooLargeError } from '../errors.js';
 import { encodeRecord, frameSize } from './format.js';
 import { Segment } from './segment.js';
-import { asIOError, type Flusher } from './flusher.js';
+import { asIOError } from '../errors.js';
+import type { Flusher } from './flusher.js';
 import type { ResolvedOptions } from './options.js';
 import type { Waiters } from '../storage/waiters.js';
 

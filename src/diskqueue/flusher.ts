@@ -13,15 +13,10 @@
  * error. A failed header write does not latch: the flush rolls back and a
  * later one can succeed.
  */
-import { FerryError, IOError } from '../errors.js';
+import { asIOError, IOError } from '../errors.js';
 import type { FileSystem } from '../storage/fs.js';
 import { GroupCommit } from '../storage/group-commit.js';
 import type { Segment } from './segment.js';
-
-/** Wraps a system error in an `IOError` (ferry errors pass through). */
-export function asIOError(what: string, err: unknown): FerryError {
-  return err instanceof FerryError ? err : new IOError(`${what}: ${(err as Error)?.message ?? err}`, { cause: err });
-}
 
 export interface FlusherHost {
   readonly dir: string;

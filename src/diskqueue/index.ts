@@ -10,7 +10,9 @@ export { codecs, type Codec } from './codecs.js';
 export type { DiskQueueOptions } from './options.js';
 export { DEFAULT_MAX_SEGMENTS } from './options.js';
 export type { DiskQueueStats } from './stats.js';
-export { DEFAULT_SEGMENT_SIZE, HEADER_SIZE, FORMAT_VERSION } from './format.js';
+export { DEFAULT_SEGMENT_SIZE, FORMAT_VERSION } from './format.js';
 export { packOffset, unpackOffset } from './ledger.js';
 export { verifyQueue, type VerifyReport, type VerifyDamage, type VerifyOptions } from './verify.js';
-export * from '../errors.js';
+export type { FileSystem } from '../storage/fs.js';
+// The error classes and the guard, as `ferry` exports them.
+export * from '../index.js';

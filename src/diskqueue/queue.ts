@@ -33,7 +33,8 @@ import { checkCallOptions, checkIterable, resolveOptions, type DiskQueueOptions,
 import { STAMP_SIZE } from './format.js';
 import { Segment } from './segment.js';
 import { recover, type RecoveryCounts } from './recovery.js';
-import { Flusher, asIOError } from './flusher.js';
+import { asIOError } from '../errors.js';
+import { Flusher } from './flusher.js';
 import { AckLedger } from './ledger.js';
 import { ReadCursor } from './read-cursor.js';
 import { Reader } from './reader.js';

@@ -10,7 +10,7 @@
  * Damage is stepped past by consuming reads only, and booked once: a span
  * booked before a rewind is passed silently the second time.
  */
-import { CorruptError, IOError } from '../errors.js';
+import { CorruptError, IOError, type CorruptReason } from '../errors.js';
 import { frameRecord, checksumMatches, readUvarint, CHECKSUM_SIZE, HEADER_SIZE, type RecordFrame } from './format.js';
 import { walkRecords, type Segment } from './segment.js';
 import type { FileHandle, FileSystem } from '../storage/fs.js';
@@ -185,7 +185,7 @@ export class ReadCursor {
       this.passDone();
       if (!this.settle()) return undefined;
       const seg = this.seg!;
-      let found: HeadRecord | { end: number; records: number; reason: string };
+      let found: HeadRecord | { end: number; records: number; reason: CorruptReason };
       try {
         found = this.frameAt(seg);
       } catch (err) {
@@ -200,7 +200,7 @@ export class ReadCursor {
   }
 
   /** The record at the cursor, or the damaged span that starts there. */
-  private frameAt(seg: Segment): HeadRecord | { end: number; records: number; reason: string } {
+  private frameAt(seg: Segment): HeadRecord | { end: number; records: number; reason: CorruptReason } {
     if (seg !== this.probed && seg.sealed) this.probe(seg);
     const at = this.locate(seg, this.pos);
     const f = at.frame;
@@ -253,7 +253,7 @@ export class ReadCursor {
   }
 
   /** Books (when consuming) a damaged span and returns its error; undefined when it was booked before. */
-  private damage(seg: Segment, start: number, end: number, records: number, reason: string, consume: boolean): HeadResult | undefined {
+  private damage(seg: Segment, start: number, end: number, records: number, reason: CorruptReason, consume: boolean): HeadResult | undefined {
     const err = new CorruptError({ segment: seg.seq, position: start, reason, lostBytes: end - start, lostRecords: records });
     if (!consume) return { kind: 'damage', err };
     const key = `${seg.seq}:${start}`;

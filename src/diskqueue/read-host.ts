@@ -9,7 +9,7 @@ import type { ClosedError } from '../errors.js';
 import type { ResolvedOptions } from './options.js';
 import type { AckLedger } from './ledger.js';
 import type { ReadCursor } from './read-cursor.js';
-import type { Waiters } from './waiters.js';
+import type { Waiters } from '../storage/waiters.js';
 
 /** What a reader needs of its queue. */
 export interface ReadHost<T> {

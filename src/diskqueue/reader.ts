@@ -14,7 +14,7 @@
  * values alias its input (none of the shipped ones) needs one reader per
  * concurrent call; and `lastAgeMs` is the last read's.
  */
-import { CodecError, CorruptError, InvalidArgumentError, OffsetError } from '../errors.js';
+import { CodecError, CorruptError, InvalidArgumentError, isFerryError, OffsetError } from '../errors.js';
 import { STAMP_SIZE } from './format.js';
 import { checkCallOptions, checkIterable } from './options.js';
 import type { LedgerEntry } from './ledger.js';
@@ -304,7 +304,7 @@ export class Reader<T> {
       try {
         v = await this.take(opts);
       } catch (err) {
-        if (opts.signal?.aborted || (err as { code?: string })?.code === 'ERR_CLOSED') return;
+        if (opts.signal?.aborted || isFerryError(err, 'ERR_CLOSED')) return;
         throw err;
       }
       yield v;

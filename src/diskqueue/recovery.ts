@@ -12,7 +12,7 @@
 import { join } from 'node:path';
 import type { FileSystem } from '../storage/fs.js';
 import { listSegments, segmentFileName } from '../storage/segment-names.js';
-import { CorruptError, IOError, SegmentSizeMismatchError } from '../errors.js';
+import { CorruptError, IOError, SegmentSizeMismatchError, type CorruptReason } from '../errors.js';
 import { HEADER_SIZE, FLAG_OVERSIZED } from './format.js';
 import { Segment, type WalkResult } from './segment.js';
 import { openSegment, judgeHeader, surveySegment, surveyLosses, rebuiltGeometry, tornHeaderLoss, type SegmentSurvey } from './survey.js';
@@ -180,7 +180,7 @@ export function recover(fs: FileSystem, dir: string, segmentSize: number): Recov
       }
       case 'lost': {
         const e = cost!;
-        loss(new CorruptError({ segment: s.seq, position: 0, reason: `segment-${s.damage}`, lostBytes: e.bytes, lostRecords: e.records }), e.bytes, e.records, 1);
+        loss(new CorruptError({ segment: s.seq, position: 0, reason: `segment-${s.damage}` as CorruptReason /* never checksum (a torn header) here */, lostBytes: e.bytes, lostRecords: e.records }), e.bytes, e.records, 1);
         doomed.push(path);
         droppedLoud.push(s.seq);
         return;

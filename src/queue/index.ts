@@ -43,8 +43,7 @@ export type {
 } from './events.js';
 export { MAX_ID_LENGTH, MAX_NAME_LENGTH, validateName } from './names.js';
 export { DELIVERY_ID_NAMESPACE, deliveryId } from './delivery-id.js';
-export { PermanentError, isPermanent, permanent } from './permanent.js';
-export { retryBackoffMs } from './backoff.js';
+export { isPermanent, permanent } from './permanent.js';
 export {
   DEFAULT_ACKED_RETENTION_HOURS,
   DEFAULT_BACKOFF_BASE_MS,
@@ -57,10 +56,8 @@ export {
   DEFAULT_MAX_PAYLOAD_BYTES,
   DEFAULT_POLL_INTERVAL_MS,
   DEFAULT_RETENTION_HOURS,
-  resolveEngineConfig,
-  resolveSubscribeOptions,
 } from './options.js';
-export type { EngineConfig, ErrorReporter, ResolvedEngineConfig, ResolvedSubscribeOptions, SubscribeOptions } from './options.js';
+export type { EngineConfig, ErrorReporter, SubscribeOptions } from './options.js';
 export {
   HEADER_DLQ_ATTEMPTS,
   HEADER_DLQ_DELIVERY_ID,
@@ -71,7 +68,7 @@ export {
   MAX_ERROR_BYTES,
 } from './dead-letter.js';
 export { HEADER_REDRIVE_FROM, REDRIVE_ID_NAMESPACE, redriveId } from './redrive.js';
-export { PUBLISH_RETRIES, StoreQueue, createStoreQueue } from './engine.js';
+export { StoreQueue, createStoreQueue } from './engine.js';
 export { createQueue, engineFromDeps, registerQueueType, registeredQueueTypes } from './registry.js';
 export type { CreatedQueue, QueueConfig, QueueDependencies, QueueFactory } from './registry.js';
 export { MemoryBacking, MemoryStore } from './stores/memory.js';

@@ -7,7 +7,7 @@ import { randomUUID } from 'node:crypto';
 import { ClosedError, CodecError } from '../errors.js';
 import { GuardedStore, armCloseDeadline, settledBefore, stopController } from './abortable.js';
 import { Attempt, type AttemptRegistry, type LossCause } from './attempt.js';
-import { retryBackoffMs } from './backoff.js';
+import { equalJitterBackoffMs } from '../backoff.js';
 import { deadLetterCopy, errorText } from './dead-letter.js';
 import type { DuePoller } from './due-poller.js';
 import type { DeadLetterReason, DeliveryEvent, LeaseLostEvent, QueueEvents } from './events.js';
@@ -479,7 +479,7 @@ export class StoreSubscription implements Subscription {
   /** Writes a retry, and wakes the topic's subscriptions when its backoff ends. */
   async #retry(job: Job, text: string, error: unknown): Promise<void> {
     const o = this.#o;
-    const delayMs = retryBackoffMs(job.c.attempt, o.backoffBaseMs, o.backoffMaxMs);
+    const delayMs = equalJitterBackoffMs(job.c.attempt, o.backoffBaseMs, o.backoffMaxMs);
     let held: boolean;
     job.writing = true;
     try {

@@ -9,7 +9,7 @@
  * {@link AppendHost}.
  */
 import { ExceedsCapError, FullError, InvalidArgumentError, RecordTooLargeError } from '../errors.js';
-import { asIOError } from '../diskqueue/flusher.js';
+import { asIOError } from '../errors.js';
 import { writeFrame, FRAME_OVERHEAD, MAX_RECORD_BYTES, SEGMENT_HEADER_SIZE } from './format.js';
 import type { Flusher } from './flusher.js';
 import type { ResolvedSpoolOptions } from './options.js';

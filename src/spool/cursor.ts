@@ -7,7 +7,7 @@
  */
 import { join } from 'node:path';
 import type { FileHandle, FileSystem } from '../storage/fs.js';
-import { asIOError } from '../diskqueue/flusher.js';
+import { asIOError } from '../errors.js';
 import type { FerryError } from '../errors.js';
 import { GroupCommit } from '../storage/group-commit.js';
 import { CURSOR_SIZE, decodeCursor, writeCursor, type CursorPosition } from './format.js';

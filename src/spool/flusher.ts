@@ -15,7 +15,7 @@
  * `GroupLostError`.
  */
 import { FerryError, GroupLostError, IOError } from '../errors.js';
-import { asIOError } from '../diskqueue/flusher.js';
+import { asIOError } from '../errors.js';
 import type { FileSystem } from '../storage/fs.js';
 import { GroupCommit } from '../storage/group-commit.js';
 import { repairTail } from './recovery.js';

@@ -13,8 +13,7 @@
  * no-op (the record it meant is gone); one that ends below every cut since
  * is the same record and is retired as usual.
  */
-import { asIOError } from '../diskqueue/flusher.js';
-import { CorruptError, IOError, type FerryError } from '../errors.js';
+import { asIOError, CorruptError, IOError, type CorruptReason, type FerryError } from '../errors.js';
 import type { FileSystem } from '../storage/fs.js';
 import type { CursorFile } from './cursor.js';
 import { SEGMENT_HEADER_SIZE } from './format.js';
@@ -252,7 +251,7 @@ export class Head {
   }
 
   /** Skips the rest of the head segment; returns the error the pop reports. */
-  private dropSegment(h: SpoolSegment, reason: string): CorruptError {
+  private dropSegment(h: SpoolSegment, reason: CorruptReason): CorruptError {
     const segs = this.host.segments;
     const at = this.offset;
     const lost = h.size - at;

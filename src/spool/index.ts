@@ -9,6 +9,7 @@ export { Popped } from './popped.js';
 export { DEFAULT_MAX_BYTES, DEFAULT_SEGMENT_BYTES, UNBOUNDED, type SpoolOptions } from './options.js';
 export type { SpoolStats } from './stats.js';
 export { FRAME_OVERHEAD, MAX_RECORD_BYTES, FORMAT_VERSION } from './format.js';
-export { CURSOR_FILE } from './cursor.js';
-export * from '../errors.js';
-export { verifySpool, looksLikeSpool, type SpoolVerifyReport, type SpoolDamage } from './verify.js';
+export { verifySpool, type SpoolVerifyReport, type SpoolDamage } from './verify.js';
+export type { FileSystem } from '../storage/fs.js';
+// The error classes and the guard, as `ferry` exports them.
+export * from '../index.js';

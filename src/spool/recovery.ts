@@ -7,7 +7,7 @@
 import { join } from 'node:path';
 import type { FileSystem } from '../storage/fs.js';
 import { spoolSegmentNames } from '../storage/segment-names.js';
-import { asIOError } from '../diskqueue/flusher.js';
+import { asIOError } from '../errors.js';
 import { CorruptError, type FerryError } from '../errors.js';
 import { parseSegmentHeader, SEGMENT_HEADER_SIZE, type CursorPosition } from './format.js';
 import { readFrameAt } from './read-frame.js';

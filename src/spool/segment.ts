@@ -9,7 +9,7 @@
 import { join } from 'node:path';
 import type { FileHandle, FileSystem } from '../storage/fs.js';
 import { spoolSegmentNames } from '../storage/segment-names.js';
-import { asIOError } from '../diskqueue/flusher.js';
+import { asIOError } from '../errors.js';
 import { encodeSegmentHeader, SEGMENT_HEADER_SIZE } from './format.js';
 
 /**

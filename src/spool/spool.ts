@@ -17,7 +17,7 @@
  * calls behind a requeue.
  */
 import { resolve as resolvePath } from 'node:path';
-import { asIOError } from '../diskqueue/flusher.js';
+import { asIOError } from '../errors.js';
 import { ClosedError, FerryError, InvalidArgumentError } from '../errors.js';
 import { shown } from '../show-value.js';
 import { refuseOtherFormat } from '../storage/format-guard.js';

@@ -8,7 +8,7 @@
 import { join } from 'node:path';
 import { nodeFileSystem, type FileSystem } from '../storage/fs.js';
 import { spoolSegmentNames } from '../storage/segment-names.js';
-import { asIOError } from '../diskqueue/flusher.js';
+import { asIOError } from '../errors.js';
 import { CURSOR_FILE } from './cursor.js';
 import { CURSOR_SIZE, decodeCursor, parseSegmentHeader, SEGMENT_HEADER_SIZE, type CursorPosition } from './format.js';
 import { bytesSource, readFrameAt } from './read-frame.js';

@@ -13,7 +13,7 @@ import { writeFileSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { AddressInfo } from 'node:net';
 import { CLI, ROOT, ferry, scratch } from './helpers.js';
-import { backoffMs } from '../../src/cli/deliver.js';
+import { fullJitterBackoffMs } from '../../src/backoff.js';
 
 
 /** A flaky NDJSON sink: every request body's lines are recorded only when the answer is 200. */
@@ -190,12 +190,12 @@ describe('ferry forward', () => {
     }
   });
 
-  it('backoff: capped, exponential, jittered', () => {
-    assert.equal(backoffMs(1, 100, 30_000, () => 1), 100);
-    assert.equal(backoffMs(4, 100, 30_000, () => 1), 800);
-    assert.equal(backoffMs(40, 100, 30_000, () => 1), 30_000);
-    assert.equal(backoffMs(4, 100, 30_000, () => 0.5), 400);
-    assert.equal(backoffMs(4, 100, 30_000, () => 0), 0);
+  it('full-jitter backoff: capped, exponential, from 0 up', () => {
+    assert.equal(fullJitterBackoffMs(1, 100, 30_000, () => 1), 100);
+    assert.equal(fullJitterBackoffMs(4, 100, 30_000, () => 1), 800);
+    assert.equal(fullJitterBackoffMs(40, 100, 30_000, () => 1), 30_000);
+    assert.equal(fullJitterBackoffMs(4, 100, 30_000, () => 0.5), 400);
+    assert.equal(fullJitterBackoffMs(4, 100, 30_000, () => 0), 0);
   });
 });
 

@@ -5,6 +5,11 @@
  * a doc names has a row below that either triggers the documented call and
  * checks `instanceof` and `code`, or points at the test that does; and each
  * row's claim still reads that way in its doc.
+ *
+ * docs/ERRORS.md has one section per code, no more and no fewer than
+ * `FerryErrorCode` holds, each naming the class that carries the code; and
+ * `isFerryError` knows an error of another copy of the module, which
+ * `instanceof` does not.
  */
 import assert from 'node:assert/strict';
 import { readdirSync, readFileSync, statSync } from 'node:fs';
@@ -12,7 +17,8 @@ import { join, relative } from 'node:path';
 import { describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import * as errors from '../../src/errors.js';
-import { codecs, DiskQueue } from '../../src/diskqueue/index.js';
+import type { FerryErrorClasses, FerryErrorCode } from '../../src/errors.js';
+import { codecs, DiskQueue, packOffset } from '../../src/diskqueue/index.js';
 import { createQueue, createStoreQueue, MemoryStore, type SubscribeOptions } from '../../src/queue/index.js';
 import { MAX_RECORD_BYTES, Spool, UNBOUNDED } from '../../src/spool/index.js';
 import { tempDir } from '../helpers/tmp.js';
@@ -259,6 +265,41 @@ const ROWS: Row[] = [
   },
 ];
 
+/** docs/ERRORS.md's sections: the heading names a code and its class. */
+const SECTION = /^## `(ERR_[A-Z_]+)` \(`(\w+)`\)$/gm;
+const sections = [...read('docs/ERRORS.md').matchAll(SECTION)].map((m) => ({ heading: m[0], code: m[1]!, error: m[2]! as keyof typeof errors }));
+
+/** Where a class no row above triggers is shown to be thrown. */
+const ERRORS_MD_PROOF: Partial<Record<keyof typeof errors, Row>> = {
+  CorruptError: { doc: 'docs/ERRORS.md', claim: '', error: 'CorruptError', coveredBy: 'test/spool/crash-table.test.ts' },
+  IOError: { doc: 'docs/ERRORS.md', claim: '', error: 'IOError', coveredBy: 'test/queue/postgres-timeouts.test.ts' },
+  GroupLostError: { doc: 'docs/ERRORS.md', claim: '', error: 'GroupLostError', coveredBy: 'test/spool/api.test.ts' },
+  NoLockerError: { doc: 'docs/ERRORS.md', claim: '', error: 'NoLockerError', coveredBy: 'test/queue/clickhouse.test.ts' },
+  OffsetError: {
+    doc: 'docs/ERRORS.md', claim: '', error: 'OffsetError',
+    trigger: async () => {
+      const q = await DiskQueue.open(tempDir());
+      try {
+        await q.add(enc.encode('x'));
+        const r = q.reader();
+        await r.reserve();
+        await r.ack(packOffset(99, 64)); // no reservation there, and past what is committed
+      } finally {
+        await q.close();
+      }
+    },
+  },
+};
+
+// Each section of docs/ERRORS.md claims its code is its class's: the first
+// row above that triggers that class proves it again under this doc.
+for (const s of sections) {
+  const proof = ROWS.find((r) => r.error === s.error && 'trigger' in r) ?? ERRORS_MD_PROOF[s.error];
+  assert.ok(proof, `no row proves docs/ERRORS.md's ${s.error}`);
+  ROWS.push({ ...proof, doc: 'docs/ERRORS.md', claim: s.heading });
+}
+ROWS.push({ ...ROWS.find((r) => r.doc === 'README.md' && r.error === 'FerryError')!, doc: 'docs/ERRORS.md', claim: 'Every error ferry throws or rejects with is a `FerryError`' });
+
 const loose = (s: string) => s.replace(/\s+/g, ' ');
 
 describe('documented errors', () => {
@@ -323,15 +364,91 @@ describe('documented errors', () => {
   }
 });
 
-/** The stable code of an error class, read from a thrown instance's constructor defaults. */
-function codeOf(name: keyof typeof errors): string {
-  const codes: Record<string, string> = {
-    FullError: 'ERR_FULL', ExceedsCapError: 'ERR_EXCEEDS_CAP', RecordTooLargeError: 'ERR_RECORD_TOO_LARGE', ClosedError: 'ERR_CLOSED',
-    CorruptError: 'ERR_CORRUPT', IOError: 'ERR_IO', LockedError: 'ERR_LOCKED', CodecError: 'ERR_CODEC',
-    SegmentSizeMismatchError: 'ERR_SEGMENT_SIZE_MISMATCH', GroupLostError: 'ERR_GROUP_LOST', InvalidNameError: 'ERR_INVALID_NAME',
-    PayloadTooLargeError: 'ERR_PAYLOAD_TOO_LARGE', ScheduleTooFarError: 'ERR_SCHEDULE_TOO_FAR', DeadLetterLoopError: 'ERR_DEAD_LETTER_LOOP',
-    UnsupportedError: 'ERR_UNSUPPORTED', NoLockerError: 'ERR_NO_LOCKER', OffsetError: 'ERR_OFFSET', InvalidArgumentError: 'ERR_INVALID_ARGUMENT',
-    WrongFormatError: 'ERR_WRONG_FORMAT',
-  };
-  return codes[name]!;
+/**
+ * One error of each code, made by the classes of module `m` (this copy of
+ * src/errors.ts, or another). The type makes the keys exactly
+ * `FerryErrorCode`: a code added to the union without a sample here does not
+ * compile.
+ */
+const SAMPLES: { [C in FerryErrorCode]: (m: typeof errors) => FerryErrorClasses[C] } = {
+  ERR_FULL: (m) => new m.FullError(),
+  ERR_EXCEEDS_CAP: (m) => new m.ExceedsCapError(),
+  ERR_RECORD_TOO_LARGE: (m) => new m.RecordTooLargeError(),
+  ERR_CLOSED: (m) => new m.ClosedError(),
+  ERR_CORRUPT: (m) => new m.CorruptError({ reason: 'checksum' }),
+  ERR_IO: (m) => new m.IOError('x'),
+  ERR_LOCKED: (m) => new m.LockedError(),
+  ERR_CODEC: (m) => new m.CodecError('x'),
+  ERR_SEGMENT_SIZE_MISMATCH: (m) => new m.SegmentSizeMismatchError(4096, 8192),
+  ERR_GROUP_LOST: (m) => new m.GroupLostError(),
+  ERR_INVALID_NAME: (m) => new m.InvalidNameError('x'),
+  ERR_PAYLOAD_TOO_LARGE: (m) => new m.PayloadTooLargeError('x'),
+  ERR_SCHEDULE_TOO_FAR: (m) => new m.ScheduleTooFarError('x'),
+  ERR_DEAD_LETTER_LOOP: (m) => new m.DeadLetterLoopError(),
+  ERR_UNSUPPORTED: (m) => new m.UnsupportedError(),
+  ERR_NO_LOCKER: (m) => new m.NoLockerError(),
+  ERR_OFFSET: (m) => new m.OffsetError('x'),
+  ERR_INVALID_ARGUMENT: (m) => new m.InvalidArgumentError('x'),
+  ERR_WRONG_FORMAT: (m) => new m.WrongFormatError('x', 'spool', []),
+};
+const CODES = Object.keys(SAMPLES) as FerryErrorCode[];
+
+/** The stable code of an error class: the code of its sample. */
+function codeOf(name: keyof typeof errors): FerryErrorCode {
+  const code = CODES.find((c) => SAMPLES[c](errors).constructor.name === name);
+  assert.ok(code, `${name} has no code`);
+  return code;
 }
+
+describe('docs/ERRORS.md and FerryErrorCode', () => {
+  it('has one section for each code, and none for anything else', () => {
+    const documented = sections.map((s) => s.code);
+    assert.equal(new Set(documented).size, documented.length, 'a code has two sections');
+    assert.deepEqual([...documented].sort(), [...CODES].sort());
+  });
+
+  it("each section names the class its code's errors are, and every error class has a code", () => {
+    for (const s of sections) {
+      const e = SAMPLES[s.code as FerryErrorCode](errors);
+      assert.equal(e.code, s.code, `${s.code}'s sample`);
+      assert.equal(e.constructor.name, s.error, `${s.code}'s class`);
+      assert.ok(e instanceof (errors[s.error] as unknown as new (...a: never[]) => errors.FerryError));
+      assert.ok(errors.isFerryError(e, s.code as FerryErrorCode));
+    }
+    const classes = Object.entries(errors).filter(([, v]) => typeof v === 'function' && v.prototype instanceof errors.FerryError).map(([k]) => k);
+    assert.deepEqual(classes.sort(), sections.map((s) => s.error).sort());
+  });
+
+  it('isFerryError answers for the code asked only, and for nothing that merely looks like a ferry error', () => {
+    const full = new errors.FullError();
+    assert.ok(errors.isFerryError(full));
+    assert.ok(errors.isFerryError(full, 'ERR_FULL'));
+    assert.ok(!errors.isFerryError(full, 'ERR_IO'));
+    // ExceedsCapError is a FullError to instanceof, and its own code to the guard.
+    assert.ok(errors.isFerryError(new errors.ExceedsCapError(), 'ERR_EXCEEDS_CAP'));
+    assert.ok(!errors.isFerryError(new errors.ExceedsCapError(), 'ERR_FULL'));
+    for (const v of [undefined, null, 'ERR_FULL', 7, new Error('x'), { code: 'ERR_FULL', name: 'FullError', message: 'x' }]) {
+      assert.ok(!errors.isFerryError(v), String(v));
+    }
+    // The brand is not one of the error's own fields.
+    assert.deepEqual(Object.getOwnPropertySymbols(full), []);
+    assert.ok(!Object.keys(full).some((k) => /brand/i.test(k)));
+  });
+
+  it('isFerryError knows an error of another copy of the module; instanceof does not', async () => {
+    const url = new URL('../../src/errors.ts', import.meta.url);
+    url.search = '?copy=2';
+    const other = (await import(url.href)) as typeof errors;
+    assert.notEqual(other.FerryError, errors.FerryError, 'the query string loads a second copy');
+    for (const code of CODES) {
+      const foreign = SAMPLES[code](other);
+      assert.equal(foreign instanceof errors.FerryError, false, `${code}: instanceof does not cross copies`);
+      assert.ok(errors.isFerryError(foreign), `${code}: the guard does`);
+      assert.ok(errors.isFerryError(foreign, code), code);
+      assert.ok(other.isFerryError(SAMPLES[code](errors), code), `${code}: and the other way`);
+    }
+    // asIOError passes another copy's error through instead of wrapping it.
+    const closed = new other.ClosedError();
+    assert.equal(errors.asIOError('reading', closed), closed);
+  });
+});

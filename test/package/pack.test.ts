@@ -6,7 +6,9 @@
  * module nodenext, library declarations checked) and run README.md's own
  * examples, so the README stays true. Also checks what ships: no test fault
  * injector, no `@internal` declarations, source maps that carry their
- * sources, and `require()` refused as the README says.
+ * sources, `require()` refused as the README says, and each entry point
+ * exporting the names test/package/exports.ts lists (the ones the docs
+ * describe) and no others.
  */
 import assert from 'node:assert/strict';
 import { spawnSync, type SpawnSyncOptions } from 'node:child_process';
@@ -15,6 +17,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
+import { ENTRY_POINTS } from './exports.js';
 import { readmeBlocks } from './readme-blocks.js';
 
 const root = fileURLToPath(new URL('../../', import.meta.url));
@@ -169,6 +172,14 @@ describe('the packed package, installed into a new project', { timeout: 20 * 60_
     assert.deepEqual(walk(installed).filter((f) => /faulty/.test(f)), []);
     const res = spawnSync(process.execPath, ['--input-type=module', '-e', "await import('ferry/dist/storage/fs.js')"], { cwd: app, encoding: 'utf8', env });
     assert.match(res.stderr, /ERR_PACKAGE_PATH_NOT_EXPORTED/);
+  });
+
+  it('exports from each entry point the names test/package/exports.ts lists, and no others', () => {
+    const entries = Object.keys(ENTRY_POINTS);
+    const script = `for (const e of ${JSON.stringify(entries)}) console.log(JSON.stringify([e, Object.keys(await import(e)).sort()]));`;
+    const out = run(process.execPath, ['--input-type=module', '-e', script], { cwd: app });
+    const found = Object.fromEntries(out.trim().split('\n').map((l) => JSON.parse(l) as [string, string[]]));
+    for (const e of entries) assert.deepEqual(found[e], ENTRY_POINTS[e]!.values, e);
   });
 
   it('ships declarations without @internal members', () => {

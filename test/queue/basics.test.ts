@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
 import { InvalidArgumentError, InvalidNameError } from '../../src/errors.js';
-import { retryBackoffMs } from '../../src/queue/backoff.js';
+import { equalJitterBackoffMs } from '../../src/backoff.js';
 import { errorText, MAX_ERROR_BYTES, truncateUtf8 } from '../../src/queue/dead-letter.js';
 import { DELIVERY_ID_NAMESPACE, deliveryId, uuidV5 } from '../../src/queue/delivery-id.js';
 import * as api from '../../src/queue/index.js';
@@ -57,19 +57,19 @@ describe('deliveryId', () => {
   });
 });
 
-describe('retryBackoffMs', () => {
+describe('equalJitterBackoffMs', () => {
   it('doubles from the base, caps at the max, and lies in [d/2, d]', () => {
     const low = () => 0;
     const high = () => 0.999999;
-    assert.deepEqual([1, 2, 3, 4].map((n) => retryBackoffMs(n, 1000, 300_000, low)), [500, 1000, 2000, 4000]);
-    assert.ok(Math.abs(retryBackoffMs(3, 1000, 300_000, high) - 4000) < 0.01);
-    assert.equal(retryBackoffMs(20, 1000, 300_000, low), 150_000);
-    assert.equal(retryBackoffMs(5000, 1000, 300_000, low), 150_000, 'huge attempts do not overflow');
+    assert.deepEqual([1, 2, 3, 4].map((n) => equalJitterBackoffMs(n, 1000, 300_000, low)), [500, 1000, 2000, 4000]);
+    assert.ok(Math.abs(equalJitterBackoffMs(3, 1000, 300_000, high) - 4000) < 0.01);
+    assert.equal(equalJitterBackoffMs(20, 1000, 300_000, low), 150_000);
+    assert.equal(equalJitterBackoffMs(5000, 1000, 300_000, low), 150_000, 'huge attempts do not overflow');
     fc.assert(
       fc.property(fc.integer({ min: 1, max: 60 }), fc.integer({ min: 0, max: 10_000 }), fc.integer({ min: 0, max: 1_000_000 }), fc.double({ min: 0, max: 1, maxExcluded: true, noNaN: true }), (n, base, extra, r) => {
         const max = base + extra;
         const d = Math.min(base * 2 ** (n - 1), max);
-        const got = retryBackoffMs(n, base, max, () => r);
+        const got = equalJitterBackoffMs(n, base, max, () => r);
         return got >= d / 2 && got <= d;
       }),
     );

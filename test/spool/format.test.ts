@@ -20,7 +20,8 @@ import {
 } from '../../src/spool/format.js';
 import { xxh64 } from '../../src/storage/xxhash.js';
 import { spoolSegmentNames } from '../../src/storage/segment-names.js';
-import { Spool, CURSOR_FILE } from '../../src/spool/index.js';
+import { Spool } from '../../src/spool/index.js';
+import { CURSOR_FILE } from '../../src/spool/cursor.js';
 import { tempDir } from '../helpers/tmp.js';
 import { GOLDEN_DIR, GOLDEN_SEGMENT_BYTES, goldenRecords, writeGolden } from '../golden/spool-v1.js';
 

@@ -14,7 +14,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import type pg from 'pg';
-import { ClosedError, FerryError, InvalidArgumentError, IOError } from '../../errors.js';
+import { asIOError, ClosedError, InvalidArgumentError, type IOErrorSource } from '../../errors.js';
 import { poolConfig } from '../stores/postgres/connection.js';
 import { checkAcquire, pause, retryDelay } from './checks.js';
 import type { AcquireOptions, DistributedLocker, HeldLock } from './types.js';
@@ -34,11 +34,8 @@ export interface PostgresLockerOptions {
 const TRY_LOCK = 'SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS ok, txid_current()::text AS fence';
 const UNLOCK = 'SELECT pg_advisory_unlock(hashtextextended($1, 0)) AS ok';
 
-function wrap(err: unknown, what: string): FerryError {
-  if (err instanceof FerryError) return err;
-  const e = err as { message?: string; code?: string };
-  return new IOError(`postgres locker: ${what} failed: ${e?.message ?? String(err)}${e?.code ? ` (${e.code})` : ''}`, { cause: err });
-}
+/** How driver and server errors become `IOError`s (every one taken as transient). */
+const SOURCE: IOErrorSource = { name: 'postgres locker', withCode: true };
 
 /**
  * A `DistributedLocker` on PostgreSQL advisory locks, shared by every process
@@ -81,7 +78,7 @@ export class PostgresLocker implements DistributedLocker {
       await pool.query('SELECT 1');
     } catch (err) {
       await locker.close();
-      throw wrap(err, 'connecting');
+      throw asIOError('connecting', err, SOURCE);
     }
     return locker;
   }
@@ -104,14 +101,14 @@ export class PostgresLocker implements DistributedLocker {
       try {
         client = await this.#pool.connect();
       } catch (err) {
-        throw wrap(err, `acquiring ${key}`);
+        throw asIOError(`acquiring ${key}`, err, SOURCE);
       }
       let row: { ok: boolean; fence: string };
       try {
         row = (await client.query<{ ok: boolean; fence: string }>(TRY_LOCK, [full])).rows[0]!;
       } catch (err) {
         client.release(err as Error);
-        throw wrap(err, `acquiring ${key}`);
+        throw asIOError(`acquiring ${key}`, err, SOURCE);
       }
       if (row.ok) return this.#held(key, full, client, Number(row.fence), startedAt + ttlMs);
       client.release();
@@ -131,7 +128,7 @@ export class PostgresLocker implements DistributedLocker {
           // A connection in an unknown state must not go back to the pool
           // holding the lock: destroying it frees the lock on the server.
           client.release(err as Error);
-          throw wrap(err, `releasing ${key}`);
+          throw asIOError(`releasing ${key}`, err, SOURCE);
         }
       })());
     const timer = setTimeout(() => void free().catch(() => undefined), Math.max(0, expiresAt - performance.now()));

@@ -12,7 +12,7 @@
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { Redis } from 'ioredis';
-import { ClosedError, InvalidArgumentError, IOError, FerryError } from '../../errors.js';
+import { asIOError, ClosedError, InvalidArgumentError, type IOErrorSource } from '../../errors.js';
 import { checkAcquire, pause, retryDelay } from './checks.js';
 import type { AcquireOptions, DistributedLocker, HeldLock } from './types.js';
 
@@ -40,10 +40,8 @@ export interface RedisLockerOptions {
   prefix?: string;
 }
 
-function wrap(err: unknown, what: string): FerryError {
-  if (err instanceof FerryError) return err;
-  return new IOError(`redis locker: ${what} failed: ${(err as Error)?.message ?? String(err)}`, { cause: err });
-}
+/** How client and server errors become `IOError`s (every one taken as transient). */
+const SOURCE: IOErrorSource = { name: 'redis locker' };
 
 /**
  * A `DistributedLocker` on Redis, shared by every process that uses the same
@@ -79,7 +77,7 @@ export class RedisLocker implements DistributedLocker {
       await client.connect();
     } catch (err) {
       client.disconnect();
-      throw wrap(err, 'connecting');
+      throw asIOError('connecting', err, SOURCE);
     }
     return new RedisLocker(client, true, prefix);
   }
@@ -103,7 +101,7 @@ export class RedisLocker implements DistributedLocker {
       try {
         fence = Number(await this.#client.eval(ACQUIRE, 2, redisKey, `${redisKey}:fence`, token, String(ttlMs)));
       } catch (err) {
-        throw wrap(err, `acquiring ${key}`);
+        throw asIOError(`acquiring ${key}`, err, SOURCE);
       }
       if (fence > 0) return this.#held(key, redisKey, token, fence, startedAt + ttlMs);
       await pause(retryDelay(attempt), key, opts.signal);
@@ -123,7 +121,7 @@ export class RedisLocker implements DistributedLocker {
         try {
           await this.#client.eval(RELEASE, 1, redisKey, token);
         } catch (err) {
-          throw wrap(err, `releasing ${key}`);
+          throw asIOError(`releasing ${key}`, err, SOURCE);
         }
       },
     };

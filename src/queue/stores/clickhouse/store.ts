@@ -21,7 +21,7 @@ import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { performance } from 'node:perf_hooks';
 import type { ClickHouseClient } from '@clickhouse/client';
-import { ClosedError, FerryError, InvalidArgumentError, IOError, NoLockerError } from '../../../errors.js';
+import { asIOError, ClosedError, FerryError, InvalidArgumentError, IOError, NoLockerError } from '../../../errors.js';
 import { clickhouseTransient } from '../transient.js';
 import { MAX_TIMER_MS } from '../../options.js';
 import { deliveryId } from '../../delivery-id.js';
@@ -83,9 +83,7 @@ const SETTINGS = { max_query_size: '268435456' } as const;
  * `../transient.ts`).
  */
 function wrap(err: unknown, what: string): FerryError {
-  if (err instanceof FerryError) return err;
-  const e = err as { message?: string };
-  return new IOError(`clickhouse store: ${what} failed: ${(e?.message ?? String(err)).split('\n')[0]}`, { cause: err, transient: clickhouseTransient(err) });
+  return asIOError(what, err, { name: 'clickhouse store', firstLine: true, transient: clickhouseTransient });
 }
 
 let driver: Promise<typeof import('@clickhouse/client')> | undefined;

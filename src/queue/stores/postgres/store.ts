@@ -12,7 +12,7 @@
  */
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
-import { ClosedError, FerryError, InvalidArgumentError, IOError } from '../../../errors.js';
+import { asIOError, ClosedError, InvalidArgumentError, type IOErrorSource } from '../../../errors.js';
 import { deliveryId } from '../../delivery-id.js';
 import { parseSeqCursor } from '../seq-cursor.js';
 import type { ClaimRequest, Claimed, ConsumerGroup, KillOptions, MessagePage, PurgePolicy, QueueStats, StartFrom, Store, StoredMessage } from '../../types.js';
@@ -97,17 +97,11 @@ function toMessage(r: ClaimRow): StoredMessage {
 }
 
 /**
- * Driver and server errors become `IOError`s with the original as `cause`;
- * `transient` says whether a retry can help (by SQLSTATE, see `../transient.ts`).
+ * How driver and server errors become `IOError`s with the original as
+ * `cause`: `transient` says whether a retry can help (by SQLSTATE, see
+ * `../transient.ts`).
  */
-function wrap(err: unknown, what: string): FerryError {
-  if (err instanceof FerryError) return err;
-  const e = err as { message?: string; code?: string };
-  return new IOError(`postgres store: ${what} failed: ${e?.message ?? String(err)}${e?.code ? ` (${e.code})` : ''}`, {
-    cause: err,
-    transient: postgresTransient(err),
-  });
-}
+const SOURCE: IOErrorSource = { name: 'postgres store', withCode: true, transient: postgresTransient };
 
 /** The error of a call whose `signal` aborted: the queue's close deadline passed. */
 function aborted(what: string): ClosedError {
@@ -199,7 +193,7 @@ export class PostgresStore implements Store {
       await migrate(pool, schema, quoted);
     } catch (err) {
       if (ownsPool) await pool.end().catch(() => undefined);
-      throw wrap(err, `opening schema ${schema}`);
+      throw asIOError(`opening schema ${schema}`, err, SOURCE);
     }
     return new PostgresStore(Driver, pool, ownsPool, schema, quoted, timeouts);
   }
@@ -300,7 +294,7 @@ export class PostgresStore implements Store {
         throw err;
       }
     } catch (err) {
-      throw wrap(err, what);
+      throw asIOError(what, err, SOURCE);
     } finally {
       if (onAbort) signal!.removeEventListener('abort', onAbort);
     }

@@ -1,0 +1,74 @@
+/**
+ * What both kinds of `ferry drain` share, whatever the directory holds (a
+ * DiskQueue in drain.ts, a spool in drain-spool.ts): the options, and how
+ * records are handed on, to stdout or to `--exec`, with the error that says
+ * a delivery failed and its records stay queued.
+ */
+import { spawn } from 'node:child_process';
+import { describe, BATCH_BYTES } from './common.js';
+import { encodeRecords, type Framing } from './framing.js';
+
+/** Options of `ferry drain`, as parsed from the command line. */
+export interface DrainOptions {
+  raw?: boolean;
+  exec?: string;
+  execBatch?: number;
+  max?: number;
+  follow?: boolean;
+  pollMs?: number;
+  /** Most records per stdout write. */
+  batch?: number;
+  lockTimeout?: number;
+  quiet?: boolean;
+}
+
+/** Default records per stdout write. */
+export const DEFAULT_DRAIN_BATCH = 8192;
+/** Default idle poll interval of `--follow`, ms. */
+export const DEFAULT_POLL_MS = 500;
+/** Exit status after SIGINT/SIGTERM stopped a drain that was not following. */
+export const EXIT_INTERRUPTED = 130;
+
+/** A delivery did not succeed; its records stay queued. */
+export class DeliveryError extends Error {}
+
+export function writeStdout(buf: Buffer): Promise<void> {
+  return new Promise((resolve, reject) => {
+    process.stdout.write(buf, (err) => (err ? reject(new DeliveryError(`cannot write to stdout: ${describe(err)}`)) : resolve()));
+  });
+}
+
+/** Runs `sh -c cmd` with `input` as its whole stdin; resolves when it exits 0. */
+export function runCommand(cmd: string, input: Uint8Array): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const child = spawn('/bin/sh', ['-c', cmd], { stdio: ['pipe', 'inherit', 'inherit'] });
+    // A command that does not read all its input closes the pipe early; only
+    // its exit status decides whether the delivery succeeded.
+    child.stdin.on('error', () => {});
+    child.on('error', (err) => reject(new DeliveryError(`cannot run /bin/sh: ${describe(err)}`)));
+    child.on('close', (code, signal) => {
+      if (code === 0) resolve();
+      else reject(new DeliveryError(`--exec command ${signal ? `was killed by ${signal}` : `exited with status ${code}`}`));
+    });
+    child.stdin.end(input);
+  });
+}
+
+/**
+ * How `ferry drain` hands records on, whatever the directory holds: to stdout
+ * (framed, `--batch` records per write) or to `--exec` (one record per run,
+ * or `--exec-batch` records framed on its stdin).
+ */
+export function deliveryPlan(o: DrainOptions): { deliver: (records: Uint8Array[]) => Promise<void>; perDelivery: number; byteLimit: number } {
+  const framing: Framing = o.raw ? 'raw' : 'lines';
+  const deliver = o.exec === undefined
+    ? (records: Uint8Array[]) => writeStdout(encodeRecords(records, framing))
+    : o.execBatch === undefined
+      ? (records: Uint8Array[]) => runCommand(o.exec!, records[0]!)
+      : (records: Uint8Array[]) => runCommand(o.exec!, encodeRecords(records, framing));
+  return {
+    deliver,
+    perDelivery: o.exec === undefined ? (o.batch ?? DEFAULT_DRAIN_BATCH) : (o.execBatch ?? 1),
+    byteLimit: o.exec === undefined ? BATCH_BYTES : Infinity,
+  };
+}
