@@ -15,8 +15,9 @@
  * ReplacingMergeTree, and every read takes each key's latest version
  * (`argMax(column, ver)`), so background merges never change what is read.
  * Purged rows get a tombstone version. Leases and due times are milliseconds
- * on the server's clock (see clock.ts). The statements live in `sql/`.
- * This file holds the store's operations; the connection, its
+ * on the server's clock (see clock.ts). The statements live in `sql/`, the
+ * schema in numbered migrations (`migrations/`, applied on open by
+ * migrate.ts). This file holds the store's operations; the connection, its
  * locking and clock are in connection.ts, claims and fenced writes in claim.ts.
  */
 import { EventEmitter } from 'node:events';
@@ -30,10 +31,10 @@ import { parseSeqCursor } from '../seq-cursor.js';
 import { Claims } from './claim.js';
 import { Connection, loadDriver, serverClock, SETTINGS, topicKey, wrap } from './connection.js';
 import type { SqlValue } from './escape.js';
+import { migrate } from './migrate.js';
 import { ACKED, DEAD, deliveryValues, messageValues, PENDING, PURGED, toMessage } from './rows.js';
 import type { DeliveryRow, MessageRecord } from './rows.js';
-import { quoteDatabase, render, splitStatements, statements } from './sql.js';
-import type { StatementName } from './sql.js';
+import { quoteDatabase, statements } from './sql.js';
 
 /** Options of `ClickHouseStore.open`. */
 export interface ClickHouseStoreOptions {
@@ -101,8 +102,9 @@ export class ClickHouseStore implements Store {
   }
 
   /**
-   * Connects, creates the database and tables when missing, and calibrates
-   * the server clock (up to 1.5 s, once per endpoint and process).
+   * Connects, creates the database when missing, applies the migrations it
+   * has not recorded (migrate.ts), and calibrates the server clock (up to
+   * 1.5 s, once per endpoint and process).
    *
    * @throws InvalidArgumentError neither or both of `url` and `client`, a bad database name or `lockTtlMs`.
    * @throws IOError the server is unreachable or refuses the schema.
@@ -111,7 +113,8 @@ export class ClickHouseStore implements Store {
     const hasUrl = typeof opts?.url === 'string' && opts.url !== '';
     if (hasUrl === (opts?.client !== undefined)) throw new InvalidArgumentError('clickhouse store needs exactly one of url and client');
     const db = opts.database ?? 'ferry';
-    const sql = statements(quoteDatabase(db));
+    const quoted = quoteDatabase(db);
+    const sql = statements(quoted);
     const lockTtlMs = opts.lockTtlMs ?? DEFAULT_LOCK_TTL_MS;
     if (!Number.isInteger(lockTtlMs) || lockTtlMs < 100 || lockTtlMs > MAX_TIMER_MS) throw new InvalidArgumentError(`clickhouse store: lockTtlMs must be an integer from 100 to ${MAX_TIMER_MS}`);
     if (opts.locker !== undefined && typeof opts.locker?.acquire !== 'function') throw new InvalidArgumentError('clickhouse store: locker must have an acquire method');
@@ -133,10 +136,7 @@ export class ClickHouseStore implements Store {
     }
     const owns = opts.client === undefined;
     try {
-      const run = (q: string) => client.command({ query: q, clickhouse_settings: SETTINGS });
-      await run(sql['create-database']);
-      for (const s of splitStatements(sql['create-tables'])) await run(s);
-      await addGroupsDeleted(client, sql, db);
+      await migrate(client, sql, db, quoted);
       const endpoint = hasUrl ? opts.url! : `client:${db}`;
       const clock = await serverClock(endpoint, client, sql);
       return new ClickHouseStore(new Connection(client, db, sql, opts.locker, lockTtlMs, clock), owns, `${endpoint}\n${db}`);
@@ -507,22 +507,4 @@ function byTopic(pairs: Array<[string, string]>): Map<string, string[]> {
     l.push(id);
   }
   return m;
-}
-
-/**
- * Gives a groups table made by an earlier version of the store its `deleted`
- * column. Two opens racing may both try; the loser's error is ignored once
- * the column is there.
- */
-async function addGroupsDeleted(client: ClickHouseClient, sql: Record<StatementName, string>, db: string): Promise<void> {
-  const has = async () => {
-    const rs = await client.query({ query: render(sql['groups-deleted-column'], { db }), format: 'JSONEachRow', clickhouse_settings: SETTINGS });
-    return Number((await rs.json<{ n: string }>())[0]?.n ?? 0) > 0;
-  };
-  if (await has()) return;
-  try {
-    await client.command({ query: sql['add-groups-deleted'], clickhouse_settings: SETTINGS });
-  } catch (err) {
-    if (!(await has())) throw err;
-  }
 }
