@@ -7,7 +7,7 @@
  * consume on ClickHouse): appends, group registrations and purges lock their
  * topics; claims lock their (topic, group), and so do writes fenced on a
  * claim token (ack, retry, kill, extend, release) when a lease they touch is
- * within a second of expiring (see `#fenced`). Without a `locker` the store
+ * within a second of expiring (see claim.ts). Without a `locker` the store
  * uses a process-local one, which serialises this instance only: publishing
  * works, consuming is refused with `NoLockerError` (`canConsume`).
  *
