@@ -12,7 +12,7 @@ import assert from 'node:assert/strict';
 import { spawnSync, type SpawnSyncOptions } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { readmeBlocks } from './readme-blocks.js';
@@ -169,6 +169,13 @@ describe('the packed package, installed into a new project', { timeout: 20 * 60_
     assert.deepEqual(walk(installed).filter((f) => /faulty/.test(f)), []);
     const res = spawnSync(process.execPath, ['--input-type=module', '-e', "await import('ferry/dist/storage/fs.js')"], { cwd: app, encoding: 'utf8', env });
     assert.match(res.stderr, /ERR_PACKAGE_PATH_NOT_EXPORTED/);
+  });
+
+  it("ships every .sql file of the sources beside its compiled module (the stores' statements and numbered migrations)", () => {
+    const sqlUnder = (dir: string) => walk(dir).filter((f) => f.endsWith('.sql')).map((f) => relative(dir, f)).sort();
+    const sources = sqlUnder(join(root, 'src'));
+    assert.ok(sources.some((f) => f.startsWith(join('queue', 'stores', 'clickhouse', 'migrations'))), sources.join('\n'));
+    assert.deepEqual(sqlUnder(join(installed, 'dist')), sources);
   });
 
   it('ships declarations without @internal members', () => {
