@@ -1,6 +1,7 @@
 #!/usr/bin/env node
-// tsc copies only what it compiles. The Postgres store reads its .sql files
-// from beside its compiled module, and the dashboard serves its page files
+// tsc copies only what it compiles. The Postgres and ClickHouse stores read
+// their .sql files (statements and numbered migrations) from beside their
+// compiled modules, and the dashboard serves its page files
 // (src/dashboard/page/) from beside its own: mirror both into dist/.
 import { copyFileSync, mkdirSync, readdirSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';

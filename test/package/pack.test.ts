@@ -14,7 +14,7 @@ import assert from 'node:assert/strict';
 import { spawnSync, type SpawnSyncOptions } from 'node:child_process';
 import { cpSync, existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join } from 'node:path';
+import { join, relative } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { ENTRY_POINTS } from './exports.js';
@@ -180,6 +180,13 @@ describe('the packed package, installed into a new project', { timeout: 20 * 60_
     const out = run(process.execPath, ['--input-type=module', '-e', script], { cwd: app });
     const found = Object.fromEntries(out.trim().split('\n').map((l) => JSON.parse(l) as [string, string[]]));
     for (const e of entries) assert.deepEqual(found[e], ENTRY_POINTS[e]!.values, e);
+  });
+
+  it("ships every .sql file of the sources beside its compiled module (the stores' statements and numbered migrations)", () => {
+    const sqlUnder = (dir: string) => walk(dir).filter((f) => f.endsWith('.sql')).map((f) => relative(dir, f)).sort();
+    const sources = sqlUnder(join(root, 'src'));
+    assert.ok(sources.some((f) => f.startsWith(join('queue', 'stores', 'clickhouse', 'migrations'))), sources.join('\n'));
+    assert.deepEqual(sqlUnder(join(installed, 'dist')), sources);
   });
 
   it('ships declarations without @internal members', () => {

@@ -1,11 +1,12 @@
 /**
  * The ClickHouse store's statements, read from `sql/` beside this module (one
- * file per statement, named by what it does). A file names its database
+ * file per statement, named by what it does), and its numbered migrations,
+ * read from `migrations/` (`NNN_name.sql`, see migrate.ts). A file names its database
  * `__DB__` and its values `{name}`; `render` replaces the first with the
  * validated, back-quoted database name and each value with `literal(value)`,
  * the one audited escaping function (escape.ts). Nothing else reaches the SQL.
  */
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 import { InvalidArgumentError } from '../../../errors.js';
 import { literal, tuple } from './escape.js';
 import type { SqlValue } from './escape.js';
@@ -23,7 +24,10 @@ export function quoteDatabase(name: string): string {
 
 export const STATEMENTS = [
   'create-database',
-  'create-tables',
+  'create-migrations',
+  'schema-version',
+  'insert-migration',
+  'column-exists',
   'server-version',
   'server-seconds',
   'server-milliseconds',
@@ -50,8 +54,6 @@ export const STATEMENTS = [
   'tombstone-acked-of-messages',
   'tombstone-messages',
   'janitor-holder',
-  'groups-deleted-column',
-  'add-groups-deleted',
   'list-groups',
   'list-messages',
   'tombstone-group-deliveries',
@@ -60,6 +62,7 @@ export const STATEMENTS = [
 export type StatementName = (typeof STATEMENTS)[number];
 
 const here = new URL('./sql/', import.meta.url);
+const migrationsDir = new URL('./migrations/', import.meta.url);
 
 /** Drops `--` comment lines (the files' own documentation) so they never reach the server. */
 function stripComments(text: string): string {
@@ -75,6 +78,25 @@ export function statements(quotedDatabase: string): Record<StatementName, string
   const out = {} as Record<StatementName, string>;
   for (const name of STATEMENTS) out[name] = stripComments(readFileSync(new URL(`${name}.sql`, here), 'utf8')).replaceAll('__DB__', quotedDatabase);
   return out;
+}
+
+/** One numbered migration: its version (the file's number), file name and statements, with the database filled in. */
+export interface Migration {
+  version: number;
+  name: string;
+  statements: string[];
+}
+
+/** The migrations in `migrations/`, in version order, with the database filled in. */
+export function migrations(quotedDatabase: string): Migration[] {
+  return readdirSync(migrationsDir)
+    .filter((f) => /^\d+_[a-z0-9_]+\.sql$/.test(f))
+    .sort()
+    .map((f) => ({
+      version: Number.parseInt(f, 10),
+      name: f,
+      statements: splitStatements(stripComments(readFileSync(new URL(f, migrationsDir), 'utf8')).replaceAll('__DB__', quotedDatabase)),
+    }));
 }
 
 const PLACEHOLDER = /\{([a-z_]+)\}/g;

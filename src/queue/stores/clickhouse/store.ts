@@ -7,7 +7,7 @@
  * consume on ClickHouse): appends, group registrations and purges lock their
  * topics; claims lock their (topic, group), and so do writes fenced on a
  * claim token (ack, retry, kill, extend, release) when a lease they touch is
- * within a second of expiring (see `#fenced`). Without a `locker` the store
+ * within a second of expiring (see claim.ts). Without a `locker` the store
  * uses a process-local one, which serialises this instance only: publishing
  * works, consuming is refused with `NoLockerError` (`canConsume`).
  *
@@ -15,27 +15,26 @@
  * ReplacingMergeTree, and every read takes each key's latest version
  * (`argMax(column, ver)`), so background merges never change what is read.
  * Purged rows get a tombstone version. Leases and due times are milliseconds
- * on the server's clock (see clock.ts). The statements live in `sql/`.
+ * on the server's clock (see clock.ts). The statements live in `sql/`, the
+ * schema in numbered migrations (`migrations/`, applied on open by
+ * migrate.ts). This file holds the store's operations; the connection, its
+ * locking and clock are in connection.ts, claims and fenced writes in claim.ts.
  */
-import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import { performance } from 'node:perf_hooks';
 import type { ClickHouseClient } from '@clickhouse/client';
-import { asIOError, ClosedError, FerryError, InvalidArgumentError, IOError, NoLockerError } from '../../../errors.js';
-import { clickhouseTransient } from '../transient.js';
+import { ClosedError, InvalidArgumentError, NoLockerError } from '../../../errors.js';
 import { MAX_TIMER_MS } from '../../options.js';
 import { deliveryId } from '../../delivery-id.js';
-import { ProcessLocker } from '../../lockers/process.js';
-import type { DistributedLocker, HeldLock } from '../../lockers/types.js';
+import type { DistributedLocker } from '../../lockers/types.js';
 import type { Claimed, ClaimRequest, ConsumerGroup, KillOptions, MessagePage, PurgePolicy, QueueStats, StartFrom, Store, StoredMessage } from '../../types.js';
-import { takeClaimable } from '../recovered.js';
 import { parseSeqCursor } from '../seq-cursor.js';
-import { ServerClock } from './clock.js';
+import { Claims } from './claim.js';
+import { Connection, loadDriver, serverClock, SETTINGS, topicKey, wrap } from './connection.js';
 import type { SqlValue } from './escape.js';
-import { ACKED, DEAD, deliveryValues, LEASED, messageValues, PENDING, PURGED, toDeliveryRow, toMessage } from './rows.js';
-import type { DeliveryRecord, DeliveryRow, MessageRecord } from './rows.js';
-import { insertRows, quoteDatabase, render, splitStatements, statements } from './sql.js';
-import type { StatementName } from './sql.js';
+import { migrate } from './migrate.js';
+import { ACKED, DEAD, deliveryValues, messageValues, PENDING, PURGED, toMessage } from './rows.js';
+import type { DeliveryRow, MessageRecord } from './rows.js';
+import { quoteDatabase, statements } from './sql.js';
 
 /** Options of `ClickHouseStore.open`. */
 export interface ClickHouseStoreOptions {
@@ -68,41 +67,8 @@ export interface ClickHouseStoreOptions {
 const DEFAULT_REQUEST_TIMEOUT_MS = 10_000;
 
 const DEFAULT_LOCK_TTL_MS = 30_000;
-/** A fenced write whose leases all have longer than this to run skips the distributed lock (see `#fenced`). */
-const FAST_MARGIN_MS = 1000;
 /** Rows of a backfill page. */
 const BACKFILL_PAGE = 5000;
-/** Re-read the server clock before a locked operation when the last reading is older than this. */
-const CLOCK_REFRESH_MS = 1000;
-/** The server settings every statement runs with: statements carry their values inline, so allow long ones. */
-const SETTINGS = { max_query_size: '268435456' } as const;
-
-/**
- * Driver and server errors become `IOError`s with the original as `cause`;
- * `transient` says whether a retry can help (by the server's error code, see
- * `../transient.ts`).
- */
-function wrap(err: unknown, what: string): FerryError {
-  return asIOError(what, err, { name: 'clickhouse store', firstLine: true, transient: clickhouseTransient });
-}
-
-let driver: Promise<typeof import('@clickhouse/client')> | undefined;
-
-/** Imports `@clickhouse/client` on first use, so importing `ferry/queue` never loads it. */
-function loadDriver(): Promise<typeof import('@clickhouse/client')> {
-  driver ??= import('@clickhouse/client');
-  return driver;
-}
-
-/**
- * The process-wide lock of the fenced-write fast path (see `#fenced`), shared
- * by every store of the process: a claim token is used by the process that
- * claimed it, so its writes never interleave, whichever store handle makes them.
- */
-const processLocks = new ProcessLocker();
-
-/** One calibrated server clock per endpoint and process: stores on one server share it. */
-const clocks = new Map<string, Promise<ServerClock>>();
 
 /**
  * Wake-ups between handles on one database in this process: the event name
@@ -110,10 +76,6 @@ const clocks = new Map<string, Promise<ServerClock>>();
  * wrote. Other processes are not told (they poll).
  */
 const wakeEvents = new EventEmitter().setMaxListeners(0);
-
-/** Lock keys. Topic and group names are `[A-Za-z0-9._-]`, so `/` cannot occur inside one. */
-const topicKey = (db: string, topic: string) => `ferry/${db}/topic/${topic}`;
-const groupKey = (db: string, topic: string, group: string) => `ferry/${db}/group/${topic}/${group}`;
 
 /**
  * A `Store` in a ClickHouse database (queue type `clickhouse`). Safe to share
@@ -123,43 +85,26 @@ const groupKey = (db: string, topic: string, group: string) => `ferry/${db}/grou
  * processes poll). Use `ClickHouseStore.open`.
  */
 export class ClickHouseStore implements Store {
-  readonly #client: ClickHouseClient;
+  readonly #conn: Connection;
+  readonly #claims: Claims;
+  /** Whether the store opened its client (and so closes it). */
   readonly #owns: boolean;
-  readonly #db: string;
-  readonly #sql: Record<StatementName, string>;
-  readonly #locker: DistributedLocker | undefined;
-  readonly #lockOf: DistributedLocker;
-  /** This process's locks, shared by every store in it: fenced writes of one group never interleave within the process. */
-  readonly #local = processLocks;
-  readonly #lockTtlMs: number;
-  readonly #clock: ServerClock;
-  readonly #clockQuery: StatementName;
-  #lastReading = -Infinity;
-  /** Groups whose last claim here found work (see `claim`). */
-  readonly #busy = new Set<string>();
-  #reading: Promise<void> | undefined;
-  #closed = false;
   /** The `wakeEvents` channel of this endpoint and database. */
   readonly #channel: string;
   /** Aborts on close: ends `listen`. */
   readonly #closing = new AbortController();
 
-  private constructor(client: ClickHouseClient, owns: boolean, db: string, sql: Record<StatementName, string>, locker: DistributedLocker | undefined, lockTtlMs: number, clock: ServerClock, channel: string) {
-    this.#channel = channel;
-    this.#client = client;
+  private constructor(conn: Connection, owns: boolean, channel: string) {
+    this.#conn = conn;
+    this.#claims = new Claims(conn);
     this.#owns = owns;
-    this.#db = db;
-    this.#sql = sql;
-    this.#locker = locker;
-    this.#lockOf = locker ?? new ProcessLocker();
-    this.#lockTtlMs = lockTtlMs;
-    this.#clock = clock;
-    this.#clockQuery = clock.resolutionMs === 1 ? 'server-milliseconds' : 'server-seconds';
+    this.#channel = channel;
   }
 
   /**
-   * Connects, creates the database and tables when missing, and calibrates
-   * the server clock (up to 1.5 s, once per endpoint and process).
+   * Connects, creates the database when missing, applies the migrations it
+   * has not recorded (migrate.ts), and calibrates the server clock (up to
+   * 1.5 s, once per endpoint and process).
    *
    * @throws InvalidArgumentError neither or both of `url` and `client`, a bad database name or `lockTtlMs`.
    * @throws IOError the server is unreachable or refuses the schema.
@@ -168,7 +113,8 @@ export class ClickHouseStore implements Store {
     const hasUrl = typeof opts?.url === 'string' && opts.url !== '';
     if (hasUrl === (opts?.client !== undefined)) throw new InvalidArgumentError('clickhouse store needs exactly one of url and client');
     const db = opts.database ?? 'ferry';
-    const sql = statements(quoteDatabase(db));
+    const quoted = quoteDatabase(db);
+    const sql = statements(quoted);
     const lockTtlMs = opts.lockTtlMs ?? DEFAULT_LOCK_TTL_MS;
     if (!Number.isInteger(lockTtlMs) || lockTtlMs < 100 || lockTtlMs > MAX_TIMER_MS) throw new InvalidArgumentError(`clickhouse store: lockTtlMs must be an integer from 100 to ${MAX_TIMER_MS}`);
     if (opts.locker !== undefined && typeof opts.locker?.acquire !== 'function') throw new InvalidArgumentError('clickhouse store: locker must have an acquire method');
@@ -190,18 +136,10 @@ export class ClickHouseStore implements Store {
     }
     const owns = opts.client === undefined;
     try {
-      const run = (q: string) => client.command({ query: q, clickhouse_settings: SETTINGS });
-      await run(sql['create-database']);
-      for (const s of splitStatements(sql['create-tables'])) await run(s);
-      await addGroupsDeleted(client, sql, db);
+      await migrate(client, sql, db, quoted);
       const endpoint = hasUrl ? opts.url! : `client:${db}`;
-      let clock = clocks.get(endpoint);
-      if (!clock) {
-        clock = calibrated(client, sql);
-        clocks.set(endpoint, clock);
-        clock.catch(() => clocks.delete(endpoint));
-      }
-      return new ClickHouseStore(client, owns, db, sql, opts.locker, lockTtlMs, await clock, `${endpoint}\n${db}`);
+      const clock = await serverClock(endpoint, client, sql);
+      return new ClickHouseStore(new Connection(client, db, sql, opts.locker, lockTtlMs, clock), owns, `${endpoint}\n${db}`);
     } catch (err) {
       if (owns) await client.close().catch(() => undefined);
       throw wrap(err, `opening database ${db}`);
@@ -210,97 +148,29 @@ export class ClickHouseStore implements Store {
 
   /** The database this store uses. */
   get database(): string {
-    return this.#db;
+    return this.#conn.db;
   }
 
   /** Refuses to consume without a shared locker: claims and fenced writes would race across instances. */
   canConsume(): void {
-    if (!this.#locker) throw new NoLockerError('clickhouse store: consuming needs a distributed locker shared by every instance (the store was opened without `locker`)');
-  }
-
-  #assertOpen(): void {
-    if (this.#closed) throw new ClosedError('clickhouse store is closed');
-  }
-
-  async #rows<R>(name: StatementName, values: Record<string, SqlValue> = {}): Promise<R[]> {
-    this.#assertOpen();
-    try {
-      const rs = await this.#client.query({ query: render(this.#sql[name], values), format: 'JSONEachRow', clickhouse_settings: SETTINGS });
-      return await rs.json<R>();
-    } catch (err) {
-      throw wrap(err, name);
-    }
-  }
-
-  async #exec(name: StatementName, text: string): Promise<void> {
-    this.#assertOpen();
-    try {
-      await this.#client.command({ query: text, clickhouse_settings: SETTINGS });
-    } catch (err) {
-      throw wrap(err, name);
-    }
-  }
-
-  async #insert(name: StatementName, rows: SqlValue[][]): Promise<void> {
-    if (rows.length > 0) await this.#exec(name, insertRows(this.#sql[name], rows));
-  }
-
-  /**
-   * The server time in ms. When the last reading of the server clock is over
-   * a second old, another is taken in the background (one at a time): the
-   * estimate is already calibrated, so no operation waits for it.
-   */
-  async #now(): Promise<number> {
-    if (performance.now() - this.#lastReading > CLOCK_REFRESH_MS && !this.#reading) {
-      this.#lastReading = performance.now();
-      const t0 = performance.now();
-      this.#reading = this.#rows<{ reading: string }>(this.#clockQuery)
-        .then(([r]) => this.#clock.observe(Number(r!.reading), t0, performance.now()))
-        .catch(() => undefined)
-        .finally(() => (this.#reading = undefined));
-    }
-    return this.#clock.now();
-  }
-
-  /**
-   * Runs `fn` holding the locks of `keys` (taken in sorted order, so two
-   * callers never wait on each other in a cycle), with the server time read
-   * after the last lock was taken.
-   */
-  async #locked<T>(keys: string[], fn: (now: number, held: () => void) => Promise<T>): Promise<T> {
-    this.#assertOpen();
-    const sorted = [...new Set(keys)].sort();
-    const locks: HeldLock[] = [];
-    try {
-      for (const k of sorted) locks.push(await this.#lockOf.acquire(k, this.#lockTtlMs));
-      // Called before each write: a write made after a lock lapsed could race
-      // the next holder, so the operation fails instead (the engine retries).
-      const margin = Math.min(1000, this.#lockTtlMs / 10);
-      const held = () => {
-        const t = performance.now();
-        for (const l of locks) if (t > l.expiresAt - margin) throw new IOError(`clickhouse store: lock ${l.key} is about to lapse; operation abandoned before writing`);
-      };
-      return await fn(await this.#now(), held);
-    } finally {
-      for (const l of locks.reverse()) await l.release().catch(() => undefined);
-    }
+    if (!this.#conn.locker) throw new NoLockerError('clickhouse store: consuming needs a distributed locker shared by every instance (the store was opened without `locker`)');
   }
 
   async ensureGroup(topic: string, group: string, startFrom: StartFrom): Promise<void> {
-    await this.#locked([topicKey(this.#db, topic)], async (now, held) => {
-      const [reg] = await this.#rows<{ l_deleted: number; l_ver: string }>('group-exists', { topic, grp: group });
+    await this.#conn.locked([topicKey(this.#conn.db, topic)], async (now, held) => {
+      const [reg] = await this.#conn.rows<{ l_deleted: number; l_ver: string }>('group-exists', { topic, grp: group });
       if (reg && Number(reg.l_deleted) === 0) return;
       if (startFrom === 'earliest') {
         // Deliveries a failed earlier registration left keep their state;
         // purged ones (a removed group's) are made anew above their tombstone.
         const have = new Map(
-          (await this.#rows<{ delivery_id: string; l_state: number; l_ver: string }>('group-delivery-ids', { topic, grp: group })).map((r) => [
+          (await this.#conn.rows<{ delivery_id: string; l_state: number; l_ver: string }>('group-delivery-ids', { topic, grp: group })).map((r) => [
             r.delivery_id,
             { purged: Number(r.l_state) === PURGED, ver: Number(r.l_ver) },
           ]),
         );
         for (let after = 0; ; ) {
-          const page = await this.#rows<{ id: string; l_seq: string; l_key: string | null; l_deliver_at: string | null }>('backfill-page', { topic, after, limit: BACKFILL_PAGE });
+          const page = await this.#conn.rows<{ id: string; l_seq: string; l_key: string | null; l_deliver_at: string | null }>('backfill-page', { topic, after, limit: BACKFILL_PAGE });
           if (page.length === 0) break;
           const rows: SqlValue[][] = [];
           for (const m of page) {
@@ -312,29 +182,29 @@ export class ClickHouseStore implements Store {
             rows.push(deliveryValues(d));
           }
           held();
-          await this.#insert('insert-deliveries', rows);
+          await this.#conn.insert('insert-deliveries', rows);
           after = Number(page[page.length - 1]!.l_seq);
           if (page.length < BACKFILL_PAGE) break;
         }
       }
       held();
       // Last: the registration commits the group (above a removal's version).
-      await this.#insert('insert-groups', [[topic, group, now, 0, Math.max(now * 1000, Number(reg?.l_ver ?? 0) + 1)]]);
+      await this.#conn.insert('insert-groups', [[topic, group, now, 0, Math.max(now * 1000, Number(reg?.l_ver ?? 0) + 1)]]);
     });
   }
 
   async append(msgs: StoredMessage[]): Promise<void> {
-    this.#assertOpen();
+    this.#conn.assertOpen();
     if (msgs.length === 0) return;
     const unique: StoredMessage[] = [];
     const seen = new Set<string>();
     for (const m of msgs) if (!seen.has(m.id)) (seen.add(m.id), unique.push(m));
     const topics = [...new Set(unique.map((m) => m.topic))];
-    await this.#locked(topics.map((t) => topicKey(this.#db, t)), async (now, held) => {
+    await this.#conn.locked(topics.map((t) => topicKey(this.#conn.db, t)), async (now, held) => {
       const [seqs, groups, existing] = await Promise.all([
-        this.#rows<{ topic: string; l_next_seq: string }>('topic-sequences', { topics }),
-        this.#rows<{ topic: string; grp: string }>('groups-of', { topics }),
-        this.#rows<{ id: string }>('live-message-ids', { topics, ids: unique.map((m) => m.id) }),
+        this.#conn.rows<{ topic: string; l_next_seq: string }>('topic-sequences', { topics }),
+        this.#conn.rows<{ topic: string; grp: string }>('groups-of', { topics }),
+        this.#conn.rows<{ id: string }>('live-message-ids', { topics, ids: unique.map((m) => m.id) }),
       ]);
       const exists = new Set(existing.map((r) => r.id));
       const fresh = unique.filter((m) => !exists.has(m.id));
@@ -364,11 +234,11 @@ export class ClickHouseStore implements Store {
       // leaves a gap, and deliveries no claim hands out), then the messages:
       // a message row is the commit point.
       await Promise.all([
-        this.#insert('insert-topics', [...touched].map((t) => [t, next.get(t)!, next.get(t)!])),
-        this.#insert('insert-deliveries', deliveryRows),
+        this.#conn.insert('insert-topics', [...touched].map((t) => [t, next.get(t)!, next.get(t)!])),
+        this.#conn.insert('insert-deliveries', deliveryRows),
       ]);
       held();
-      await this.#insert('insert-messages', messageRows);
+      await this.#conn.insert('insert-messages', messageRows);
       this.#notify(touched);
     });
   }
@@ -381,7 +251,7 @@ export class ClickHouseStore implements Store {
    * behind the server (a coarse server clock reads late).
    */
   #serverTime(deliverAt: number): number {
-    return Math.max(1, this.#clock.now() + (deliverAt - Date.now()));
+    return Math.max(1, this.#conn.clock.now() + (deliverAt - Date.now()));
   }
 
   /** Tells other handles on this database in this process that `topics` may have claimable work. */
@@ -396,220 +266,55 @@ export class ClickHouseStore implements Store {
     this.#notify(cs.filter((c) => ids.has(c.deliveryId) && (!keyedOnly || c.message.key !== undefined)).map((c) => c.message.topic));
   }
 
-  async #claim(req: ClaimRequest): Promise<Claimed[]> {
-    const due = async (now: number) => {
-      const live = (await this.#rows<DeliveryRecord>('live-deliveries', { topic: req.topic, grp: req.group })).map((r) => toDeliveryRow(req.topic, req.group, r));
-      let limit = req.max;
-      if (req.maxInFlight > 0) {
-        const inFlight = live.filter((d) => d.state === LEASED && d.leaseUntil > now).length;
-        limit = Math.min(limit, req.maxInFlight - inFlight);
-      }
-      // A delivery whose lease expired is claimed alone (recovered.ts).
-      return limit > 0 ? takeClaimable(pickDue(live, now, limit), (d) => d.state === LEASED) : [];
-    };
-    // When the group's last claim here found nothing, look without the lock
-    // first: a claim that finds nothing due is the same as one made a moment
-    // earlier, and idle pollers then never hold up the group's heartbeats and
-    // acks. While claims find work, they go straight to the lock.
-    this.#assertOpen();
-    const key = groupKey(this.#db, req.topic, req.group);
-    if (!this.#busy.has(key) && (await due(await this.#now())).length === 0) return [];
-    return this.#locked([key], async (now, held) => {
-      const picked = await due(now);
-      if (picked.length === 0) this.#busy.delete(key);
-      else if (this.#busy.size < 10_000) this.#busy.add(key);
-      if (picked.length === 0) return [];
-      const messages = new Map(
-        (await this.#rows<MessageRecord>('messages-by-id', { topic: req.topic, ids: picked.map((d) => d.messageId) })).map((r) => [r.id, toMessage(req.topic, r)]),
-      );
-      const writes: SqlValue[][] = [];
-      const out: Claimed[] = [];
-      // Leases start now, as the rows are written, not when the lock was taken:
-      // the reads above would otherwise eat into a short lease.
-      const leaseFrom = Math.max(now, this.#clock.now());
-      for (const d of picked) {
-        const message = messages.get(d.messageId);
-        if (!message) {
-          // No message row: its append has not committed. One older than a
-          // lock's lifetime never will (its appender failed or died), so the
-          // delivery is purged and its lane moves on; a younger one waits.
-          if (now - d.ver / 1000 > 2 * this.#lockTtlMs) writes.push(deliveryValues({ ...d, state: PURGED, ver: d.ver + 1 }));
-          continue;
-        }
-        const token = randomUUID();
-        // ver + 2: a fenced write racing this claim writes ver + 1 and loses (see #fenced).
-        writes.push(deliveryValues({ ...d, state: LEASED, attempt: d.attempt + 1, token, holder: req.runnerId, leaseUntil: leaseFrom + Math.ceil(req.leaseMs), ver: d.ver + 2 }));
-        const c: Claimed = { deliveryId: d.deliveryId, claimToken: token, group: req.group, attempt: d.attempt + 1, message };
-        if (d.state === LEASED) c.recovered = true;
-        out.push(c);
-      }
-      held();
-      await this.#insert('insert-deliveries', writes);
-      return out;
-    });
-  }
-
-  /**
-   * Runs a fenced write for `cs`: per (topic, group), reads the latest
-   * versions, keeps the claims whose delivery is still leased under their
-   * token, and writes `next(row)` for each. Resolves with the IDs of the
-   * claims that were held, in the order of `cs`.
-   *
-   * Only a claim can race a fenced write (nothing else writes a leased row,
-   * and one token has one holder), and a claim takes a leased row only once
-   * its lease has expired. So while every lease involved has more than
-   * `FAST_MARGIN_MS` to run, the write needs no distributed lock, only this
-   * process's lock on the group (its own heartbeats and acks of one delivery
-   * must not interleave; a claim token is only ever used by the process that
-   * claimed it, as the engine does). Closer to expiry, it runs under the group's
-   * distributed lock like a claim. Should a fast write still land after a
-   * claim read the row (a stall longer than the margin), the claim's version
-   * is the larger (`ver + 2` against `ver + 1`) and wins: the lease was lost,
-   * as it would have been had the write come later. So a write answered less
-   * than half the margin before its lease's end (or after the distributed
-   * lock lapsed) is reported held only once a read under the group's lock
-   * finds it still the latest version.
-   */
-  async #fenced(what: string, cs: Claimed[], next: (d: DeliveryRow, now: number) => DeliveryRow): Promise<string[]> {
-    this.#assertOpen();
-    const byGroup = new Map<string, { topic: string; group: string; cs: Claimed[] }>();
-    for (const c of cs) {
-      const k = `${c.message.topic}/${c.group}`;
-      let e = byGroup.get(k);
-      if (!e) byGroup.set(k, (e = { topic: c.message.topic, group: c.group, cs: [] }));
-      e.cs.push(c);
-    }
-    const held = new Set<Claimed>();
-    for (const { topic, group, cs: mine } of byGroup.values()) {
-      const key = groupKey(this.#db, topic, group);
-      // Reads the rows and, when `fast` allows it, writes the next versions; false when the slow path must run.
-      const attempt = async (now: number, guard: () => void, fast: boolean): Promise<boolean> => {
-        const rows = await this.#rows<DeliveryRecord>('deliveries-by-id', { topic, grp: group, ids: [...new Set(mine.map((c) => c.deliveryId))] });
-        const current = new Map(rows.map((r) => [r.delivery_id, toDeliveryRow(topic, group, r)]));
-        const writes: SqlValue[][] = [];
-        const written = new Set<string>();
-        const mineHeld: Claimed[] = [];
-        let soonest = Infinity;
-        for (const c of mine) {
-          const d = current.get(c.deliveryId);
-          if (!d || d.state !== LEASED || d.token !== c.claimToken) continue;
-          mineHeld.push(c);
-          soonest = Math.min(soonest, d.leaseUntil);
-          if (written.has(d.deliveryId)) continue;
-          written.add(d.deliveryId);
-          writes.push(deliveryValues({ ...next(d, now), ver: d.ver + 1 }));
-        }
-        if (fast && soonest - this.#clock.now() <= FAST_MARGIN_MS) return false;
-        guard();
-        await this.#insert('insert-deliveries', writes);
-        // A write answered close to a lease's end, without the group's lock
-        // (fast) or after it lapsed, may have landed after a claim read the
-        // row, and lost to it (the claim's version is the larger): it is held
-        // only if it is still the latest version, checked under the group's
-        // lock, where no claim runs.
-        let lockHeld = !fast;
-        if (!fast) {
-          try {
-            guard();
-          } catch {
-            lockHeld = false;
-          }
-        }
-        if (!lockHeld && soonest - this.#clock.now() <= FAST_MARGIN_MS / 2) {
-          for (const c of mineHeld) unsure.set(c, current.get(c.deliveryId)!.ver + 1);
-          return true;
-        }
-        for (const c of mineHeld) held.add(c);
-        return true;
-      };
-      const unsure = new Map<Claimed, number>();
-      try {
-        const local = await this.#local.acquire(key, this.#lockTtlMs);
-        try {
-          if (await attempt(await this.#now(), () => undefined, true) && unsure.size === 0) continue;
-        } finally {
-          await local.release();
-        }
-        const verify = () =>
-          this.#locked([key], async () => {
-            const local = await this.#local.acquire(key, this.#lockTtlMs);
-            try {
-              const rows = await this.#rows<DeliveryRecord>('deliveries-by-id', { topic, grp: group, ids: [...new Set([...unsure.keys()].map((c) => c.deliveryId))] });
-              const latest = new Map(rows.map((r) => [r.delivery_id, toDeliveryRow(topic, group, r).ver]));
-              for (const [c, ver] of unsure) if (latest.get(c.deliveryId) === ver) held.add(c);
-            } finally {
-              await local.release();
-            }
-          });
-        if (unsure.size > 0) {
-          await verify();
-          continue;
-        }
-        await this.#locked([key], async (now, guard) => {
-          const local = await this.#local.acquire(key, this.#lockTtlMs);
-          try {
-            await attempt(now, guard, false);
-          } finally {
-            await local.release();
-          }
-        });
-        if (unsure.size > 0) await verify();
-      } catch (err) {
-        throw wrap(err, what);
-      }
-    }
-    return cs.filter((c) => held.has(c)).map((c) => c.deliveryId);
-  }
-
   async #ack(cs: Claimed[]): Promise<string[]> {
-    const held = await this.#fenced('ack', cs, (d, now) => ({ ...d, state: ACKED, finishedAt: now, leaseUntil: 0 }));
+    const held = await this.#claims.fenced('ack', cs, (d, now) => ({ ...d, state: ACKED, finishedAt: now, leaseUntil: 0 }));
     this.#notifyKeyed(cs, held, true);
     return held;
   }
 
   async #retry(c: Claimed, backoffMs: number, lastError: string): Promise<boolean> {
-    const held = await this.#fenced('retry', [c], (d, now) => ({ ...d, state: PENDING, availableAt: now + Math.ceil(backoffMs), lastError, token: '', holder: '', leaseUntil: 0 }));
+    const held = await this.#claims.fenced('retry', [c], (d, now) => ({ ...d, state: PENDING, availableAt: now + Math.ceil(backoffMs), lastError, token: '', holder: '', leaseUntil: 0 }));
     return held.length === 1;
   }
 
   /** With `opts.unrun` the claim's attempt is taken back, as `release` does: it ran no handler. */
   async #kill(c: Claimed, lastError: string, opts?: KillOptions): Promise<boolean> {
     const unrun = opts?.unrun === true;
-    const held = await this.#fenced('kill', [c], (d, now) => ({ ...d, state: DEAD, attempt: unrun ? Math.max(0, d.attempt - 1) : d.attempt, finishedAt: now, lastError, leaseUntil: 0 }));
+    const held = await this.#claims.fenced('kill', [c], (d, now) => ({ ...d, state: DEAD, attempt: unrun ? Math.max(0, d.attempt - 1) : d.attempt, finishedAt: now, lastError, leaseUntil: 0 }));
     this.#notifyKeyed([c], held, true);
     return held.length === 1;
   }
 
   #extend(cs: Claimed[], leaseMs: number): Promise<string[]> {
-    return this.#fenced('extend', cs, (d, now) => ({ ...d, leaseUntil: now + Math.ceil(leaseMs) }));
+    return this.#claims.fenced('extend', cs, (d, now) => ({ ...d, leaseUntil: now + Math.ceil(leaseMs) }));
   }
 
   async #release(cs: Claimed[]): Promise<void> {
-    const held = await this.#fenced('release', cs, (d) => ({ ...d, state: PENDING, attempt: Math.max(0, d.attempt - 1), token: '', holder: '', leaseUntil: 0 }));
+    const held = await this.#claims.fenced('release', cs, (d) => ({ ...d, state: PENDING, attempt: Math.max(0, d.attempt - 1), token: '', holder: '', leaseUntil: 0 }));
     this.#notifyKeyed(cs, held, false);
   }
 
   async #purge(policy: PurgePolicy, batch: number): Promise<number> {
-    const now = await this.#now();
+    const now = await this.#conn.now();
     let removed = 0;
     // Dead rows first: a message whose dead row goes now may then be finished.
-    const dead = await this.#rows<{ topic: string; delivery_id: string }>('purge-dead-candidates', { cutoff: Math.max(0, now - Math.floor(policy.deadRetentionMs)), batch });
+    const dead = await this.#conn.rows<{ topic: string; delivery_id: string }>('purge-dead-candidates', { cutoff: Math.max(0, now - Math.floor(policy.deadRetentionMs)), batch });
     for (const [topic, ids] of byTopic(dead.map((r) => [r.topic, r.delivery_id]))) {
-      await this.#locked([topicKey(this.#db, topic)], async (_now, held) => {
+      await this.#conn.locked([topicKey(this.#conn.db, topic)], async (_now, held) => {
         held();
-        await this.#exec('tombstone-dead', render(this.#sql['tombstone-dead'], { topic, ids }));
+        await this.#conn.exec('tombstone-dead', { topic, ids });
       });
       removed += ids.length;
     }
     const cutoff = Math.max(0, now - Math.floor(policy.ackedRetentionMs));
-    const done = await this.#rows<{ topic: string; id: string }>('purge-message-candidates', { cutoff, batch });
+    const done = await this.#conn.rows<{ topic: string; id: string }>('purge-message-candidates', { cutoff, batch });
     for (const [topic, candidates] of byTopic(done.map((r) => [r.topic, r.id]))) {
-      await this.#locked([topicKey(this.#db, topic)], async (_now, held) => {
-        const ids = (await this.#rows<{ id: string }>('purge-messages-recheck', { topic, ids: candidates, cutoff })).map((r) => r.id);
+      await this.#conn.locked([topicKey(this.#conn.db, topic)], async (_now, held) => {
+        const ids = (await this.#conn.rows<{ id: string }>('purge-messages-recheck', { topic, ids: candidates, cutoff })).map((r) => r.id);
         if (ids.length === 0) return;
         held();
-        await this.#exec('tombstone-acked-of-messages', render(this.#sql['tombstone-acked-of-messages'], { topic, ids }));
-        await this.#exec('tombstone-messages', render(this.#sql['tombstone-messages'], { topic, ids }));
+        await this.#conn.exec('tombstone-acked-of-messages', { topic, ids });
+        await this.#conn.exec('tombstone-messages', { topic, ids });
         removed += ids.length;
       });
     }
@@ -617,8 +322,8 @@ export class ClickHouseStore implements Store {
   }
 
   async #stats(topic: string, group: string): Promise<QueueStats> {
-    const now = await this.#now();
-    const [r] = await this.#rows<{ live: string; leased: string; dead: string; due: string; oldest_due: string }>('stats', { topic, grp: group, now });
+    const now = await this.#conn.now();
+    const [r] = await this.#conn.rows<{ live: string; leased: string; dead: string; due: string; oldest_due: string }>('stats', { topic, grp: group, now });
     const live = Number(r!.live);
     const leased = Number(r!.leased);
     const oldestPendingAgeMs = Number(r!.due) > 0 ? Math.max(0, now - Number(r!.oldest_due)) : 0;
@@ -632,26 +337,26 @@ export class ClickHouseStore implements Store {
    * finishes the job.
    */
   async removeGroup(topic: string, group: string): Promise<boolean> {
-    return this.#locked([topicKey(this.#db, topic)], async (now, held) => {
-      const [reg] = await this.#rows<{ l_deleted: number; l_ver: string }>('group-exists', { topic, grp: group });
+    return this.#conn.locked([topicKey(this.#conn.db, topic)], async (now, held) => {
+      const [reg] = await this.#conn.rows<{ l_deleted: number; l_ver: string }>('group-exists', { topic, grp: group });
       held();
-      await this.#exec('tombstone-group-deliveries', render(this.#sql['tombstone-group-deliveries'], { topic, grp: group }));
+      await this.#conn.exec('tombstone-group-deliveries', { topic, grp: group });
       if (!reg || Number(reg.l_deleted) !== 0) return false;
       held();
-      await this.#insert('insert-groups', [[topic, group, now, 1, Math.max(now * 1000, Number(reg.l_ver) + 1)]]);
+      await this.#conn.insert('insert-groups', [[topic, group, now, 1, Math.max(now * 1000, Number(reg.l_ver) + 1)]]);
       return true;
     });
   }
 
   async listGroups(topic?: string): Promise<ConsumerGroup[]> {
-    const rows = await this.#rows<{ topic: string; grp: string }>('list-groups', { all: topic === undefined ? 1 : 0, topic: topic ?? '' });
+    const rows = await this.#conn.rows<{ topic: string; grp: string }>('list-groups', { all: topic === undefined ? 1 : 0, topic: topic ?? '' });
     return rows.map((r) => ({ topic: r.topic, group: r.grp }));
   }
 
   async listMessages(topic: string, page: { after?: string; limit: number }): Promise<MessagePage> {
     const after = parseSeqCursor(page.after);
     // One row more than asked tells whether another page follows.
-    const rows = await this.#rows<MessageRecord>('list-messages', { topic, after, limit: page.limit + 1 });
+    const rows = await this.#conn.rows<MessageRecord>('list-messages', { topic, after, limit: page.limit + 1 });
     const more = rows.length > page.limit;
     if (more) rows.pop();
     const out: MessagePage = { messages: rows.map((r) => toMessage(topic, r)) };
@@ -667,7 +372,7 @@ export class ClickHouseStore implements Store {
    * heard: they are found by polling.
    */
   async listen(signal: AbortSignal, wake: (topic: string) => void): Promise<void> {
-    this.#assertOpen();
+    this.#conn.assertOpen();
     if (signal.aborted) return;
     const onWake = (topic: string, from: ClickHouseStore) => {
       if (from !== this) wake(topic);
@@ -684,10 +389,10 @@ export class ClickHouseStore implements Store {
   }
 
   async #ping(): Promise<void> {
-    this.#assertOpen();
+    this.#conn.assertOpen();
     let res: { success: boolean; error?: Error };
     try {
-      res = await this.#client.ping();
+      res = await this.#conn.client.ping();
     } catch (err) {
       throw wrap(err, 'ping');
     }
@@ -695,11 +400,11 @@ export class ClickHouseStore implements Store {
   }
 
   async acquireJanitor(holder: string, ttlMs: number): Promise<boolean> {
-    return this.#locked([`ferry/${this.#db}/janitor`], async (now, held) => {
-      const [r] = await this.#rows<{ l_holder: string; l_until: string; l_ver: string }>('janitor-holder');
+    return this.#conn.locked([`ferry/${this.#conn.db}/janitor`], async (now, held) => {
+      const [r] = await this.#conn.rows<{ l_holder: string; l_until: string; l_ver: string }>('janitor-holder');
       if (r && r.l_holder !== '' && r.l_holder !== holder && Number(r.l_until) > now) return false;
       held();
-      await this.#insert('insert-janitor', [['janitor', holder, now + Math.ceil(ttlMs), Math.max(Number(r?.l_ver ?? 0) + 1, now * 1000)]]);
+      await this.#conn.insert('insert-janitor', [['janitor', holder, now + Math.ceil(ttlMs), Math.max(Number(r?.l_ver ?? 0) + 1, now * 1000)]]);
       return true;
     });
   }
@@ -710,17 +415,17 @@ export class ClickHouseStore implements Store {
    * short; it ends by itself within `requestTimeoutMs`.
    */
   claim(req: ClaimRequest, signal?: AbortSignal): Promise<Claimed[]> {
-    return this.#abortable('claim', signal, () => this.#claim(req));
+    return this.#abortable('claim', signal, () => this.#claims.claim(req));
   }
 
   /** See `Store.duePairs` (sql/due-pairs.sql): one read, no lock. */
   duePairs(pairs: readonly ConsumerGroup[], signal?: AbortSignal): Promise<ConsumerGroup[]> {
     return this.#abortable('duePairs', signal, async () => {
-      this.#assertOpen();
+      this.#conn.assertOpen();
       if (pairs.length === 0) return [];
       const asked = new Set(pairs.map((p) => `${p.topic}\u0000${p.group}`));
-      const rows = await this.#rows<{ topic: string; grp: string }>('due-pairs', {
-        topics: [...new Set(pairs.map((p) => p.topic))], groups: [...new Set(pairs.map((p) => p.group))], now: await this.#now(),
+      const rows = await this.#conn.rows<{ topic: string; grp: string }>('due-pairs', {
+        topics: [...new Set(pairs.map((p) => p.topic))], groups: [...new Set(pairs.map((p) => p.group))], now: await this.#conn.now(),
       });
       return rows.filter((r) => asked.has(`${r.topic}\u0000${r.grp}`)).map((r) => ({ topic: r.topic, group: r.grp }));
     });
@@ -776,11 +481,11 @@ export class ClickHouseStore implements Store {
 
   /** Closes the client when the store opened it; a borrowed client (and the locker) stay open. Idempotent. */
   async close(): Promise<void> {
-    if (this.#closed) return;
-    this.#closed = true;
+    if (this.#conn.closed) return;
+    const closing = this.#conn.close();
     this.#closing.abort();
-    await this.#reading;
-    if (this.#owns) await this.#client.close().catch(() => undefined);
+    await closing;
+    if (this.#owns) await this.#conn.client.close().catch(() => undefined);
   }
 
   [Symbol.asyncDispose](): Promise<void> {
@@ -793,32 +498,6 @@ function newDelivery(topic: string, grp: string, id: string, messageId: string, 
   return { topic, grp, deliveryId: id, messageId, seq, key, state: PENDING, attempt: 0, availableAt, leaseUntil: 0, token: '', holder: '', lastError: '', finishedAt: 0, ver: now * 1000 };
 }
 
-/**
- * Up to `limit` due deliveries of `live` (pending or leased, in publish
- * order). Due: pending past its `availableAt`, or leased with an expired
- * lease. A keyed delivery must also head its lane: nothing earlier with its
- * key is live, and nothing else with its key is leased.
- */
-export function pickDue(live: DeliveryRow[], now: number, limit: number): DeliveryRow[] {
-  const leasedOfKey = new Map<string, number>();
-  for (const d of live) if (d.key !== null && d.state === LEASED) leasedOfKey.set(d.key, (leasedOfKey.get(d.key) ?? 0) + 1);
-  const laneSeen = new Set<string>();
-  const out: DeliveryRow[] = [];
-  for (const d of live) {
-    if (out.length >= limit) break;
-    const due = d.state === PENDING ? d.availableAt <= now : d.leaseUntil <= now;
-    if (d.key !== null) {
-      const isHead = !laneSeen.has(d.key);
-      laneSeen.add(d.key);
-      if (!isHead) continue;
-      const others = (leasedOfKey.get(d.key) ?? 0) - (d.state === LEASED ? 1 : 0);
-      if (others > 0) continue;
-    }
-    if (due) out.push(d);
-  }
-  return out;
-}
-
 /** Pairs grouped by their first element, in first-seen order. */
 function byTopic(pairs: Array<[string, string]>): Map<string, string[]> {
   const m = new Map<string, string[]>();
@@ -828,36 +507,4 @@ function byTopic(pairs: Array<[string, string]>): Map<string, string[]> {
     l.push(id);
   }
   return m;
-}
-
-/**
- * Gives a groups table made by an earlier version of the store its `deleted`
- * column. Two opens racing may both try; the loser's error is ignored once
- * the column is there.
- */
-async function addGroupsDeleted(client: ClickHouseClient, sql: Record<StatementName, string>, db: string): Promise<void> {
-  const has = async () => {
-    const rs = await client.query({ query: render(sql['groups-deleted-column'], { db }), format: 'JSONEachRow', clickhouse_settings: SETTINGS });
-    return Number((await rs.json<{ n: string }>())[0]?.n ?? 0) > 0;
-  };
-  if (await has()) return;
-  try {
-    await client.command({ query: sql['add-groups-deleted'], clickhouse_settings: SETTINGS });
-  } catch (err) {
-    if (!(await has())) throw err;
-  }
-}
-
-/** A server clock calibrated against `client`'s server: milliseconds where the server has `now64`, else seconds refined by sampling. */
-async function calibrated(client: ClickHouseClient, sql: Record<StatementName, string>): Promise<ServerClock> {
-  const read = async (q: string) => {
-    const rs = await client.query({ query: q, format: 'JSONEachRow' });
-    return (await rs.json<Record<string, string>>())[0]!;
-  };
-  const version = (await read(sql['server-version'])).v ?? '0';
-  const ms = Number.parseInt(version, 10) >= 20;
-  const clock = new ServerClock(ms ? 1 : 1000);
-  const q = ms ? sql['server-milliseconds'] : sql['server-seconds'];
-  await clock.calibrate(async () => Number((await read(q)).reading));
-  return clock;
 }

@@ -1,5 +1,8 @@
--- The ClickHouse store's tables, created when missing. __DB__ is the
--- validated, back-quoted database name. Every table is a ReplacingMergeTree:
+-- The first version of a ferry queue database: the store's tables as its
+-- first release made them. __DB__ is the validated, back-quoted database
+-- name. Every statement creates only what is missing, so a database made
+-- before versions were recorded (which has these tables already) passes
+-- through unchanged. Every table is a ReplacingMergeTree:
 -- a change is a new row with a larger `ver`, and readers take each key's
 -- row with the largest `ver` (argMax), so merges may drop old versions at any
 -- time without changing what is read. Times are UInt64 milliseconds on the
@@ -16,13 +19,11 @@ CREATE TABLE IF NOT EXISTS __DB__.topics (
 ;
 -- Consumer groups. A group's row is written last when it is registered, so a
 -- group whose backfill failed half-way is registered again, not half-filled.
--- `deleted` = 1 marks a removed group (tables made before it existed gain
--- the column on open, see groups-deleted-column.sql).
+-- Migration 2 adds `deleted`.
 CREATE TABLE IF NOT EXISTS __DB__.groups (
   topic String,
   grp String,
   created_at UInt64,
-  deleted UInt8 DEFAULT 0,
   ver UInt64
 ) ENGINE = ReplacingMergeTree(ver) ORDER BY (topic, grp)
 ;

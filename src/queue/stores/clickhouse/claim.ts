@@ -1,0 +1,228 @@
+/**
+ * Claims and fenced writes of the ClickHouse store: which deliveries a claim
+ * takes and how it leases them, and how ack, retry, kill, extend and release
+ * check the claim token before writing. These are the store's races (a
+ * claim against another claim, a fenced write against the claim that takes
+ * over an expired lease), so the reasoning about them lives here, in one
+ * place, apart from the store's other operations (store.ts).
+ *
+ * A claim runs under its (topic, group)'s distributed lock. A fenced write
+ * takes that lock only when a lease it touches is within a second of
+ * expiring (see `fenced`); otherwise a lock inside the process suffices.
+ */
+import { randomUUID } from 'node:crypto';
+import type { Claimed, ClaimRequest } from '../../types.js';
+import { takeClaimable } from '../recovered.js';
+import type { Connection } from './connection.js';
+import { groupKey, wrap } from './connection.js';
+import type { SqlValue } from './escape.js';
+import { deliveryValues, LEASED, PENDING, PURGED, toDeliveryRow, toMessage } from './rows.js';
+import type { DeliveryRecord, DeliveryRow, MessageRecord } from './rows.js';
+
+/** A fenced write whose leases all have longer than this to run skips the distributed lock (see `fenced`). */
+const FAST_MARGIN_MS = 1000;
+
+/** Claims and fenced writes on one store handle's connection. */
+export class Claims {
+  readonly #conn: Connection;
+  /** Groups whose last claim here found work (see `claim`). */
+  readonly #busy = new Set<string>();
+
+  constructor(conn: Connection) {
+    this.#conn = conn;
+  }
+
+  /** Leases up to `req.max` due deliveries of the group (see `Store.claim`). */
+  async claim(req: ClaimRequest): Promise<Claimed[]> {
+    const conn = this.#conn;
+    const due = async (now: number) => {
+      const live = (await conn.rows<DeliveryRecord>('live-deliveries', { topic: req.topic, grp: req.group })).map((r) => toDeliveryRow(req.topic, req.group, r));
+      let limit = req.max;
+      if (req.maxInFlight > 0) {
+        const inFlight = live.filter((d) => d.state === LEASED && d.leaseUntil > now).length;
+        limit = Math.min(limit, req.maxInFlight - inFlight);
+      }
+      // A delivery whose lease expired is claimed alone (recovered.ts).
+      return limit > 0 ? takeClaimable(pickDue(live, now, limit), (d) => d.state === LEASED) : [];
+    };
+    // When the group's last claim here found nothing, look without the lock
+    // first: a claim that finds nothing due is the same as one made a moment
+    // earlier, and idle pollers then never hold up the group's heartbeats and
+    // acks. While claims find work, they go straight to the lock.
+    conn.assertOpen();
+    const key = groupKey(conn.db, req.topic, req.group);
+    if (!this.#busy.has(key) && (await due(await conn.now())).length === 0) return [];
+    return conn.locked([key], async (now, held) => {
+      const picked = await due(now);
+      if (picked.length === 0) this.#busy.delete(key);
+      else if (this.#busy.size < 10_000) this.#busy.add(key);
+      if (picked.length === 0) return [];
+      const messages = new Map(
+        (await conn.rows<MessageRecord>('messages-by-id', { topic: req.topic, ids: picked.map((d) => d.messageId) })).map((r) => [r.id, toMessage(req.topic, r)]),
+      );
+      const writes: SqlValue[][] = [];
+      const out: Claimed[] = [];
+      // Leases start now, as the rows are written, not when the lock was taken:
+      // the reads above would otherwise eat into a short lease.
+      const leaseFrom = Math.max(now, conn.clock.now());
+      for (const d of picked) {
+        const message = messages.get(d.messageId);
+        if (!message) {
+          // No message row: its append has not committed. One older than a
+          // lock's lifetime never will (its appender failed or died), so the
+          // delivery is purged and its lane moves on; a younger one waits.
+          if (now - d.ver / 1000 > 2 * conn.lockTtlMs) writes.push(deliveryValues({ ...d, state: PURGED, ver: d.ver + 1 }));
+          continue;
+        }
+        const token = randomUUID();
+        // ver + 2: a fenced write racing this claim writes ver + 1 and loses (see fenced).
+        writes.push(deliveryValues({ ...d, state: LEASED, attempt: d.attempt + 1, token, holder: req.runnerId, leaseUntil: leaseFrom + Math.ceil(req.leaseMs), ver: d.ver + 2 }));
+        const c: Claimed = { deliveryId: d.deliveryId, claimToken: token, group: req.group, attempt: d.attempt + 1, message };
+        if (d.state === LEASED) c.recovered = true;
+        out.push(c);
+      }
+      held();
+      await conn.insert('insert-deliveries', writes);
+      return out;
+    });
+  }
+
+  /**
+   * Runs a fenced write for `cs`: per (topic, group), reads the latest
+   * versions, keeps the claims whose delivery is still leased under their
+   * token, and writes `next(row)` for each. Resolves with the IDs of the
+   * claims that were held, in the order of `cs`.
+   *
+   * Only a claim can race a fenced write (nothing else writes a leased row,
+   * and one token has one holder), and a claim takes a leased row only once
+   * its lease has expired. So while every lease involved has more than
+   * `FAST_MARGIN_MS` to run, the write needs no distributed lock, only this
+   * process's lock on the group (its own heartbeats and acks of one delivery
+   * must not interleave; a claim token is only ever used by the process that
+   * claimed it, as the engine does). Closer to expiry, it runs under the group's
+   * distributed lock like a claim. Should a fast write still land after a
+   * claim read the row (a stall longer than the margin), the claim's version
+   * is the larger (`ver + 2` against `ver + 1`) and wins: the lease was lost,
+   * as it would have been had the write come later. So a write answered less
+   * than half the margin before its lease's end (or after the distributed
+   * lock lapsed) is reported held only once a read under the group's lock
+   * finds it still the latest version.
+   */
+  async fenced(what: string, cs: Claimed[], next: (d: DeliveryRow, now: number) => DeliveryRow): Promise<string[]> {
+    const conn = this.#conn;
+    conn.assertOpen();
+    const byGroup = new Map<string, { topic: string; group: string; cs: Claimed[] }>();
+    for (const c of cs) {
+      const k = `${c.message.topic}/${c.group}`;
+      let e = byGroup.get(k);
+      if (!e) byGroup.set(k, (e = { topic: c.message.topic, group: c.group, cs: [] }));
+      e.cs.push(c);
+    }
+    const held = new Set<Claimed>();
+    for (const { topic, group, cs: mine } of byGroup.values()) {
+      const key = groupKey(conn.db, topic, group);
+      // Reads the rows and, when `fast` allows it, writes the next versions; false when the slow path must run.
+      const attempt = async (now: number, guard: () => void, fast: boolean): Promise<boolean> => {
+        const rows = await conn.rows<DeliveryRecord>('deliveries-by-id', { topic, grp: group, ids: [...new Set(mine.map((c) => c.deliveryId))] });
+        const current = new Map(rows.map((r) => [r.delivery_id, toDeliveryRow(topic, group, r)]));
+        const writes: SqlValue[][] = [];
+        const written = new Set<string>();
+        const mineHeld: Claimed[] = [];
+        let soonest = Infinity;
+        for (const c of mine) {
+          const d = current.get(c.deliveryId);
+          if (!d || d.state !== LEASED || d.token !== c.claimToken) continue;
+          mineHeld.push(c);
+          soonest = Math.min(soonest, d.leaseUntil);
+          if (written.has(d.deliveryId)) continue;
+          written.add(d.deliveryId);
+          writes.push(deliveryValues({ ...next(d, now), ver: d.ver + 1 }));
+        }
+        if (fast && soonest - conn.clock.now() <= FAST_MARGIN_MS) return false;
+        guard();
+        await conn.insert('insert-deliveries', writes);
+        // A write answered close to a lease's end, without the group's lock
+        // (fast) or after it lapsed, may have landed after a claim read the
+        // row, and lost to it (the claim's version is the larger): it is held
+        // only if it is still the latest version, checked under the group's
+        // lock, where no claim runs.
+        let lockHeld = !fast;
+        if (!fast) {
+          try {
+            guard();
+          } catch {
+            lockHeld = false;
+          }
+        }
+        if (!lockHeld && soonest - conn.clock.now() <= FAST_MARGIN_MS / 2) {
+          for (const c of mineHeld) unsure.set(c, current.get(c.deliveryId)!.ver + 1);
+          return true;
+        }
+        for (const c of mineHeld) held.add(c);
+        return true;
+      };
+      const unsure = new Map<Claimed, number>();
+      try {
+        const local = await conn.local.acquire(key, conn.lockTtlMs);
+        try {
+          if (await attempt(await conn.now(), () => undefined, true) && unsure.size === 0) continue;
+        } finally {
+          await local.release();
+        }
+        const verify = () =>
+          conn.locked([key], async () => {
+            const local = await conn.local.acquire(key, conn.lockTtlMs);
+            try {
+              const rows = await conn.rows<DeliveryRecord>('deliveries-by-id', { topic, grp: group, ids: [...new Set([...unsure.keys()].map((c) => c.deliveryId))] });
+              const latest = new Map(rows.map((r) => [r.delivery_id, toDeliveryRow(topic, group, r).ver]));
+              for (const [c, ver] of unsure) if (latest.get(c.deliveryId) === ver) held.add(c);
+            } finally {
+              await local.release();
+            }
+          });
+        if (unsure.size > 0) {
+          await verify();
+          continue;
+        }
+        await conn.locked([key], async (now, guard) => {
+          const local = await conn.local.acquire(key, conn.lockTtlMs);
+          try {
+            await attempt(now, guard, false);
+          } finally {
+            await local.release();
+          }
+        });
+        if (unsure.size > 0) await verify();
+      } catch (err) {
+        throw wrap(err, what);
+      }
+    }
+    return cs.filter((c) => held.has(c)).map((c) => c.deliveryId);
+  }
+}
+
+/**
+ * Up to `limit` due deliveries of `live` (pending or leased, in publish
+ * order). Due: pending past its `availableAt`, or leased with an expired
+ * lease. A keyed delivery must also head its lane: nothing earlier with its
+ * key is live, and nothing else with its key is leased.
+ */
+export function pickDue(live: DeliveryRow[], now: number, limit: number): DeliveryRow[] {
+  const leasedOfKey = new Map<string, number>();
+  for (const d of live) if (d.key !== null && d.state === LEASED) leasedOfKey.set(d.key, (leasedOfKey.get(d.key) ?? 0) + 1);
+  const laneSeen = new Set<string>();
+  const out: DeliveryRow[] = [];
+  for (const d of live) {
+    if (out.length >= limit) break;
+    const due = d.state === PENDING ? d.availableAt <= now : d.leaseUntil <= now;
+    if (d.key !== null) {
+      const isHead = !laneSeen.has(d.key);
+      laneSeen.add(d.key);
+      if (!isHead) continue;
+      const others = (leasedOfKey.get(d.key) ?? 0) - (d.state === LEASED ? 1 : 0);
+      if (others > 0) continue;
+    }
+    if (due) out.push(d);
+  }
+  return out;
+}
