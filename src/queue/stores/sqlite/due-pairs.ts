@@ -6,7 +6,7 @@
  * the rows of idle groups. Few pairs are passed in as JSON; many are found
  * by walking the groups table (every registered group, then filtered).
  *
- * Due, as in the claim statement (sqlite.ts): a live delivery, pending past
+ * Due, as in the claim statement (store.ts): a live delivery, pending past
  * its `available_at` or leased past its `lease_until`, that is the head of
  * its key lane (no earlier live delivery has its key); or a message past the
  * group's cursor (no delivery row yet) whose `due_at` has come. A message past
@@ -14,9 +14,9 @@
  * follows makes its delivery row, and from then on the lane test applies.
  */
 import type BetterSqlite3 from 'better-sqlite3';
-import { IOError } from '../../errors.js';
-import type { ConsumerGroup } from '../types.js';
-import { sqliteTransient } from './transient.js';
+import { IOError } from '../../../errors.js';
+import type { ConsumerGroup } from '../../types.js';
+import { sqliteTransient } from '../transient.js';
 
 /** A delivery of group `p.grp` on topic `p.topic` a claim would take at `@now` (ms). */
 const DUE_DELIVERY = `EXISTS (

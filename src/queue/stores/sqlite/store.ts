@@ -2,7 +2,7 @@
  * The SQLite store (queue type `sqlite`), the embedded default: one file, one
  * process, better-sqlite3 loaded only when this store is opened.
  *
- * Rows (sqlite-schema.ts): `ferry_groups` (topic, group and its cursor),
+ * Rows (migrate.ts): `ferry_groups` (topic, group and its cursor),
  * `ferry_messages` (one per message; its `seq` is publish order) and
  * `ferry_deliveries` (one per message and group, keyed by (message_seq, grp)
  * and carrying its `deliveryId`). A publish writes only the message; a claim
@@ -22,14 +22,14 @@ import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { closeSync, constants, openSync, realpathSync } from 'node:fs';
 import type BetterSqlite3 from 'better-sqlite3';
-import { ClosedError, InvalidArgumentError, IOError, PayloadTooLargeError } from '../../errors.js';
-import { sqliteTransient } from './transient.js';
-import { deliveryId } from '../delivery-id.js';
-import { takeClaimable } from './recovered.js';
-import { parseSeqCursor } from './seq-cursor.js';
-import { setUpSchema } from './sqlite-schema.js';
-import { SqliteDuePairs } from './sqlite-due-pairs.js';
-import type { AckAndClaimed, ClaimRequest, Claimed, ConsumerGroup, KillOptions, MessagePage, PurgePolicy, QueueStats, StartFrom, Store, StoredMessage } from '../types.js';
+import { ClosedError, InvalidArgumentError, IOError, PayloadTooLargeError } from '../../../errors.js';
+import { sqliteTransient } from '../transient.js';
+import { deliveryId } from '../../delivery-id.js';
+import { takeClaimable } from '../recovered.js';
+import { parseSeqCursor } from '../seq-cursor.js';
+import { setUpSchema } from './migrate.js';
+import { SqliteDuePairs } from './due-pairs.js';
+import type { AckAndClaimed, ClaimRequest, Claimed, ConsumerGroup, KillOptions, MessagePage, PurgePolicy, QueueStats, StartFrom, Store, StoredMessage } from '../../types.js';
 
 type Database = BetterSqlite3.Database;
 
@@ -109,7 +109,7 @@ function toMessage(r: MessageRowDb): StoredMessage {
 
 /**
  * The `seq` of a new message: one past the newest stored and the highest
- * ever purged (sqlite-schema.ts, version 4), so a `seq` is never reused and a
+ * ever purged (migrate.ts, version 4), so a `seq` is never reused and a
  * group cursor never lies past a message it has not seen. Both reads touch
  * only pages the insert writes anyway or that stay clean.
  */
@@ -274,7 +274,7 @@ export class SqliteStore implements Store {
   /** One transaction function for every write (better-sqlite3 builds five wrappers per `transaction` call). */
   readonly #tx: BetterSqlite3.Transaction<(fn: (now: number) => unknown) => unknown>;
   #closed = false;
-  /** The poll query, prepared on first use (sqlite-due-pairs.ts). */
+  /** The poll query, prepared on first use (due-pairs.ts). */
   #due: SqliteDuePairs | undefined;
 
   private constructor(db: Database, file: string | undefined) {
@@ -561,7 +561,7 @@ export class SqliteStore implements Store {
     return (topic === undefined ? this.#q.listGroups.all() : this.#q.listTopicGroups.all(topic)) as ConsumerGroup[];
   }
 
-  /** See `Store.duePairs` (sqlite-due-pairs.ts). */
+  /** See `Store.duePairs` (due-pairs.ts). */
   async duePairs(pairs: readonly ConsumerGroup[]): Promise<ConsumerGroup[]> {
     if (this.#closed) throw new ClosedError('sqlite store is closed');
     this.#due ??= new SqliteDuePairs(this.#db);

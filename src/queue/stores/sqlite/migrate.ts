@@ -30,7 +30,7 @@
  * without AUTOINCREMENT and takes `purged_seq` from `sqlite_sequence`.
  */
 import type BetterSqlite3 from 'better-sqlite3';
-import { IOError } from '../../errors.js';
+import { IOError } from '../../../errors.js';
 
 /** The version this code creates and reads. */
 export const SCHEMA_VERSION = 4;
