@@ -1,7 +1,8 @@
 #!/usr/bin/env node
-// tsc copies only what it compiles. The Postgres store reads its .sql files
-// from beside its compiled module, and the dashboard serves its page files
-// (src/dashboard/page/) from beside its own: mirror both into dist/.
+// tsc copies only what it compiles. The SQL stores (Postgres, SQLite,
+// ClickHouse) read their .sql files from beside their compiled modules, and
+// the dashboard serves its page files (src/dashboard/page/) from beside its
+// own: mirror both into dist/.
 import { copyFileSync, mkdirSync, readdirSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 
