@@ -3,21 +3,14 @@
 -- is looked up through the indexes a claim uses, so the cost grows with the
 -- pairs, never with the rows of idle groups.
 --
--- Due, as in claimable.sql: a live delivery, pending past its available_at or
--- leased past its lease_until, at the head of its key lane; or a message
+-- Due: a delivery row a claim would take (due-delivery.sql), or a message
 -- past the group's cursor (no delivery row yet) whose due_at has come. A
 -- message past the cursor is reported even when its key lane is blocked: the
 -- claim that follows makes its delivery row, and from then on the lane test
 -- applies.
 WITH p AS MATERIALIZED (SELECT value ->> 0 AS topic, value ->> 1 AS grp FROM json_each(@pairs))
 SELECT p.topic AS topic, p.grp AS "group" FROM p
-WHERE EXISTS (
-    SELECT 1 FROM ferry_deliveries d
-    WHERE d.topic = p.topic AND d.grp = p.grp AND d.state < 2 /* acked */
-      AND ((d.state = 0 /* pending */ AND d.available_at <= @now) OR (d.state = 1 /* leased */ AND d.lease_until <= @now))
-      AND (d.msg_key IS NULL OR NOT EXISTS (
-        SELECT 1 FROM ferry_deliveries e
-        WHERE e.topic = d.topic AND e.grp = d.grp AND e.msg_key = d.msg_key AND e.state < 2 /* acked */ AND e.message_seq < d.message_seq)))
+WHERE __DUE_DELIVERY__
   OR EXISTS (
     SELECT 1 FROM ferry_groups g JOIN ferry_messages m ON m.topic = g.topic AND m.seq > g.cursor_seq
     WHERE g.topic = p.topic AND g.grp = p.grp AND m.due_at <= @now)

@@ -62,9 +62,18 @@ const PLUCKED: ReadonlySet<StatementName> = new Set<StatementName>([
 /** The file of statement `name`: its words in kebab case. */
 const fileOf = (name: StatementName): string => `${name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}.sql`;
 
+/**
+ * The text of statement `name`. A condition two statements share is a file
+ * of its own, written into them as `__NAME__` (due-delivery.sql is
+ * `__DUE_DELIVERY__`).
+ */
+function text(name: StatementName): string {
+  return files.read(fileOf(name)).replace(/__([A-Z]+(?:_[A-Z]+)*)__/g, (_, part: string) => files.read(`${part.toLowerCase().replaceAll('_', '-')}.sql`));
+}
+
 /** Prepares statement `name` on `db`. */
 export function prepare(db: BetterSqlite3.Database, name: StatementName): BetterSqlite3.Statement {
-  const s = db.prepare(files.read(fileOf(name)));
+  const s = db.prepare(text(name));
   return PLUCKED.has(name) ? s.pluck() : s;
 }
 
