@@ -27,7 +27,7 @@ import { join } from 'node:path';
 import hdr from 'hdr-histogram-js';
 import type { BenchContext, BenchSuite } from './harness.js';
 import { createStoreQueue } from '../src/queue/engine.js';
-import { SqliteStore } from '../src/queue/stores/sqlite.js';
+import { SqliteStore } from '../src/queue/stores/sqlite/store.js';
 import type { Queue, Store } from '../src/queue/types.js';
 
 const URL = process.env.FERRY_BENCH_POSTGRES_URL || 'postgres://localhost/test';

@@ -32,7 +32,7 @@ import { reportPublishModes } from './publish-modes.js';
 import type { BenchContext, BenchSuite } from './harness.js';
 import { createStoreQueue } from '../src/queue/engine.js';
 import { MemoryStore } from '../src/queue/stores/memory.js';
-import { SqliteStore } from '../src/queue/stores/sqlite.js';
+import { SqliteStore } from '../src/queue/stores/sqlite/store.js';
 import type { Message, Queue, Store } from '../src/queue/types.js';
 
 const PAYLOAD = new Uint8Array(1024).fill(7);

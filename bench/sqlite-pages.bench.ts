@@ -22,7 +22,7 @@ import Database from 'better-sqlite3';
 import { withBaseline } from './harness.js';
 import type { BenchSuite } from './harness.js';
 import { createStoreQueue } from '../src/queue/engine.js';
-import { SqliteStore } from '../src/queue/stores/sqlite.js';
+import { SqliteStore } from '../src/queue/stores/sqlite/store.js';
 
 const N = 100;
 const PAYLOAD = new Uint8Array(1024).fill(7);

@@ -1,7 +1,7 @@
 #!/usr/bin/env node
-// tsc copies only what it compiles. The Postgres and ClickHouse stores read
-// their .sql files (statements and numbered migrations) from beside their
-// compiled modules, and the dashboard serves its page files
+// tsc copies only what it compiles. The SQL stores (Postgres, SQLite,
+// ClickHouse) read their .sql files (statements and numbered migrations) from
+// beside their compiled modules, and the dashboard serves its page files
 // (src/dashboard/page/) from beside its own: mirror both into dist/.
 import { copyFileSync, mkdirSync, readdirSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';

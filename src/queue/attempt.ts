@@ -18,6 +18,33 @@ import type { Claimed } from './types.js';
 /** Why an attempt was given up. */
 export type LossCause = LeaseLostEvent['op'];
 
+/**
+ * Where an attempt stands. It starts `held`; moves to `writing` when its
+ * outcome goes to the store; and ends `lost` or `abandoned` when given up
+ * (from any state: a claim that brings its delivery back, or a write that
+ * finds the lease taken, loses a `writing` one too). Its worker slot is
+ * counted apart (`slot`).
+ */
+export type AttemptState =
+  /** Claimed, its handler waiting for a slot or running: heartbeats renew the lease, and it lapses at `deadline`. */
+  | 'held'
+  /**
+   * Its handler returned and its outcome (ack, retry, kill) is being
+   * written: heartbeats still renew the lease until the write lands, but a
+   * lapse no longer matters here, and whether the lease was still held is
+   * for the write's answer to tell, not a renewal's.
+   */
+  | 'writing'
+  /** Its lease is gone: the handler was aborted and its outcome is discarded. */
+  | 'lost'
+  /** Close gave up waiting: the handler was aborted, its lease is kept to run out, its outcome is discarded. */
+  | 'abandoned';
+
+/** Throws for a state no `switch` over `AttemptState` handles: the compiler rejects the call unless every state is handled. */
+export function unknownState(state: never): never {
+  throw new Error(`attempt state ${String(state)} is not handled`);
+}
+
 /** A claimed delivery this instance holds: waiting for a slot, running, or having its outcome written. */
 export class Attempt {
   readonly c: Claimed;
@@ -28,16 +55,8 @@ export class Attempt {
   deadline: number;
   /** Local time (ms) by which the store's copy of the lease has surely ended: the last claim or renewal reply plus the lease. */
   expiresBy: number;
-  /** The lease was lost: the handler was aborted and its outcome is discarded. */
-  lost = false;
-  /** Close gave up waiting: the handler was aborted, its lease is kept, its outcome is discarded. */
-  abandoned = false;
-  /**
-   * Its outcome (ack, retry, kill) is being written: the handler has
-   * returned, so a lapse no longer matters here, and whether the lease was
-   * still held is for that write's answer to tell, not a renewal's.
-   */
-  writing = false;
+  /** Where it stands: `held` until its outcome is written or it is given up. */
+  state: AttemptState = 'held';
   /** Settles when the attempt has finished (handler returned, outcome written or discarded); set when it starts. */
   done?: Promise<void>;
   /** How long the handler ran, ms, once it has. */
@@ -52,6 +71,35 @@ export class Attempt {
     this.deadline = deadline;
     this.expiresBy = expiresBy;
     this.lose = (cause) => lose(this, cause);
+  }
+
+  /** It was given up (`lost` or `abandoned`): its handler was aborted, its outcome is discarded, its lease is no longer renewed. */
+  get discarded(): boolean {
+    switch (this.state) {
+      case 'held':
+      case 'writing':
+        return false;
+      case 'lost':
+      case 'abandoned':
+        return true;
+      default:
+        return unknownState(this.state);
+    }
+  }
+
+  /** Its outcome is about to be written: a `held` attempt becomes `writing`; one given up meanwhile stays as it is. */
+  startWriting(): void {
+    switch (this.state) {
+      case 'held':
+        this.state = 'writing';
+        return;
+      case 'writing':
+      case 'lost':
+      case 'abandoned':
+        return;
+      default:
+        unknownState(this.state);
+    }
   }
 }
 

@@ -74,8 +74,8 @@ export type { CreatedQueue, QueueConfig, QueueDependencies, QueueFactory } from 
 export { MemoryBacking, MemoryStore } from './stores/memory.js';
 export type { MemoryStoreOptions } from './stores/memory.js';
 // better-sqlite3 itself is imported only when SqliteStore.open runs.
-export { SqliteStore } from './stores/sqlite.js';
-export type { SqliteStoreOptions } from './stores/sqlite.js';
+export { SqliteStore } from './stores/sqlite/store.js';
+export type { SqliteStoreOptions } from './stores/sqlite/store.js';
 // pg itself is imported only when PostgresStore.open runs.
 export { PostgresStore } from './stores/postgres/store.js';
 export type { PostgresStoreOptions } from './stores/postgres/store.js';

@@ -186,7 +186,7 @@ registerQueueType('postgres', async (block, deps) => {
 registerQueueType('sqlite', async (block, deps) => {
   const { engine, fields } = parseConfigBlock('sqlite', block, ['path']);
   if (!fields.path) throw new InvalidArgumentError('sqlite queue config: path is required');
-  const { SqliteStore } = await import('./stores/sqlite.js');
+  const { SqliteStore } = await import('./stores/sqlite/store.js');
   const store = await SqliteStore.open({ path: fields.path });
   try {
     return createStoreQueue(store, { ...engine, ...engineFromDeps(deps) });

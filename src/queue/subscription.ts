@@ -1,7 +1,7 @@
 /**
- * One running consumer of a (topic, group): the poll loop, the worker slots,
- * heartbeats and the outcome of each delivery. The life of a subscription is
- * described at the top of engine.ts.
+ * One running consumer of a (topic, group): the poll loop, the worker slots
+ * and the outcome of each delivery; its leases are kept by lease-keeper.ts.
+ * The life of a subscription is described at the top of engine.ts.
  */
 import { randomUUID } from 'node:crypto';
 import { ClosedError, CodecError } from '../errors.js';
@@ -11,6 +11,7 @@ import { equalJitterBackoffMs } from '../backoff.js';
 import { deadLetterCopy, errorText } from './dead-letter.js';
 import type { DuePoller } from './due-poller.js';
 import type { DeadLetterReason, DeliveryEvent, LeaseLostEvent, QueueEvents } from './events.js';
+import { LeaseKeeper } from './lease-keeper.js';
 import { checkCloseOptions, type ErrorReporter, type ResolvedSubscribeOptions } from './options.js';
 import { isPermanent } from './permanent.js';
 import type { Claimed, CloseOptions, Delivery, Handler, Store, StoredMessage, Subscription } from './types.js';
@@ -78,14 +79,11 @@ export class StoreSubscription implements Subscription {
   readonly #stop = stopController();
   /** The store, its calls cut short by `#stop`. */
   readonly #store: GuardedStore;
-  /** Every attempt this subscription holds, by claim token. */
-  readonly #jobs = new Map<string, Job>();
-  /** Fires at the earliest lease deadline of `#jobs`, to give up attempts whose lease lapsed. */
-  #lapseTimer: NodeJS.Timeout | undefined;
-  #lapseAt = Infinity;
-  /** Jobs holding a worker slot (the rest of `#jobs` wait for a slot under `prefetch`, or for their ack to be written). */
+  /** Every attempt this subscription holds, their leases renewed by heartbeats. */
+  readonly #leases: LeaseKeeper;
+  /** Jobs holding a worker slot (the rest of `#leases` wait for a slot under `prefetch`, or for their ack to be written). */
   #running = 0;
-  /** Claimed under `prefetch`, not started yet, in claim order. Also in `#jobs`, so their leases are renewed. */
+  /** Claimed under `prefetch`, not started yet, in claim order. Also in `#leases`, so their leases are renewed. */
   readonly #waiting: Job[] = [];
   /** Acks queued or being written. */
   #unwritten = 0;
@@ -93,10 +91,6 @@ export class StoreSubscription implements Subscription {
   #closing = false;
   #closePromise: Promise<void> | undefined;
   #loopDone: Promise<void> = Promise.resolve();
-  #heartbeat: NodeJS.Timeout | undefined;
-  #beating = false;
-  /** The heartbeat in flight, awaited by close so no store call outlives it. */
-  #beatInFlight: Promise<void> = Promise.resolve();
   // Poll-loop wake-up: a flag so a wake during a claim is not lost, and the resolver of the current wait.
   #woken = false;
   #wakeWait: (() => void) | undefined;
@@ -129,13 +123,14 @@ export class StoreSubscription implements Subscription {
     this.#o = opts;
     this.#maxUnwritten = maxUnwrittenAcks(opts.concurrency);
     this.#store = new GuardedStore(host.store, this.#stop.signal);
+    this.#leases = new LeaseKeeper({
+      store: this.#store, leaseMs: opts.leaseDurationMs, stopped: this.#stop.signal, onError: host.onError, lose: (j, cause) => this.#lose(j, cause),
+    });
   }
 
   /** Starts polling and heartbeating. @internal */
   start(): void {
-    this.#heartbeat = setInterval(() => {
-      if (!this.#beating) this.#beatInFlight = this.#beat();
-    }, this.#o.leaseDurationMs / 3);
+    this.#leases.start();
     // Between claims that find work, the shared poller wakes the loop when
     // the store reports due work for this (topic, group).
     this.#unpoll = this.#host.poller.register({
@@ -185,7 +180,7 @@ export class StoreSubscription implements Subscription {
       const leaseStart = Date.now();
       // A lease that lapsed is given up before claiming, so a claim that
       // brings its delivery back finds the old attempt already aborted.
-      if (this.#lapseAt <= leaseStart) this.#checkLapses();
+      this.#leases.giveUpLapsed(leaseStart);
       const req = { topic: this.topic, group: this.group, runnerId: this.runnerId, max, leaseMs: o.leaseDurationMs, maxInFlight: o.maxInFlight };
       // Acks waiting to be written go in the claim's own transaction when the store can (`#flushAcks`).
       const acks = store.inner.ackAndClaim === undefined ? [] : this.#takeAcks();
@@ -238,47 +233,20 @@ export class StoreSubscription implements Subscription {
 
   #enqueue(c: Claimed, deadline: number, expiresBy: number): void {
     const job = new Attempt(c, deadline, expiresBy, (a, cause) => this.#lose(a, cause));
-    this.#jobs.set(c.claimToken, job);
+    this.#leases.add(job);
     this.#host.attempts.add(job); // gives up an older attempt of the same delivery, if this queue still holds one
-    this.#armLapse(deadline);
     if (c.recovered) this.#isolated = job;
     this.#waiting.push(job);
   }
 
   /** Forgets a job: it holds nothing any more. */
   #drop(job: Job): void {
-    this.#jobs.delete(job.c.claimToken);
+    this.#leases.remove(job);
     this.#host.attempts.remove(job);
     if (this.#isolated === job) {
       this.#isolated = undefined;
       if (!this.#closing) this.wake(); // claiming resumes
     }
-  }
-
-  /** Makes the lapse timer fire no later than `at` (local ms). */
-  #armLapse(at: number): void {
-    if (at >= this.#lapseAt) return;
-    clearTimeout(this.#lapseTimer);
-    this.#lapseAt = at;
-    this.#lapseTimer = setTimeout(() => this.#checkLapses(), Math.max(0, at - Date.now()));
-  }
-
-  /**
-   * Gives up every attempt whose lease deadline has passed without a
-   * confirmed renewal, at once (not at the next heartbeat's reply), and
-   * re-arms the timer for the next deadline.
-   */
-  #checkLapses(): void {
-    clearTimeout(this.#lapseTimer);
-    this.#lapseAt = Infinity;
-    const now = Date.now();
-    let next = Infinity;
-    for (const j of this.#jobs.values()) {
-      if (j.lost || j.abandoned || j.writing) continue;
-      if (j.deadline <= now) this.#lose(j, 'lapse');
-      else if (j.deadline < next) next = j.deadline;
-    }
-    if (next !== Infinity) this.#armLapse(next);
   }
 
   /**
@@ -289,7 +257,7 @@ export class StoreSubscription implements Subscription {
   #pump(): void {
     while (!this.#closing && this.#running < this.#o.concurrency && this.#waiting.length > 0) {
       const job = this.#waiting[0]!;
-      if (job.lost || job.deadline <= Date.now()) {
+      if (job.state === 'lost' || job.deadline <= Date.now()) {
         // Its lease may be gone already (the claim's answer came late, or it
         // waited past its deadline): never start a handler on it.
         this.#waiting.shift();
@@ -335,7 +303,7 @@ export class StoreSubscription implements Subscription {
       // An older attempt of this delivery, given up when this claim came
       // back, may still be running: never run the same delivery twice at once.
       await job.after;
-      if (job.lost || job.abandoned) return;
+      if (job.discarded) return;
     }
     if (c.attempt > this.#o.maxAttempts) {
       // Its earlier leases were all lost (crashes, stalls): do not run it
@@ -372,7 +340,7 @@ export class StoreSubscription implements Subscription {
       failure = err;
     }
     job.durationMs = performance.now() - started;
-    if (job.lost || job.abandoned) return; // another consumer may own it now: write nothing
+    if (job.discarded) return; // another consumer may own it now: write nothing
     if (!failed) {
       this.#freeSlot(job);
       return this.#ack(job);
@@ -440,7 +408,7 @@ export class StoreSubscription implements Subscription {
   /** Takes the acks waiting to be written, marking their jobs as being written. */
   #takeAcks(): Array<{ job: Job; resolve: () => void }> {
     const batch = this.#acks.splice(0);
-    for (const a of batch) a.job.writing = true;
+    for (const a of batch) a.job.startWriting();
     return batch;
   }
 
@@ -455,9 +423,9 @@ export class StoreSubscription implements Subscription {
     if (held) {
       for (const { job } of batch) {
         if (held.has(job.c.deliveryId)) this.#host.emit('completed', { ...this.#describe(job.c), durationMs: job.durationMs ?? 0 });
-        else if (!job.lost) {
+        else if (job.state !== 'lost') {
           // Marked lost, so a claim of the same call that took the delivery back reports no second loss.
-          job.lost = true;
+          job.state = 'lost';
           this.#leaseLost(job, 'ack');
         }
       }
@@ -481,7 +449,7 @@ export class StoreSubscription implements Subscription {
     const o = this.#o;
     const delayMs = equalJitterBackoffMs(job.c.attempt, o.backoffBaseMs, o.backoffMaxMs);
     let held: boolean;
-    job.writing = true;
+    job.startWriting();
     try {
       held = await this.#store.retry(job.c, delayMs, text);
       if (held) this.#host.wakeAt(this.topic, Date.now() + delayMs);
@@ -490,7 +458,7 @@ export class StoreSubscription implements Subscription {
       return;
     }
     if (held) this.#host.emit('retrying', { ...this.#describe(job.c), delayMs, error, durationMs: job.durationMs ?? 0 });
-    else if (!job.lost) this.#leaseLost(job, 'retry');
+    else if (job.state !== 'lost') this.#leaseLost(job, 'retry');
   }
 
   /**
@@ -512,7 +480,7 @@ export class StoreSubscription implements Subscription {
       }
     }
     let held: boolean;
-    job.writing = true;
+    job.startWriting();
     try {
       held = await this.#store.kill(job.c, text, ran < job.c.attempt ? { unrun: true } : undefined);
       // A dead head lets its key lane move on; a dead lease frees room under maxInFlight.
@@ -527,7 +495,7 @@ export class StoreSubscription implements Subscription {
       if (job.durationMs !== undefined) event.durationMs = job.durationMs;
       if (dlq !== undefined) event.deadLetterTopic = dlq;
       this.#host.emit('deadLettered', event);
-    } else if (!job.lost) this.#leaseLost(job, 'kill');
+    } else if (job.state !== 'lost') this.#leaseLost(job, 'kill');
   }
 
   /**
@@ -538,44 +506,11 @@ export class StoreSubscription implements Subscription {
    * A job superseded by a newer claim (`claim`) comes back through that claim.
    */
   #lose(job: Job, cause: LossCause): void {
-    if (job.lost || job.abandoned) return;
-    job.lost = true;
+    if (job.discarded) return;
+    job.state = 'lost';
     job.ctrl.abort(new Error(`lease on delivery ${job.c.deliveryId} was lost (${cause})`));
     if (cause === 'lapse') this.#host.wakeAt(this.topic, job.expiresBy + LEASE_SLACK_MS);
     this.#leaseLost(job, cause);
-  }
-
-  /** Renews every held lease; aborts handlers whose lease is gone or has lapsed. */
-  async #beat(): Promise<void> {
-    if (this.#beating) return;
-    this.#beating = true;
-    try {
-      const lease = this.#o.leaseDurationMs;
-      this.#checkLapses();
-      const renew = [...this.#jobs.values()].filter((j) => !j.lost && !j.abandoned);
-      if (renew.length === 0) return;
-      const sent = Date.now();
-      let held: Set<string>;
-      try {
-        held = new Set(await this.#store.extend(renew.map((j) => j.c), lease));
-      } catch (err) {
-        // One failed heartbeat is harmless; a lease with no renewal confirmed for its whole length lapses (#checkLapses).
-        if (!this.#stop.signal.aborted) this.#host.onError(err, 'heartbeat');
-        return;
-      }
-      const replyAt = Date.now();
-      for (const j of renew) {
-        // Given up while the renewal was in flight, or finished: an outcome
-        // written meanwhile makes the row look not held to a late renewal.
-        if (j.lost || j.abandoned || j.writing || this.#jobs.get(j.c.claimToken) !== j) continue;
-        if (held.has(j.c.deliveryId)) {
-          j.deadline = sent + lease;
-          j.expiresBy = replyAt + lease;
-        } else this.#lose(j, 'heartbeat');
-      }
-    } finally {
-      this.#beating = false;
-    }
   }
 
   close(opts: CloseOptions = {}): Promise<void> {
@@ -607,21 +542,19 @@ export class StoreSubscription implements Subscription {
       // Prefetched deliveries never started: give them back without spending an attempt.
       const unstarted = this.#waiting.splice(0);
       for (const j of unstarted) this.#drop(j);
-      const releasing = this.#releaseUnstarted(unstarted.filter((j) => !j.lost).map((j) => j.c));
-      const running = [...this.#jobs.values()].map((j) => j.done);
+      const releasing = this.#releaseUnstarted(unstarted.filter((j) => j.state !== 'lost').map((j) => j.c));
+      const running = [...this.#leases.attempts()].map((j) => j.done);
       const finished = await settledBefore(Promise.all([releasing, ...running]), stop.signal);
       if (!finished) {
-        for (const j of this.#jobs.values()) {
-          j.abandoned = true;
+        for (const j of this.#leases.attempts()) {
+          j.state = 'abandoned';
           j.ctrl.abort(new ClosedError('subscription closed before the handler finished'));
           // Its lease is kept: other subscriptions of this queue may take it once it runs out.
           this.#host.wakeAt(this.topic, j.expiresBy + LEASE_SLACK_MS);
         }
         stop.abort(new ClosedError('close deadline passed'));
       }
-      clearInterval(this.#heartbeat);
-      clearTimeout(this.#lapseTimer);
-      await this.#beatInFlight;
+      await this.#leases.stop();
     } finally {
       stop.abort(new ClosedError('subscription closed')); // nothing of it may stay pending
     }

@@ -11,7 +11,7 @@ import type { Claimed } from '../../src/queue/types.js';
 function attempt(n: number, losses: string[]): Attempt {
   const c: Claimed = { deliveryId: 'd', claimToken: `token-${n}`, group: 'g', attempt: n, message: { id: 'm', topic: 't', payload: new Uint8Array(), publishedAt: new Date(0) } };
   return new Attempt(c, Infinity, Infinity, (a: Attempt, cause: LossCause) => {
-    a.lost = true;
+    a.state = 'lost';
     losses.push(`${a.c.attempt} ${cause}`);
   });
 }

@@ -15,7 +15,7 @@ import { dirname, join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import { HEADER_DLQ_MESSAGE_ID } from '../../src/queue/dead-letter.js';
-import { SqliteStore } from '../../src/queue/stores/sqlite.js';
+import { SqliteStore } from '../../src/queue/stores/sqlite/store.js';
 import { PostgresStore } from '../../src/queue/stores/postgres/store.js';
 import type { Store } from '../../src/queue/types.js';
 import { POSTGRES_SKIP, POSTGRES_URL, dropSchema, testSchema } from '../stores/postgres-env.js';

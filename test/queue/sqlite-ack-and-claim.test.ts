@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { afterEach, beforeEach, describe, it } from 'node:test';
 import { createStoreQueue } from '../../src/queue/index.js';
 import type { AckAndClaimed, Claimed, ClaimRequest, KillOptions, PurgePolicy, StartFrom, Store, StoredMessage } from '../../src/queue/index.js';
-import { SqliteStore } from '../../src/queue/stores/sqlite.js';
+import { SqliteStore } from '../../src/queue/stores/sqlite/store.js';
 import { claimReq, counts, ids, msg, waitFor } from '../stores/helpers.js';
 
 describe('sqlite ackAndClaim', () => {

@@ -12,7 +12,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
-import { SqliteStore } from '../../src/queue/stores/sqlite.js';
+import { SqliteStore } from '../../src/queue/stores/sqlite/store.js';
 import { claimReq, counts, ids, msg } from '../stores/helpers.js';
 
 const HOUR = 3_600_000;

@@ -10,7 +10,7 @@ import { dirname, join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { it } from 'node:test';
 import { fileURLToPath } from 'node:url';
-import { SqliteStore } from '../../src/queue/stores/sqlite.js';
+import { SqliteStore } from '../../src/queue/stores/sqlite/store.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
 

@@ -15,8 +15,8 @@ import { fileURLToPath } from 'node:url';
 import Database from 'better-sqlite3';
 import { IOError } from '../../src/errors.js';
 import { deliveryId } from '../../src/queue/delivery-id.js';
-import { SCHEMA_VERSION } from '../../src/queue/stores/sqlite-schema.js';
-import { SqliteStore } from '../../src/queue/stores/sqlite.js';
+import { SCHEMA_VERSION } from '../../src/queue/stores/sqlite/migrate.js';
+import { SqliteStore } from '../../src/queue/stores/sqlite/store.js';
 import type { Claimed } from '../../src/queue/types.js';
 import { counts } from '../stores/helpers.js';
 

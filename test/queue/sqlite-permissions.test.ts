@@ -9,7 +9,7 @@ import { chmodSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { IOError } from '../../src/errors.js';
-import { SqliteStore } from '../../src/queue/stores/sqlite.js';
+import { SqliteStore } from '../../src/queue/stores/sqlite/store.js';
 import { tempDir } from '../helpers/tmp.js';
 
 const perm = (path: string) => statSync(path).mode & 0o777;

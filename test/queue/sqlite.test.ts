@@ -11,7 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { IOError } from '../../src/errors.js';
 import { createQueue } from '../../src/queue/index.js';
 import Database from 'better-sqlite3';
-import { PAGE_SIZE, SqliteStore } from '../../src/queue/stores/sqlite.js';
+import { PAGE_SIZE, SqliteStore } from '../../src/queue/stores/sqlite/store.js';
 import { counts, waitFor } from '../stores/helpers.js';
 
 const here = dirname(fileURLToPath(import.meta.url));

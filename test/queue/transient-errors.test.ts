@@ -16,7 +16,7 @@ import Database from 'better-sqlite3';
 import pg from 'pg';
 import { ClosedError, InvalidArgumentError, IOError } from '../../src/errors.js';
 import { PostgresStore } from '../../src/queue/stores/postgres/store.js';
-import { SqliteStore } from '../../src/queue/stores/sqlite.js';
+import { SqliteStore } from '../../src/queue/stores/sqlite/store.js';
 import { clickhouseCode, clickhouseTransient, isTransient, postgresTransient, sqliteTransient } from '../../src/queue/stores/transient.js';
 import { tempDir } from '../helpers/tmp.js';
 import { claimReq, msg } from '../stores/helpers.js';

@@ -8,7 +8,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { MemoryBacking, MemoryStore } from '../../src/queue/stores/memory.js';
-import { SqliteStore } from '../../src/queue/stores/sqlite.js';
+import { SqliteStore } from '../../src/queue/stores/sqlite/store.js';
 import type { Store } from '../../src/queue/types.js';
 import { clickhouseFactory } from './clickhouse-env.js';
 import { postgresFactory } from './postgres-env.js';

@@ -14,10 +14,9 @@ import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { ClosedError } from '../../errors.js';
 import { deliveryId } from '../delivery-id.js';
+import type { DeliveryState } from './delivery-state.js';
 import { parseSeqCursor } from './seq-cursor.js';
 import type { ClaimRequest, Claimed, ConsumerGroup, KillOptions, MessagePage, PurgePolicy, QueueStats, StartFrom, Store, StoredMessage } from '../types.js';
-
-type State = 'pending' | 'leased' | 'acked' | 'dead';
 
 interface MessageRow {
   /** Publish order across the backing: the `listMessages` cursor. */
@@ -32,7 +31,7 @@ interface DeliveryRow {
   id: string;
   row: MessageRow;
   laneKey: string; // topic + "\0" + group
-  state: State;
+  state: DeliveryState;
   attempt: number;
   availableAt: number;
   leaseUntil: number;
@@ -236,7 +235,7 @@ export class MemoryStore implements Store {
     return d && d.state === 'leased' && d.token === c.claimToken ? d : undefined;
   }
 
-  #finish(b: MemoryState, d: DeliveryRow, state: 'acked' | 'dead' | 'pending'): void {
+  #finish(b: MemoryState, d: DeliveryRow, state: Exclude<DeliveryState, 'leased'>): void {
     d.state = state;
     d.token = undefined;
     d.holder = undefined;

@@ -7,11 +7,8 @@ import type { StoredMessage } from '../../types.js';
 import { decodeWtf8, fromHex } from './escape.js';
 import type { SqlValue } from './escape.js';
 
-export const PENDING = 0;
-export const LEASED = 1;
-export const ACKED = 2;
-export const DEAD = 3;
-export const PURGED = 4;
+// The delivery states, from the list every store shares (PURGED is this store's own).
+export { ACKED, DEAD, LEASED, PENDING, PURGED } from '../delivery-state.js';
 
 /** The latest version of one delivery. */
 export interface DeliveryRow {

@@ -10,7 +10,7 @@
 -- large the table; the pairs are then checked against the unnested arrays.
 WITH done AS (
   DELETE FROM __SCHEMA__.deliveries d
-  WHERE d.delivery_id = ANY($1::text[]) AND d.state = 1
+  WHERE d.delivery_id = ANY($1::text[]) AND d.state = 1 /* leased */
     AND EXISTS (SELECT 1 FROM unnest($1::text[], $2::uuid[]) AS t(id, token) WHERE t.id = d.delivery_id AND t.token = d.claim_token)
   RETURNING d.delivery_id, d.claim_token::text AS token, d.topic, d.msg_key, d.message_seq
 ),

@@ -21,7 +21,7 @@ stored AS (
 ),
 fanned AS (
   INSERT INTO __SCHEMA__.deliveries (delivery_id, message_seq, topic, grp, msg_key, state, available_at)
-  SELECT f.delivery_id, s.seq, s.topic, f.grp, s.msg_key, 0, coalesce(s.deliver_at, '-infinity')
+  SELECT f.delivery_id, s.seq, s.topic, f.grp, s.msg_key, 0 /* pending */, coalesce(s.deliver_at, '-infinity')
   FROM unnest($8::text[], $9::text[], $10::text[]) AS f(message_id, grp, delivery_id)
   JOIN stored s ON s.id = f.message_id
   ORDER BY s.seq

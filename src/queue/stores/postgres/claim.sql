@@ -34,10 +34,10 @@ WITH clock AS MATERIALIZED (
 pending AS (
   SELECT d.delivery_id, d.message_seq, d.state
   FROM __SCHEMA__.deliveries d
-  WHERE d.topic = $1 AND d.grp = $2 AND d.state = 0 AND d.available_at <= (SELECT now FROM clock)
+  WHERE d.topic = $1 AND d.grp = $2 AND d.state = 0 /* pending */ AND d.available_at <= (SELECT now FROM clock)
     AND (d.msg_key IS NULL OR d.message_seq = (
       SELECT e.message_seq FROM __SCHEMA__.deliveries e
-      WHERE e.topic = d.topic AND e.grp = d.grp AND e.msg_key = d.msg_key AND e.state < 2
+      WHERE e.topic = d.topic AND e.grp = d.grp AND e.msg_key = d.msg_key AND e.state < 2 /* acked */
       ORDER BY e.message_seq
       LIMIT 1))
   ORDER BY d.message_seq
@@ -47,10 +47,10 @@ pending AS (
 expired AS (
   SELECT d.delivery_id, d.message_seq, d.state
   FROM __SCHEMA__.deliveries d
-  WHERE d.topic = $1 AND d.grp = $2 AND d.state = 1 AND d.lease_until <= (SELECT now FROM clock)
+  WHERE d.topic = $1 AND d.grp = $2 AND d.state = 1 /* leased */ AND d.lease_until <= (SELECT now FROM clock)
     AND (d.msg_key IS NULL OR d.message_seq = (
       SELECT e.message_seq FROM __SCHEMA__.deliveries e
-      WHERE e.topic = d.topic AND e.grp = d.grp AND e.msg_key = d.msg_key AND e.state < 2
+      WHERE e.topic = d.topic AND e.grp = d.grp AND e.msg_key = d.msg_key AND e.state < 2 /* acked */
       ORDER BY e.message_seq
       LIMIT 1))
   ORDER BY d.message_seq
@@ -68,11 +68,11 @@ picked AS (
   SELECT c.delivery_id, c.state
   FROM candidates c
   WHERE c.message_seq = (SELECT min(message_seq) FROM candidates)
-     OR c.message_seq < COALESCE((SELECT min(message_seq) FROM candidates WHERE state = 1), 9223372036854775807)
+     OR c.message_seq < COALESCE((SELECT min(message_seq) FROM candidates WHERE state = 1 /* leased */), 9223372036854775807)
 ),
 leased AS (
   UPDATE __SCHEMA__.deliveries d
-  SET state = 1, attempt = d.attempt + 1, claim_token = gen_random_uuid(), holder = $4,
+  SET state = 1 /* leased */, attempt = d.attempt + 1, claim_token = gen_random_uuid(), holder = $4,
       lease_until = (SELECT now FROM clock) + $5 * interval '1 millisecond'
   -- ANY(ARRAY(...)) rather than a join: the planner cannot know picked is
   -- small and would otherwise hash-join against the whole table.
@@ -83,7 +83,7 @@ SELECT l.delivery_id, l.attempt, l.claim_token::text AS claim_token,
        -- picked holds a recovered row only as its one row (the rule above), so
        -- one flag for the claim says it: read once, where a lookup per row in
        -- picked compared every pair (a join would be planned as a hash join)
-       (SELECT coalesce(bool_or(p.state = 1), false) FROM picked p) AS recovered,
+       (SELECT coalesce(bool_or(p.state = 1 /* leased */), false) FROM picked p) AS recovered,
        m.id, m.topic, m.msg_key, m.payload, m.headers, m.published_at, m.deliver_at
 FROM leased l JOIN __SCHEMA__.messages m ON m.seq = l.message_seq
 ORDER BY l.message_seq

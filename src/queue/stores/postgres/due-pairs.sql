@@ -28,20 +28,20 @@ SELECT p.topic, p.grp AS "group"
 FROM pairs p
 CROSS JOIN LATERAL (
   (SELECT 1 FROM __SCHEMA__.deliveries d
-   WHERE d.topic = p.topic AND d.grp = p.grp AND d.state = 0 AND d.available_at <= (SELECT now FROM clock)
+   WHERE d.topic = p.topic AND d.grp = p.grp AND d.state = 0 /* pending */ AND d.available_at <= (SELECT now FROM clock)
      AND (d.msg_key IS NULL OR NOT EXISTS (
        SELECT 1 FROM __SCHEMA__.deliveries e
-       WHERE e.topic = d.topic AND e.grp = d.grp AND e.msg_key = d.msg_key AND e.state < 2
-         AND (e.message_seq < d.message_seq OR e.state = 1)))
+       WHERE e.topic = d.topic AND e.grp = d.grp AND e.msg_key = d.msg_key AND e.state < 2 /* acked */
+         AND (e.message_seq < d.message_seq OR e.state = 1 /* leased */)))
    ORDER BY d.message_seq
    LIMIT 1)
   UNION ALL
   (SELECT 1 FROM __SCHEMA__.deliveries d
-   WHERE d.topic = p.topic AND d.grp = p.grp AND d.state = 1 AND d.lease_until <= (SELECT now FROM clock)
+   WHERE d.topic = p.topic AND d.grp = p.grp AND d.state = 1 /* leased */ AND d.lease_until <= (SELECT now FROM clock)
      AND (d.msg_key IS NULL OR NOT EXISTS (
        SELECT 1 FROM __SCHEMA__.deliveries e
-       WHERE e.topic = d.topic AND e.grp = d.grp AND e.msg_key = d.msg_key AND e.state < 2
-         AND (e.message_seq < d.message_seq OR (e.state = 1 AND e.delivery_id <> d.delivery_id))))
+       WHERE e.topic = d.topic AND e.grp = d.grp AND e.msg_key = d.msg_key AND e.state < 2 /* acked */
+         AND (e.message_seq < d.message_seq OR (e.state = 1 /* leased */ AND e.delivery_id <> d.delivery_id))))
    ORDER BY d.lease_until
    LIMIT 1)
   LIMIT 1

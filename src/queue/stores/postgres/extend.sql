@@ -3,6 +3,6 @@
 -- token. Index probes on the primary key, as in ack.sql.
 UPDATE __SCHEMA__.deliveries d
 SET lease_until = (SELECT clock_timestamp()) + $3 * interval '1 millisecond'
-WHERE d.delivery_id = ANY($1::text[]) AND d.state = 1
+WHERE d.delivery_id = ANY($1::text[]) AND d.state = 1 /* leased */
   AND EXISTS (SELECT 1 FROM unnest($1::text[], $2::uuid[]) AS t(id, token) WHERE t.id = d.delivery_id AND t.token = d.claim_token)
 RETURNING d.delivery_id, d.claim_token::text AS token

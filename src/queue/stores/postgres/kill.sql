@@ -4,8 +4,8 @@
 -- so is not counted as an attempt, else 0.
 WITH dead AS (
   UPDATE __SCHEMA__.deliveries
-  SET state = 3, finished_at = (SELECT clock_timestamp()), last_error = $3, lease_until = NULL, attempt = attempt - $5::int
-  WHERE delivery_id = $1 AND claim_token = $2::uuid AND state = 1
+  SET state = 3 /* dead */, finished_at = (SELECT clock_timestamp()), last_error = $3, lease_until = NULL, attempt = attempt - $5::int
+  WHERE delivery_id = $1 AND claim_token = $2::uuid AND state = 1 /* leased */
   RETURNING topic, msg_key
 )
 SELECT (SELECT count(pg_notify($4, topic)) FROM dead WHERE msg_key IS NOT NULL) AS woke

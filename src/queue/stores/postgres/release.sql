@@ -3,8 +3,8 @@
 -- notified on channel $3. Index probes on the primary key, as in ack.sql.
 WITH back AS (
   UPDATE __SCHEMA__.deliveries d
-  SET state = 0, attempt = d.attempt - 1, claim_token = NULL, holder = NULL, lease_until = NULL
-  WHERE d.delivery_id = ANY($1::text[]) AND d.state = 1
+  SET state = 0 /* pending */, attempt = d.attempt - 1, claim_token = NULL, holder = NULL, lease_until = NULL
+  WHERE d.delivery_id = ANY($1::text[]) AND d.state = 1 /* leased */
     AND EXISTS (SELECT 1 FROM unnest($1::text[], $2::uuid[]) AS t(id, token) WHERE t.id = d.delivery_id AND t.token = d.claim_token)
   RETURNING d.topic
 )

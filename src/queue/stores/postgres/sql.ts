@@ -4,8 +4,8 @@
  * Each file names its schema `__SCHEMA__`; it is replaced by the validated,
  * quoted schema name. Values are always bind parameters, never spliced in.
  */
-import { readFileSync, readdirSync } from 'node:fs';
 import { InvalidArgumentError } from '../../../errors.js';
+import { SqlFiles, type Migration } from '../sql-files.js';
 
 /** Schema names: lower-case identifiers short enough to leave room for the wake channel's suffix. */
 const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,47}$/;
@@ -23,17 +23,7 @@ export function wakeChannel(schema: string): string {
   return `${schema}.wake`;
 }
 
-const here = new URL('./', import.meta.url);
-const cache = new Map<string, string>();
-
-function read(rel: string): string {
-  let text = cache.get(rel);
-  if (text === undefined) {
-    text = readFileSync(new URL(rel, here), 'utf8');
-    cache.set(rel, text);
-  }
-  return text;
-}
+const files = new SqlFiles(new URL('./', import.meta.url));
 
 export const STATEMENTS = [
   'lock-topics',
@@ -65,14 +55,11 @@ export type StatementName = (typeof STATEMENTS)[number];
 /** Every statement with `schema` (already quoted) filled in. */
 export function statements(quotedSchema: string): Record<StatementName, string> {
   const out = {} as Record<StatementName, string>;
-  for (const name of STATEMENTS) out[name] = read(`${name}.sql`).replaceAll('__SCHEMA__', quotedSchema);
+  for (const name of STATEMENTS) out[name] = files.read(`${name}.sql`).replaceAll('__SCHEMA__', quotedSchema);
   return out;
 }
 
 /** The migrations, in order: `{ version, sql }` with the schema filled in. */
-export function migrations(quotedSchema: string): Array<{ version: number; name: string; sql: string }> {
-  return readdirSync(new URL('migrations/', here))
-    .filter((f) => /^\d+_[a-z0-9_]+\.sql$/.test(f))
-    .sort()
-    .map((f) => ({ version: Number.parseInt(f, 10), name: f, sql: read(`migrations/${f}`).replaceAll('__SCHEMA__', quotedSchema) }));
+export function migrations(quotedSchema: string): Migration[] {
+  return files.migrations().map((m) => ({ ...m, sql: m.sql.replaceAll('__SCHEMA__', quotedSchema) }));
 }

@@ -6,14 +6,14 @@ WITH clock AS MATERIALIZED (
   SELECT clock_timestamp() AS now
 )
 SELECT
-  (SELECT count(*)::int FROM __SCHEMA__.deliveries WHERE topic = $1 AND grp = $2 AND state = 0)
-    + (SELECT count(*)::int FROM __SCHEMA__.deliveries WHERE topic = $1 AND grp = $2 AND state = 1) AS live,
+  (SELECT count(*)::int FROM __SCHEMA__.deliveries WHERE topic = $1 AND grp = $2 AND state = 0 /* pending */)
+    + (SELECT count(*)::int FROM __SCHEMA__.deliveries WHERE topic = $1 AND grp = $2 AND state = 1 /* leased */) AS live,
   (SELECT count(*)::int FROM __SCHEMA__.deliveries
-     WHERE topic = $1 AND grp = $2 AND state = 1 AND lease_until > (SELECT now FROM clock)) AS leased,
-  (SELECT count(*)::int FROM __SCHEMA__.deliveries WHERE topic = $1 AND grp = $2 AND state = 3) AS dead,
+     WHERE topic = $1 AND grp = $2 AND state = 1 /* leased */ AND lease_until > (SELECT now FROM clock)) AS leased,
+  (SELECT count(*)::int FROM __SCHEMA__.deliveries WHERE topic = $1 AND grp = $2 AND state = 3 /* dead */) AS dead,
   (SELECT coalesce(floor(extract(epoch FROM (SELECT now FROM clock) - min(
-       CASE WHEN d.state = 0 THEN greatest(d.available_at, m.due_at) ELSE d.lease_until END)) * 1000), 0)::float8
+       CASE WHEN d.state = 0 /* pending */ THEN greatest(d.available_at, m.due_at) ELSE d.lease_until END)) * 1000), 0)::float8
      FROM __SCHEMA__.deliveries d JOIN __SCHEMA__.messages m ON m.seq = d.message_seq
      WHERE d.topic = $1 AND d.grp = $2
-       AND ((d.state = 0 AND d.available_at <= (SELECT now FROM clock) AND m.due_at <= (SELECT now FROM clock))
-         OR (d.state = 1 AND d.lease_until <= (SELECT now FROM clock)))) AS oldest_ms
+       AND ((d.state = 0 /* pending */ AND d.available_at <= (SELECT now FROM clock) AND m.due_at <= (SELECT now FROM clock))
+         OR (d.state = 1 /* leased */ AND d.lease_until <= (SELECT now FROM clock)))) AS oldest_ms

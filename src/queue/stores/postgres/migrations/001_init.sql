@@ -34,7 +34,8 @@ CREATE TABLE __SCHEMA__.messages (
 CREATE INDEX messages_topic ON __SCHEMA__.messages (topic, seq);
 CREATE INDEX messages_due ON __SCHEMA__.messages (due_at);
 
--- One row per (message, group). state: 0 pending, 1 leased, 2 acked, 3 dead.
+-- One row per (message, group). state: 0 pending, 1 leased, 2 acked, 3 dead
+-- (src/queue/stores/delivery-state.ts).
 -- The cascade removes a message's deliveries with it, including one a
 -- concurrent backfill inserted after the purge chose the message.
 CREATE TABLE __SCHEMA__.deliveries (
@@ -58,16 +59,16 @@ CREATE TABLE __SCHEMA__.deliveries (
 
 -- Live work only: claims walk this in publish order, however many finished
 -- rows wait for the janitor.
-CREATE INDEX deliveries_live ON __SCHEMA__.deliveries (topic, grp, message_seq) WHERE state < 2;
+CREATE INDEX deliveries_live ON __SCHEMA__.deliveries (topic, grp, message_seq) WHERE state < 2 /* acked */;
 -- The head-of-lane test of keyed deliveries.
-CREATE INDEX deliveries_lane ON __SCHEMA__.deliveries (topic, grp, msg_key, message_seq) WHERE state < 2 AND msg_key IS NOT NULL;
+CREATE INDEX deliveries_lane ON __SCHEMA__.deliveries (topic, grp, msg_key, message_seq) WHERE state < 2 /* acked */ AND msg_key IS NOT NULL;
 -- Counting a group's leases (maxInFlight, stats) without walking its pending rows.
-CREATE INDEX deliveries_leased ON __SCHEMA__.deliveries (topic, grp, lease_until) WHERE state = 1;
+CREATE INDEX deliveries_leased ON __SCHEMA__.deliveries (topic, grp, lease_until) WHERE state = 1 /* leased */;
 -- The cascade from messages, and the purge's "is every delivery finished" probe.
 CREATE INDEX deliveries_message ON __SCHEMA__.deliveries (message_seq);
 -- Dead rows: counted per group, purged by age.
-CREATE INDEX deliveries_dead ON __SCHEMA__.deliveries (topic, grp, finished_at) WHERE state = 3;
-CREATE INDEX deliveries_dead_age ON __SCHEMA__.deliveries (finished_at) WHERE state = 3;
+CREATE INDEX deliveries_dead ON __SCHEMA__.deliveries (topic, grp, finished_at) WHERE state = 3 /* dead */;
+CREATE INDEX deliveries_dead_age ON __SCHEMA__.deliveries (finished_at) WHERE state = 3 /* dead */;
 
 -- The janitor role: one row, held by one instance until `until` (database clock).
 CREATE TABLE __SCHEMA__.janitor (

@@ -5,5 +5,5 @@
 -- backlog by key for every row. deliveries_pending holds state 0 alone: a
 -- claim's new version leaves it, and leased rows whose lease expired are
 -- found through deliveries_leased.
-CREATE INDEX deliveries_pending ON __SCHEMA__.deliveries (topic, grp, message_seq) WHERE state = 0;
+CREATE INDEX deliveries_pending ON __SCHEMA__.deliveries (topic, grp, message_seq) WHERE state = 0 /* pending */;
 DROP INDEX __SCHEMA__.deliveries_live;

@@ -13,5 +13,5 @@ CREATE INDEX acks_message ON __SCHEMA__.acks (message_seq);
 
 -- The acked rows of an existing schema move over.
 INSERT INTO __SCHEMA__.acks (message_seq, finished_at)
-SELECT message_seq, finished_at FROM __SCHEMA__.deliveries WHERE state = 2;
-DELETE FROM __SCHEMA__.deliveries WHERE state = 2;
+SELECT message_seq, finished_at FROM __SCHEMA__.deliveries WHERE state = 2 /* acked */;
+DELETE FROM __SCHEMA__.deliveries WHERE state = 2 /* acked */;

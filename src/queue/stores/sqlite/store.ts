@@ -2,16 +2,17 @@
  * The SQLite store (queue type `sqlite`), the embedded default: one file, one
  * process, better-sqlite3 loaded only when this store is opened.
  *
- * Rows (sqlite-schema.ts): `ferry_groups` (topic, group and its cursor),
+ * Rows (schema.sql): `ferry_groups` (topic, group and its cursor),
  * `ferry_messages` (one per message; its `seq` is publish order) and
  * `ferry_deliveries` (one per message and group, keyed by (message_seq, grp)
  * and carrying its `deliveryId`). A publish writes only the message; a claim
  * makes the deliveries of the messages past its group's cursor before it
- * looks for due ones (`#advance`). A delivery's `state` is 0 pending, 1 leased,
- * 2 acked, 3 dead; partial indexes over `state < 2` keep claims proportional
- * to live work however many finished rows wait for the janitor.
+ * looks for due ones (`#advance`). A delivery's `state` is a code of
+ * ../delivery-state.ts; partial indexes over live rows keep claims
+ * proportional to live work however many finished rows wait for the janitor.
+ * Each statement is a `.sql` file beside this one (sql.ts).
  *
- * Times are integers of milliseconds on the database's clock (`NOW_MS`); the
+ * Times are integers of milliseconds on the database's clock (now.sql); the
  * engine passes only durations. Every write transaction is `BEGIN IMMEDIATE`
  * and reads the clock after taking the write lock, so a lease never starts
  * before the claim could be made. WAL journal mode; `synchronous` is FULL by
@@ -22,14 +23,16 @@ import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { closeSync, constants, openSync, realpathSync } from 'node:fs';
 import type BetterSqlite3 from 'better-sqlite3';
-import { ClosedError, InvalidArgumentError, IOError, PayloadTooLargeError } from '../../errors.js';
-import { sqliteTransient } from './transient.js';
-import { deliveryId } from '../delivery-id.js';
-import { takeClaimable } from './recovered.js';
-import { parseSeqCursor } from './seq-cursor.js';
-import { setUpSchema } from './sqlite-schema.js';
-import { SqliteDuePairs } from './sqlite-due-pairs.js';
-import type { AckAndClaimed, ClaimRequest, Claimed, ConsumerGroup, KillOptions, MessagePage, PurgePolicy, QueueStats, StartFrom, Store, StoredMessage } from '../types.js';
+import { ClosedError, InvalidArgumentError, IOError, PayloadTooLargeError } from '../../../errors.js';
+import { sqliteTransient } from '../transient.js';
+import { deliveryId } from '../../delivery-id.js';
+import { takeClaimable } from '../recovered.js';
+import { parseSeqCursor } from '../seq-cursor.js';
+import { LEASED } from '../delivery-state.js';
+import { setUpSchema } from './migrate.js';
+import { SqliteDuePairs } from './due-pairs.js';
+import { prepareStatements, type Statements } from './sql.js';
+import type { AckAndClaimed, ClaimRequest, Claimed, ConsumerGroup, KillOptions, MessagePage, PurgePolicy, QueueStats, StartFrom, Store, StoredMessage } from '../../types.js';
 
 type Database = BetterSqlite3.Database;
 
@@ -64,17 +67,10 @@ function createPrivate(path: string): void {
   closeSync(openSync(path, constants.O_RDONLY | constants.O_CREAT, DATABASE_FILE_MODE));
 }
 
-/** The database clock in integer milliseconds since the epoch. */
-const NOW_MS = "CAST(unixepoch('subsec') * 1000 AS INTEGER)";
-const PENDING = 0;
-const LEASED = 1;
-const ACKED = 2;
-const DEAD = 3;
 /** A claim short of due deliveries makes those of at least this many newer messages at once (`#advance`)... */
 const ADVANCE_MIN = 256;
 /** ...and at most this many chunks per transaction, so the process is never blocked for long behind many scheduled messages. */
 const ADVANCE_ROUNDS = 4;
-
 
 interface MessageRowDb {
   seq: number;
@@ -107,142 +103,8 @@ function toMessage(r: MessageRowDb): StoredMessage {
   return m;
 }
 
-/**
- * The `seq` of a new message: one past the newest stored and the highest
- * ever purged (sqlite-schema.ts, version 4), so a `seq` is never reused and a
- * group cursor never lies past a message it has not seen. Both reads touch
- * only pages the insert writes anyway or that stay clean.
- */
-const NEXT_SEQ = `max(coalesce((SELECT max(seq) FROM ferry_messages), 0), coalesce((SELECT value FROM ferry_meta WHERE name = 'purged_seq'), 0)) + 1`;
-
-/**
- * A write fenced on a claim: the delivery of message ID `?` to group `?`,
- * still leased under claim token `?`. Found through the message's ID, as
- * deliveries are keyed by (message_seq, grp).
- */
-const FENCED = `message_seq = (SELECT seq FROM ferry_messages WHERE id = ?) AND grp = ? AND claim_token = ? AND state = ${LEASED}`;
-
-/** Prepares every statement once per connection. */
-function statements(db: Database) {
-  return {
-    now: db.prepare(`SELECT ${NOW_MS}`).pluck(),
-    insertGroup: db.prepare(`INSERT INTO ferry_groups (topic, grp, created_at, cursor_seq) VALUES (?, ?, ?, ?) ON CONFLICT DO NOTHING`),
-    cursor: db.prepare(`SELECT cursor_seq FROM ferry_groups WHERE topic = ? AND grp = ?`).pluck(),
-    setCursor: db.prepare(`UPDATE ferry_groups SET cursor_seq = ? WHERE topic = ? AND grp = ?`),
-    // Every later message has a larger seq (NEXT_SEQ).
-    newestSeq: db.prepare(`SELECT coalesce(max(seq), 0) FROM ferry_messages`).pluck(),
-    messagesAfter: db.prepare(`SELECT seq, id, msg_key, deliver_at FROM ferry_messages WHERE topic = ? AND seq > ? ORDER BY seq LIMIT ?`),
-    // The messages past a group's cursor: all pending, due from due_at.
-    ahead: db.prepare(
-      `SELECT count(*) AS n, min(CASE WHEN due_at <= @c THEN due_at END) AS oldest FROM ferry_messages WHERE topic = @a AND seq > @s`,
-    ),
-    insertMessage: db.prepare(
-      `INSERT INTO ferry_messages (seq, id, topic, msg_key, payload, headers, published_at, deliver_at, due_at)
-       VALUES (${NEXT_SEQ}, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (id) DO NOTHING`,
-    ),
-    insertDelivery: db.prepare(
-      `INSERT INTO ferry_deliveries (delivery_id, message_seq, topic, grp, msg_key, state, available_at)
-       VALUES (?, ?, ?, ?, ?, ${PENDING}, ?) ON CONFLICT DO NOTHING`,
-    ),
-    leasedCount: db
-      // "state < 2" lets SQLite use the partial index of live rows.
-      .prepare(`SELECT count(*) FROM ferry_deliveries WHERE topic = ? AND grp = ? AND state < 2 AND state = ${LEASED} AND lease_until > ?`)
-      .pluck(),
-    // Due deliveries past seq @s in publish order; a keyed one only when nothing earlier on its lane is live.
-    due: db.prepare(
-      `SELECT d.delivery_id, d.attempt, d.state, m.seq, m.id, m.topic, m.msg_key, m.payload, m.headers, m.published_at, m.deliver_at
-       FROM ferry_deliveries d JOIN ferry_messages m ON m.seq = d.message_seq
-       WHERE d.topic = @a AND d.grp = @b AND d.state < 2 AND d.message_seq > @s
-         AND ((d.state = ${PENDING} AND d.available_at <= @c) OR (d.state = ${LEASED} AND d.lease_until <= @c))
-         AND (d.msg_key IS NULL OR NOT EXISTS (
-           SELECT 1 FROM ferry_deliveries e
-           WHERE e.topic = d.topic AND e.grp = d.grp AND e.msg_key = d.msg_key AND e.state < 2 AND e.message_seq < d.message_seq))
-       ORDER BY d.message_seq LIMIT @d`,
-    ),
-    lease: db.prepare(
-      `UPDATE ferry_deliveries SET state = ${LEASED}, attempt = attempt + 1, claim_token = ?, holder = ?, lease_until = ?
-       WHERE message_seq = ? AND grp = ?`,
-    ),
-    ack: db.prepare(
-      `UPDATE ferry_deliveries SET state = ${ACKED}, finished_at = ?, claim_token = NULL, holder = NULL, lease_until = NULL
-       WHERE ${FENCED}`,
-    ),
-    retry: db.prepare(
-      `UPDATE ferry_deliveries SET state = ${PENDING}, available_at = ?, last_error = ?, claim_token = NULL, holder = NULL, lease_until = NULL
-       WHERE ${FENCED}`,
-    ),
-    // The last parameter is 1 when the claim ran nothing and is not counted as an attempt.
-    kill: db.prepare(
-      `UPDATE ferry_deliveries SET state = ${DEAD}, finished_at = ?, last_error = ?, claim_token = NULL, holder = NULL, lease_until = NULL,
-         attempt = attempt - ?
-       WHERE ${FENCED}`,
-    ),
-    extend: db.prepare(
-      `UPDATE ferry_deliveries SET lease_until = ? WHERE ${FENCED}`,
-    ),
-    release: db.prepare(
-      `UPDATE ferry_deliveries SET state = ${PENDING}, attempt = attempt - 1, claim_token = NULL, holder = NULL, lease_until = NULL
-       WHERE ${FENCED}`,
-    ),
-    purgeDead: db.prepare(
-      `DELETE FROM ferry_deliveries WHERE (message_seq, grp) IN (
-         SELECT message_seq, grp FROM ferry_deliveries WHERE state = ${DEAD} AND finished_at < ? LIMIT ?)`,
-    ),
-    // Messages due before the cutoff that every group of their topic has passed
-    // and whose every delivery was acked before it.
-    finishedMessages: db
-      .prepare(
-        `SELECT seq FROM ferry_messages m WHERE m.due_at < @a
-           AND NOT EXISTS (SELECT 1 FROM ferry_groups g WHERE g.topic = m.topic AND g.cursor_seq < m.seq)
-           AND NOT EXISTS (
-             SELECT 1 FROM ferry_deliveries d WHERE d.message_seq = m.seq AND (d.state <> ${ACKED} OR d.finished_at >= @a))
-         ORDER BY m.due_at LIMIT @b`,
-      )
-      .pluck(),
-    deleteMessage: db.prepare(`DELETE FROM ferry_messages WHERE seq = ?`),
-    // Raised before messages are deleted, so NEXT_SEQ never hands out a deleted seq again.
-    raisePurgedSeq: db.prepare(
-      `INSERT INTO ferry_meta (name, value) VALUES ('purged_seq', ?) ON CONFLICT (name) DO UPDATE SET value = max(value, excluded.value)`,
-    ),
-    deleteMessageDeliveries: db.prepare(`DELETE FROM ferry_deliveries WHERE message_seq = ?`),
-    liveStats: db.prepare(
-      `SELECT count(*) AS total, coalesce(sum(state = ${LEASED} AND lease_until > @c), 0) AS leased
-       FROM ferry_deliveries WHERE topic = @a AND grp = @b AND state < 2`,
-    ),
-    deadCount: db.prepare(`SELECT count(*) FROM ferry_deliveries WHERE topic = ? AND grp = ? AND state = ${DEAD}`).pluck(),
-    deleteGroup: db.prepare(`DELETE FROM ferry_groups WHERE topic = ? AND grp = ?`),
-    // Through the topic's messages: every delivery of the group belongs to one,
-    // and both indexes used exist already (no index over every state by group).
-    deleteGroupDeliveries: db.prepare(
-      `DELETE FROM ferry_deliveries WHERE grp = @b AND message_seq IN (SELECT seq FROM ferry_messages WHERE topic = @a)`,
-    ),
-    listGroups: db.prepare(`SELECT topic, grp AS "group" FROM ferry_groups ORDER BY topic, grp`),
-    listTopicGroups: db.prepare(`SELECT topic, grp AS "group" FROM ferry_groups WHERE topic = ? ORDER BY grp`),
-    listMessages: db.prepare(
-      `SELECT seq, id, topic, msg_key, payload, headers, published_at, deliver_at FROM ferry_messages
-       WHERE topic = ? AND seq > ? ORDER BY seq LIMIT ?`,
-    ),
-    // When the longest-waiting due delivery became claimable: its due time or backoff end, or its lease's expiry.
-    oldestDue: db
-      .prepare(
-        `SELECT min(CASE WHEN d.state = ${PENDING} THEN max(d.available_at, m.due_at) ELSE d.lease_until END)
-         FROM ferry_deliveries d JOIN ferry_messages m ON m.seq = d.message_seq
-         WHERE d.topic = @a AND d.grp = @b AND d.state < 2
-           AND ((d.state = ${PENDING} AND d.available_at <= @c AND m.due_at <= @c) OR (d.state = ${LEASED} AND d.lease_until <= @c))`,
-      )
-      .pluck(),
-    janitor: db.prepare(
-      `INSERT INTO ferry_janitor (name, holder, until) VALUES ('janitor', @a, @b + @c)
-       ON CONFLICT (name) DO UPDATE SET holder = excluded.holder, until = excluded.until
-       WHERE ferry_janitor.until <= @b OR ferry_janitor.holder = excluded.holder`,
-    ),
-  };
-}
-
-type Statements = ReturnType<typeof statements>;
-
-/** The parameters of `FENCED` for a claim. */
-const fence = (c: Claimed): [string, string, string] => [c.message.id, c.group, c.claimToken];
+/** The parameters that fence a write on claim `c` (ack.sql): its message's ID, its group and its claim token. */
+const fence = (c: Claimed): { id: string; grp: string; token: string } => ({ id: c.message.id, grp: c.group, token: c.claimToken });
 
 let driver: Promise<typeof BetterSqlite3> | undefined;
 
@@ -274,12 +136,12 @@ export class SqliteStore implements Store {
   /** One transaction function for every write (better-sqlite3 builds five wrappers per `transaction` call). */
   readonly #tx: BetterSqlite3.Transaction<(fn: (now: number) => unknown) => unknown>;
   #closed = false;
-  /** The poll query, prepared on first use (sqlite-due-pairs.ts). */
+  /** The poll query, prepared on first use (due-pairs.ts). */
   #due: SqliteDuePairs | undefined;
 
   private constructor(db: Database, file: string | undefined) {
     this.#db = db;
-    this.#q = statements(db);
+    this.#q = prepareStatements(db);
     this.#file = file;
     this.#tx = db.transaction((fn: (now: number) => unknown) => fn(this.#q.now.get() as number));
   }
@@ -346,13 +208,15 @@ export class SqliteStore implements Store {
    * registered. Inside a write transaction.
    */
   #advance(topic: string, group: string, max: number): { from: number; to: number; made: number } {
-    const from = this.#q.cursor.get(topic, group) as number | undefined;
+    const from = this.#q.groupCursor.get({ topic, grp: group }) as number | undefined;
     if (from === undefined) return { from: 0, to: 0, made: 0 };
-    const rows = this.#q.messagesAfter.all(topic, from, max) as Array<{ seq: number; id: string; msg_key: string | null; deliver_at: number | null }>;
+    const rows = this.#q.messagesPastCursor.all({ topic, after: from, limit: max }) as Array<{ seq: number; id: string; msg_key: string | null; deliver_at: number | null }>;
     if (rows.length === 0) return { from, to: from, made: 0 };
-    for (const r of rows) this.#q.insertDelivery.run(deliveryId(r.id, group), r.seq, topic, group, r.msg_key, r.deliver_at ?? 0);
+    for (const r of rows) {
+      this.#q.makeDelivery.run({ id: deliveryId(r.id, group), seq: r.seq, topic, grp: group, key: r.msg_key, availableAt: r.deliver_at ?? 0 });
+    }
     const to = rows[rows.length - 1]!.seq;
-    this.#q.setCursor.run(to, topic, group);
+    this.#q.moveCursor.run({ cursor: to, topic, grp: group });
     return { from, to, made: rows.length };
   }
 
@@ -368,9 +232,9 @@ export class SqliteStore implements Store {
       // Acks first, so the claim sees the lanes and the room under maxInFlight they free.
       const acked = this.#ackRows(acks, now);
       let limit = req.max;
-      if (req.maxInFlight > 0) limit = Math.min(limit, req.maxInFlight - (this.#q.leasedCount.get(req.topic, req.group, now) as number));
+      if (req.maxInFlight > 0) limit = Math.min(limit, req.maxInFlight - (this.#q.inFlight.get({ topic: req.topic, grp: req.group, now }) as number));
       if (limit <= 0) return { acked, claimed: [], more: false, cursor: after };
-      const found = this.#q.due.all({ a: req.topic, b: req.group, c: now, d: limit, s: after }) as ClaimRowDb[];
+      const found = this.#q.claimable.all({ topic: req.topic, grp: req.group, now, limit, after }) as ClaimRowDb[];
       // A delivery whose lease expired is claimed alone (recovered.ts): then no new deliveries are made either.
       const rows = takeClaimable(found, (r) => r.state === LEASED);
       const alone = rows.length < found.length || rows[0]?.state === LEASED;
@@ -379,14 +243,14 @@ export class SqliteStore implements Store {
       let cursor = after;
       for (let i = 0; i < ADVANCE_ROUNDS && rows.length < limit && !alone; i++) {
         const { from, to, made } = this.#advance(req.topic, req.group, chunk);
-        if (made > 0) rows.push(...(this.#q.due.all({ a: req.topic, b: req.group, c: now, d: limit - rows.length, s: from }) as ClaimRowDb[]));
+        if (made > 0) rows.push(...(this.#q.claimable.all({ topic: req.topic, grp: req.group, now, limit: limit - rows.length, after: from }) as ClaimRowDb[]));
         cursor = to;
         more = made === chunk;
         if (!more) break;
       }
       const claimed = rows.map((r) => {
         const token = randomUUID();
-        this.#q.lease.run(token, req.runnerId, now + Math.ceil(req.leaseMs), r.seq, req.group);
+        this.#q.lease.run({ token, holder: req.runnerId, leaseUntil: now + Math.ceil(req.leaseMs), seq: r.seq, grp: req.group });
         const c: Claimed = { deliveryId: r.delivery_id, claimToken: token, group: req.group, attempt: r.attempt + 1, message: toMessage(r) };
         if (r.state === LEASED) c.recovered = true;
         return c;
@@ -397,13 +261,13 @@ export class SqliteStore implements Store {
 
   /** Acks the deliveries of `cs` still held; returns those. Inside a write transaction. */
   #ackRows(cs: Claimed[], now: number): Claimed[] {
-    return cs.filter((c) => this.#q.ack.run(now, ...fence(c)).changes === 1);
+    return cs.filter((c) => this.#q.ack.run({ now, ...fence(c) }).changes === 1);
   }
 
   async ensureGroup(topic: string, group: string, startFrom: StartFrom): Promise<void> {
     this.#write((now) => {
       // 'earliest' starts before every stored message; 'latest' after the newest.
-      this.#q.insertGroup.run(topic, group, now, startFrom === 'earliest' ? 0 : (this.#q.newestSeq.get() as number));
+      this.#q.createGroup.run({ topic, grp: group, now, cursor: startFrom === 'earliest' ? 0 : (this.#q.newestSeq.get() as number) });
     });
   }
 
@@ -430,10 +294,10 @@ export class SqliteStore implements Store {
         const deliverAt = m.deliverAt?.getTime() ?? null;
         const publishedAt = m.publishedAt.getTime();
         // An ID already stored changes nothing (ON CONFLICT DO NOTHING): idempotent.
-        this.#q.insertMessage.run(
-          m.id, m.topic, m.key ?? null, m.payload, m.headers === undefined ? null : JSON.stringify(m.headers),
-          publishedAt, deliverAt, deliverAt ?? publishedAt,
-        );
+        this.#q.append.run({
+          id: m.id, topic: m.topic, key: m.key ?? null, payload: m.payload, headers: m.headers === undefined ? null : JSON.stringify(m.headers),
+          publishedAt, deliverAt, dueAt: deliverAt ?? publishedAt,
+        });
       }
     });
   }
@@ -491,34 +355,35 @@ export class SqliteStore implements Store {
   }
 
   async retry(c: Claimed, backoffMs: number, lastError: string): Promise<boolean> {
-    return this.#write((now) => this.#q.retry.run(now + Math.ceil(backoffMs), lastError, ...fence(c)).changes === 1);
+    return this.#write((now) => this.#q.retry.run({ availableAt: now + Math.ceil(backoffMs), error: lastError, ...fence(c) }).changes === 1);
   }
 
   async kill(c: Claimed, lastError: string, opts?: KillOptions): Promise<boolean> {
-    const killed = this.#write((now) => this.#q.kill.run(now, lastError, opts?.unrun ? 1 : 0, ...fence(c)).changes === 1);
+    const killed = this.#write((now) => this.#q.kill.run({ now, error: lastError, unrun: opts?.unrun ? 1 : 0, ...fence(c) }).changes === 1);
     if (killed && c.message.key !== undefined) this.#notify([c]);
     return killed;
   }
 
   async extend(cs: Claimed[], leaseMs: number): Promise<string[]> {
     return this.#write((now) =>
-      cs.filter((c) => this.#q.extend.run(now + Math.ceil(leaseMs), ...fence(c)).changes === 1).map((c) => c.deliveryId),
+      cs.filter((c) => this.#q.extend.run({ leaseUntil: now + Math.ceil(leaseMs), ...fence(c) }).changes === 1).map((c) => c.deliveryId),
     );
   }
 
   async release(cs: Claimed[]): Promise<void> {
-    const back = this.#write(() => cs.filter((c) => this.#q.release.run(...fence(c)).changes === 1));
+    const back = this.#write(() => cs.filter((c) => this.#q.release.run(fence(c)).changes === 1));
     this.#notify(back);
   }
 
   async purge(policy: PurgePolicy, batch: number): Promise<number> {
     return this.#write((now) => {
-      let removed = this.#q.purgeDead.run(now - policy.deadRetentionMs, batch).changes;
-      const seqs = this.#q.finishedMessages.all({ a: now - policy.ackedRetentionMs, b: batch }) as number[];
-      if (seqs.length > 0) this.#q.raisePurgedSeq.run(Math.max(...seqs));
+      let removed = this.#q.purgeDead.run({ cutoff: now - policy.deadRetentionMs, limit: batch }).changes;
+      const seqs = this.#q.finishedMessages.all({ cutoff: now - policy.ackedRetentionMs, limit: batch }) as number[];
+      // Raised before messages are deleted, so append.sql never hands out a deleted seq again.
+      if (seqs.length > 0) this.#q.raisePurgedSeq.run({ seq: Math.max(...seqs) });
       for (const seq of seqs) {
-        this.#q.deleteMessageDeliveries.run(seq);
-        this.#q.deleteMessage.run(seq);
+        this.#q.deleteMessageDeliveries.run({ seq });
+        this.#q.deleteMessage.run({ seq });
       }
       removed += seqs.length;
       return removed;
@@ -529,14 +394,14 @@ export class SqliteStore implements Store {
     if (this.#closed) throw new ClosedError('sqlite store is closed');
     return this.#db.transaction(() => {
       const now = this.#q.now.get() as number;
-      const live = this.#q.liveStats.get({ a: topic, b: group, c: now }) as { total: number; leased: number };
-      const dead = this.#q.deadCount.get(topic, group) as number;
-      let oldestDue = this.#q.oldestDue.get({ a: topic, b: group, c: now }) as number | null;
+      const live = this.#q.liveStats.get({ topic, grp: group, now }) as { total: number; leased: number };
+      const dead = this.#q.deadCount.get({ topic, grp: group }) as number;
+      let oldestDue = this.#q.oldestDue.get({ topic, grp: group, now }) as number | null;
       let pending = live.total - live.leased;
       // Messages past the group's cursor have no delivery row yet: each is one pending delivery.
-      const cursor = this.#q.cursor.get(topic, group) as number | undefined;
+      const cursor = this.#q.groupCursor.get({ topic, grp: group }) as number | undefined;
       if (cursor !== undefined) {
-        const ahead = this.#q.ahead.get({ a: topic, s: cursor, c: now }) as { n: number; oldest: number | null };
+        const ahead = this.#q.aheadOfCursor.get({ topic, after: cursor, now }) as { n: number; oldest: number | null };
         pending += ahead.n;
         if (ahead.oldest !== null && (oldestDue === null || ahead.oldest < oldestDue)) oldestDue = ahead.oldest;
       }
@@ -551,17 +416,17 @@ export class SqliteStore implements Store {
 
   async removeGroup(topic: string, group: string): Promise<boolean> {
     return this.#write(() => {
-      this.#q.deleteGroupDeliveries.run({ a: topic, b: group });
-      return this.#q.deleteGroup.run(topic, group).changes === 1;
+      this.#q.removeGroupDeliveries.run({ topic, grp: group });
+      return this.#q.removeGroup.run({ topic, grp: group }).changes === 1;
     });
   }
 
   async listGroups(topic?: string): Promise<ConsumerGroup[]> {
     if (this.#closed) throw new ClosedError('sqlite store is closed');
-    return (topic === undefined ? this.#q.listGroups.all() : this.#q.listTopicGroups.all(topic)) as ConsumerGroup[];
+    return (topic === undefined ? this.#q.listGroups.all() : this.#q.listTopicGroups.all({ topic })) as ConsumerGroup[];
   }
 
-  /** See `Store.duePairs` (sqlite-due-pairs.ts). */
+  /** See `Store.duePairs` (due-pairs.ts). */
   async duePairs(pairs: readonly ConsumerGroup[]): Promise<ConsumerGroup[]> {
     if (this.#closed) throw new ClosedError('sqlite store is closed');
     this.#due ??= new SqliteDuePairs(this.#db);
@@ -571,7 +436,7 @@ export class SqliteStore implements Store {
   async listMessages(topic: string, page: { after?: string; limit: number }): Promise<MessagePage> {
     if (this.#closed) throw new ClosedError('sqlite store is closed');
     // One row more than asked tells whether another page follows.
-    const rows = this.#q.listMessages.all(topic, parseSeqCursor(page.after), page.limit + 1) as MessageRowDb[];
+    const rows = this.#q.listMessages.all({ topic, after: parseSeqCursor(page.after), limit: page.limit + 1 }) as MessageRowDb[];
     const more = rows.length > page.limit;
     if (more) rows.pop();
     const out: MessagePage = { messages: rows.map(toMessage) };
@@ -590,7 +455,7 @@ export class SqliteStore implements Store {
   }
 
   async acquireJanitor(holder: string, ttlMs: number): Promise<boolean> {
-    return this.#write((now) => this.#q.janitor.run({ a: holder, b: now, c: ttlMs }).changes === 1);
+    return this.#write((now) => this.#q.janitor.run({ holder, now, ttlMs }).changes === 1);
   }
 
   /**

@@ -1,0 +1,74 @@
+-- The SQLite store's tables at the newest schema version (migrate.ts'
+-- SCHEMA_VERSION), made in one step in a new database. A database made by an
+-- earlier version is brought here by migrations/ instead; a test checks that
+-- both end with the same tables and indexes. Times are integer milliseconds
+-- since the epoch on the database's clock (now.sql).
+
+-- Consumer groups. cursor_seq is the highest message seq the group has a
+-- delivery row for, or chose to skip (a group that starts from the latest
+-- message): a claim makes the deliveries of the messages past it.
+CREATE TABLE IF NOT EXISTS ferry_groups (
+  topic TEXT NOT NULL,
+  grp TEXT NOT NULL,
+  created_at INTEGER NOT NULL,
+  cursor_seq INTEGER NOT NULL DEFAULT 0,
+  PRIMARY KEY (topic, grp)
+) WITHOUT ROWID;
+
+-- Messages; seq is publish order, numbered by append.sql (never reused).
+-- due_at is deliver_at when scheduled, else published_at.
+CREATE TABLE IF NOT EXISTS ferry_messages (
+  seq INTEGER PRIMARY KEY,
+  id TEXT NOT NULL UNIQUE,
+  topic TEXT NOT NULL,
+  msg_key TEXT,
+  payload BLOB NOT NULL,
+  headers TEXT,
+  published_at INTEGER NOT NULL,
+  deliver_at INTEGER,
+  due_at INTEGER NOT NULL
+);
+-- A claim's walk past its group's cursor.
+CREATE INDEX IF NOT EXISTS ferry_messages_topic ON ferry_messages (topic, seq);
+-- The janitor's oldest-first walk.
+CREATE INDEX IF NOT EXISTS ferry_messages_due ON ferry_messages (due_at);
+
+-- Counters kept across rows: purged_seq, the highest message seq ever deleted.
+CREATE TABLE IF NOT EXISTS ferry_meta (
+  name TEXT PRIMARY KEY,
+  value INTEGER NOT NULL
+) WITHOUT ROWID;
+
+-- One row per message and group, made at claim time, keyed by its message's
+-- seq so a publish appends at the end of every index it touches. state is a
+-- code of src/queue/stores/delivery-state.ts.
+CREATE TABLE IF NOT EXISTS ferry_deliveries (
+  message_seq INTEGER NOT NULL,
+  grp TEXT NOT NULL,
+  delivery_id TEXT NOT NULL,
+  topic TEXT NOT NULL,
+  msg_key TEXT,
+  state INTEGER NOT NULL,
+  attempt INTEGER NOT NULL DEFAULT 0,
+  available_at INTEGER NOT NULL,
+  lease_until INTEGER,
+  claim_token TEXT,
+  holder TEXT,
+  last_error TEXT,
+  finished_at INTEGER,
+  PRIMARY KEY (message_seq, grp)
+) WITHOUT ROWID;
+-- Claims: live work only, in publish order.
+CREATE INDEX IF NOT EXISTS ferry_deliveries_live ON ferry_deliveries (topic, grp, message_seq) WHERE state < 2 /* acked */;
+-- The head-of-lane test of keyed deliveries.
+CREATE INDEX IF NOT EXISTS ferry_deliveries_lane ON ferry_deliveries (topic, grp, msg_key, message_seq) WHERE state < 2 /* acked */ AND msg_key IS NOT NULL;
+-- Dead rows: counted per group, purged by age.
+CREATE INDEX IF NOT EXISTS ferry_deliveries_dead ON ferry_deliveries (topic, grp, finished_at) WHERE state = 3 /* dead */;
+CREATE INDEX IF NOT EXISTS ferry_deliveries_dead_age ON ferry_deliveries (finished_at) WHERE state = 3 /* dead */;
+
+-- The janitor lease: one row, held by one store handle at a time (janitor.sql).
+CREATE TABLE IF NOT EXISTS ferry_janitor (
+  name TEXT PRIMARY KEY,
+  holder TEXT NOT NULL,
+  until INTEGER NOT NULL
+) WITHOUT ROWID;

@@ -1,0 +1,85 @@
+/**
+ * The SQLite store's statements, read from the `.sql` files beside this
+ * module (one per statement, named by what it does: `createGroup` is
+ * create-group.sql) and prepared once per connection. Values are always bind
+ * parameters (`@name`), never spliced in; delivery states are the codes of
+ * ../delivery-state.ts, each followed by a comment naming it.
+ */
+import type BetterSqlite3 from 'better-sqlite3';
+import { SqlFiles } from '../sql-files.js';
+
+/** The folder of the store's `.sql` files: the statements, schema.sql and migrations/. */
+export const files = new SqlFiles(new URL('./', import.meta.url));
+
+/** The statements the store prepares when it opens. */
+const STORE_STATEMENTS = [
+  'now',
+  'createGroup',
+  'groupCursor',
+  'moveCursor',
+  'newestSeq',
+  'messagesPastCursor',
+  'aheadOfCursor',
+  'append',
+  'makeDelivery',
+  'inFlight',
+  'claimable',
+  'lease',
+  'ack',
+  'retry',
+  'kill',
+  'extend',
+  'release',
+  'purgeDead',
+  'finishedMessages',
+  'raisePurgedSeq',
+  'deleteMessageDeliveries',
+  'deleteMessage',
+  'liveStats',
+  'deadCount',
+  'oldestDue',
+  'removeGroupDeliveries',
+  'removeGroup',
+  'listGroups',
+  'listTopicGroups',
+  'listMessages',
+  'janitor',
+] as const;
+
+/** The poll query's (due-pairs.ts), prepared on its first use. */
+type PollStatement = 'duePairs' | 'dueGroups';
+
+export type StatementName = (typeof STORE_STATEMENTS)[number] | PollStatement;
+
+/** The store's prepared statements, by name. */
+export type Statements = Record<(typeof STORE_STATEMENTS)[number], BetterSqlite3.Statement>;
+
+/** Statements that return one column, whose rows are that column's values (better-sqlite3's `pluck`). */
+const PLUCKED: ReadonlySet<StatementName> = new Set<StatementName>([
+  'now', 'groupCursor', 'newestSeq', 'inFlight', 'finishedMessages', 'deadCount', 'oldestDue',
+]);
+
+/** The file of statement `name`: its words in kebab case. */
+const fileOf = (name: StatementName): string => `${name.replace(/[A-Z]/g, (c) => `-${c.toLowerCase()}`)}.sql`;
+
+/**
+ * The text of statement `name`. A condition two statements share is a file
+ * of its own, written into them as `__NAME__` (due-delivery.sql is
+ * `__DUE_DELIVERY__`).
+ */
+function text(name: StatementName): string {
+  return files.read(fileOf(name)).replace(/__([A-Z]+(?:_[A-Z]+)*)__/g, (_, part: string) => files.read(`${part.toLowerCase().replaceAll('_', '-')}.sql`));
+}
+
+/** Prepares statement `name` on `db`. */
+export function prepare(db: BetterSqlite3.Database, name: StatementName): BetterSqlite3.Statement {
+  const s = db.prepare(text(name));
+  return PLUCKED.has(name) ? s.pluck() : s;
+}
+
+/** Prepares every statement the store uses from its opening on. */
+export function prepareStatements(db: BetterSqlite3.Database): Statements {
+  const out = {} as Statements;
+  for (const name of STORE_STATEMENTS) out[name] = prepare(db, name);
+  return out;
+}
