@@ -61,6 +61,7 @@ export {
   resolveSubscribeOptions,
 } from './options.js';
 export type { EngineConfig, ErrorReporter, ResolvedEngineConfig, ResolvedSubscribeOptions, SubscribeOptions } from './options.js';
+export type { ProcessOutcome, TracingOption, TracingOptions, TracingProvider } from './tracing.js';
 export {
   HEADER_DLQ_ATTEMPTS,
   HEADER_DLQ_DELIVERY_ID,
