@@ -48,9 +48,9 @@ export interface QueueDependencies<T = Uint8Array> {
 
 /**
  * Builds a queue from its type's `config` block. Bifrost's `Factory`. A
- * factory must apply `deps.codec`, `deps.onError` and `deps.logger` (pass them
- * to `createStoreQueue`, as `engineFromDeps` does): the queue it returns is
- * typed by `deps.codec`.
+ * factory must apply `deps.codec`, `deps.onError`, `deps.logger` and
+ * `deps.tracing` (pass them to `createStoreQueue`, as `engineFromDeps`
+ * does): the queue it returns is typed by `deps.codec`.
  */
 // `any`: a factory serves every payload type; `createQueue` gives the result its type.
 export type QueueFactory = (config: unknown, deps: QueueDependencies<any>) => Promise<Queue<any>> | Queue<any>;

@@ -147,7 +147,7 @@ export class QueueTracing {
    * span links to it. `send` runs inside the publish span's context; its
    * rejection is recorded on the span and rethrown.
    */
-  async publish(msgs: StoredMessage[], send: () => Promise<void>): Promise<void> {
+  publish(msgs: StoredMessage[], send: () => Promise<void>): Promise<void> {
     const { context, trace, SpanKind } = this.#api;
     const parent = context.active();
     const first = msgs[0]!.topic;
@@ -161,29 +161,39 @@ export class QueueTracing {
       else if (batch && this.#createSpans) {
         const create = this.#tracer.startSpan(`create ${m.topic}`, {
           kind: SpanKind.PRODUCER,
-          attributes: this.#attributes('create', 'create', m.topic, { 'messaging.message.id': m.id }),
+          attributes: {
+            'messaging.system': MESSAGING_SYSTEM,
+            'messaging.operation.name': 'create',
+            'messaging.operation.type': 'create',
+            'messaging.destination.name': m.topic,
+            'messaging.message.id': m.id,
+          },
         }, parent);
         this.#inject(m, trace.setSpan(parent, create));
         links.push({ context: create.spanContext(), attributes: this.#linkAttributes(m, topic) });
         create.end();
       } else carryPublish.push(m);
     }
+    const attributes: OpenTelemetryApi.Attributes = { 'messaging.system': MESSAGING_SYSTEM, 'messaging.operation.name': 'publish', 'messaging.operation.type': 'send' };
+    if (topic !== undefined) attributes['messaging.destination.name'] = topic;
+    if (batch) attributes['messaging.batch.message_count'] = msgs.length;
+    else attributes['messaging.message.id'] = msgs[0]!.id;
     const span = this.#tracer.startSpan(topic === undefined ? 'publish' : `publish ${topic}`, {
       // PRODUCER when some message carries this span's context: the conventions' "send" span that is a creation context.
       kind: carryPublish.length > 0 ? SpanKind.PRODUCER : SpanKind.CLIENT,
-      attributes: this.#attributes('publish', 'send', topic, batch ? { 'messaging.batch.message_count': msgs.length } : { 'messaging.message.id': msgs[0]!.id }),
+      attributes,
       links,
     }, parent);
     const inSpan = trace.setSpan(parent, span);
     for (const m of carryPublish) this.#inject(m, inSpan);
-    try {
-      await context.with(inSpan, send);
-    } catch (err) {
-      recordError(this.#api, span, err);
-      throw err;
-    } finally {
-      span.end();
-    }
+    return context.with(inSpan, send).then(
+      () => span.end(),
+      (err: unknown) => {
+        recordError(this.#api, span, err);
+        span.end();
+        throw err;
+      },
+    );
   }
 
   /**
@@ -198,25 +208,23 @@ export class QueueTracing {
     const carried = c.message.headers === undefined ? ROOT_CONTEXT : propagation.extract(ROOT_CONTEXT, c.message.headers);
     const creation = trace.getSpanContext(carried);
     const links = creation !== undefined && trace.isSpanContextValid(creation) ? [{ context: creation }] : [];
-    const base = this.#parentFromMessage ? carried : trace.deleteSpan(carried);
+    // Not the message's child: keep what else it carries (baggage), without its span.
+    const base = this.#parentFromMessage || creation === undefined ? carried : trace.deleteSpan(carried);
     const span = this.#tracer.startSpan(`process ${topic}`, {
       kind: SpanKind.CONSUMER,
-      attributes: this.#attributes('process', 'process', topic, {
+      attributes: {
+        'messaging.system': MESSAGING_SYSTEM,
+        'messaging.operation.name': 'process',
+        'messaging.operation.type': 'process',
+        'messaging.destination.name': topic,
         'messaging.consumer.group.name': group,
         'messaging.message.id': c.message.id,
         'messaging.ferry.attempt': c.attempt,
         'messaging.ferry.delivery_id': c.deliveryId,
-      }),
+      },
       links,
     }, base);
     return new ProcessSpan(this.#api, span, trace.setSpan(base, span));
-  }
-
-  /** The attributes every span has, plus `extra`. */
-  #attributes(name: string, type: string, topic: string | undefined, extra: OpenTelemetryApi.Attributes): OpenTelemetryApi.Attributes {
-    const a: OpenTelemetryApi.Attributes = { 'messaging.system': MESSAGING_SYSTEM, 'messaging.operation.name': name, 'messaging.operation.type': type };
-    if (topic !== undefined) a['messaging.destination.name'] = topic;
-    return Object.assign(a, extra);
   }
 
   /** What a link to one message of a publish says about it: its ID, and its topic when the publish's topics differ. */
@@ -236,7 +244,10 @@ export class QueueTracing {
   #inject(m: StoredMessage, ctx: Context): void {
     const carrier: Record<string, string> = {};
     this.#api.propagation.inject(ctx, carrier);
-    if (Object.keys(carrier).length > 0) m.headers = { ...m.headers, ...carrier };
+    for (const _ in carrier) {
+      m.headers = { ...m.headers, ...carrier };
+      return;
+    }
   }
 }
 

@@ -380,4 +380,15 @@ describe('tracing configuration', () => {
     assert.equal(r.status, 0, r.stderr);
     assert.deepEqual(JSON.parse(r.stdout), { afterUntracedRun: false, headers: null, afterTracedQueue: true });
   });
+
+  it('without @opentelemetry/api installed, an untraced queue works and building a traced one throws UnsupportedError', () => {
+    const r = spawnSync(process.execPath, ['--import', 'tsx', join(here, 'fixtures', 'tracing-without-api.ts')], { encoding: 'utf8' });
+    assert.equal(r.status, 0, r.stderr);
+    const out = JSON.parse(r.stdout) as { untraced: string; traced: { name: string; code: string; message: string; cause: string } };
+    assert.equal(out.untraced, 'published');
+    assert.equal(out.traced.name, 'UnsupportedError');
+    assert.equal(out.traced.code, 'ERR_UNSUPPORTED');
+    assert.match(out.traced.message, /tracing is on but @opentelemetry\/api could not be loaded/);
+    assert.equal(out.traced.cause, 'MODULE_NOT_FOUND');
+  });
 });
