@@ -50,6 +50,12 @@ async function ended(name: string, n: number): Promise<ReadableSpan[]> {
 }
 /** Runs `fn` with `span` active, as a traced request handler of the application would. */
 const within = <R>(span: Span, fn: () => R): R => context.with(trace.setSpan(context.active(), span), fn);
+/** Runs `fixtures/<name>` in a fresh process (nothing registered, nothing loaded) and returns the JSON it printed. */
+function childReport(name: string): unknown {
+  const r = spawnSync(process.execPath, ['--import', 'tsx', join(here, 'fixtures', name)], { encoding: 'utf8' });
+  assert.equal(r.status, 0, r.stderr);
+  return JSON.parse(r.stdout);
+}
 /** The span ID a `traceparent` header names. */
 const parentIdOf = (traceparent: string | undefined) => traceparent?.split('-')[2];
 
@@ -376,15 +382,11 @@ describe('tracing configuration', () => {
   });
 
   it('off, @opentelemetry/api is never loaded; on, it is loaded when the queue is built', () => {
-    const r = spawnSync(process.execPath, ['--import', 'tsx', join(here, 'fixtures', 'tracing-lazy-load.ts')], { encoding: 'utf8' });
-    assert.equal(r.status, 0, r.stderr);
-    assert.deepEqual(JSON.parse(r.stdout), { afterUntracedRun: false, headers: null, afterTracedQueue: true });
+    assert.deepEqual(childReport('tracing-lazy-load.ts'), { afterUntracedRun: false, headers: null, afterTracedQueue: true });
   });
 
   it('without @opentelemetry/api installed, an untraced queue works and building a traced one throws UnsupportedError', () => {
-    const r = spawnSync(process.execPath, ['--import', 'tsx', join(here, 'fixtures', 'tracing-without-api.ts')], { encoding: 'utf8' });
-    assert.equal(r.status, 0, r.stderr);
-    const out = JSON.parse(r.stdout) as { untraced: string; traced: { name: string; code: string; message: string; cause: string } };
+    const out = childReport('tracing-without-api.ts') as { untraced: string; traced: { name: string; code: string; message: string; cause: string } };
     assert.equal(out.untraced, 'published');
     assert.equal(out.traced.name, 'UnsupportedError');
     assert.equal(out.traced.code, 'ERR_UNSUPPORTED');
