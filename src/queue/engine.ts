@@ -89,6 +89,7 @@ import { redrive } from './redrive.js';
 import { isTransient } from './stores/transient.js';
 import { DuePoller } from './due-poller.js';
 import { StoreSubscription } from './subscription.js';
+import { QueueTracing } from './tracing.js';
 import { WakeTimer } from './wake-timer.js';
 import type { SubscriptionHost } from './subscription.js';
 import type { CloseOptions, ConsumerGroup, Handler, ListMessagesOptions, Message, MessagePage, PublishOptions, Queue, QueueStats, RedriveOptions, RedriveResult, Store, StoredMessage, Subscription } from './types.js';
@@ -146,11 +147,14 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
   readonly #subscribing = new Set<Promise<unknown>>();
   /** Orders registering and removing each (topic, group) in this queue. */
   readonly #groupLock = new KeyedLock();
+  /** Spans of publishes and handler attempts; `null` when tracing is off (tracing.ts). */
+  readonly #tracing: QueueTracing | null;
 
   constructor(store: Store, config: EngineConfig<T> = {}) {
     this.#store = store;
     this.#guarded = new GuardedStore(store, this.#stop.signal);
     this.#cfg = resolveEngineConfig(config);
+    this.#tracing = QueueTracing.from(this.#cfg.tracing);
     const signals = new QueueSignals(this, this.#cfg.logger, this.#cfg.onError);
     this.#signals = signals;
     const policy = { deadRetentionMs: hoursToMs(this.#cfg.retentionHours), ackedRetentionMs: hoursToMs(this.#cfg.ackedRetentionHours) };
@@ -175,6 +179,7 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
       wake: (topic) => this.#wake(topic),
       wakeAt: (topic, at) => this.#timer.schedule(topic, at),
       forget: (sub) => this.#forget(sub),
+      tracing: this.#tracing,
     };
   }
 
@@ -293,7 +298,10 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
     }
     const now = Date.now();
     const stored = (args as Message<unknown>[]).map((m) => this.#prepare(m, now, codec));
-    if (stored.length > 0) await this.#append(stored);
+    if (stored.length > 0) {
+      if (this.#tracing === null) await this.#append(stored);
+      else await this.#tracing.publish(stored, () => this.#append(stored));
+    }
     await this.#yieldNow();
     return stored.map((m) => m.id);
   }

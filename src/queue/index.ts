@@ -58,6 +58,7 @@ export {
   DEFAULT_RETENTION_HOURS,
 } from './options.js';
 export type { EngineConfig, ErrorReporter, SubscribeOptions } from './options.js';
+export type { ProcessOutcome, TracingOption, TracingOptions, TracingProvider } from './tracing.js';
 export {
   HEADER_DLQ_ATTEMPTS,
   HEADER_DLQ_DELIVERY_ID,

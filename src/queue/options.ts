@@ -7,6 +7,7 @@ import type { Codec } from '../codecs.js';
 import { InvalidArgumentError } from '../errors.js';
 import { knownKeys, rejectUnknownKeys } from '../known-keys.js';
 import type { QueueLogger } from './events.js';
+import { checkTracing, type TracingOption, type TracingOptions } from './tracing.js';
 import type { CloseOptions, StartFrom } from './types.js';
 import { shown } from '../show-value.js';
 
@@ -202,6 +203,18 @@ export interface EngineConfig<T = Uint8Array> {
    * nobody else hears (see `onError`).
    */
   logger?: QueueLogger;
+  /**
+   * OpenTelemetry tracing (needs `@opentelemetry/api`, an optional peer
+   * dependency; the SDK you register decides where spans go): `true`, or
+   * `TracingOptions` to pick the tracer provider and span shapes. On,
+   * `publish` makes a span and puts its W3C trace context in each message's
+   * headers, and each handler attempt runs in a `process` span linked to it,
+   * named and attributed after OpenTelemetry's messaging conventions (see
+   * docs/QUEUE.md, Tracing). Default off: the API is not loaded and nothing
+   * is added to messages. Throws `UnsupportedError` when on and the API is
+   * not installed.
+   */
+  tracing?: TracingOption;
 }
 
 /**
@@ -216,6 +229,7 @@ export const ENGINE_CONFIG_KEYS = knownKeys<EngineConfig>({
   onError: true,
   codec: true,
   logger: true,
+  tracing: true,
 });
 
 /** `EngineConfig` with every default applied. */
@@ -223,6 +237,8 @@ export type ResolvedEngineConfig = Required<Pick<EngineConfig, 'retentionHours' 
   onError?: ErrorReporter;
   codec?: Codec<unknown>;
   logger?: QueueLogger;
+  /** Present when tracing is on: `tracing: true` gives `{}`. */
+  tracing?: TracingOptions;
 };
 
 const HOUR_MS = 3_600_000;
@@ -255,6 +271,8 @@ export function resolveEngineConfig<T>(cfg: EngineConfig<T> = {}): ResolvedEngin
   const codec = checkCodec(cfg.codec, 'codec');
   if (codec) r.codec = codec;
   if (logger) r.logger = logger;
+  const tracing = checkTracing(cfg.tracing);
+  if (tracing) r.tracing = tracing;
   return r;
 }
 

@@ -11,6 +11,7 @@ import { knownKeys, rejectUnknownKeys } from '../known-keys.js';
 import { createStoreQueue } from './engine.js';
 import type { QueueLogger } from './events.js';
 import type { EngineConfig, ErrorReporter } from './options.js';
+import type { TracingOption } from './tracing.js';
 import { MemoryStore } from './stores/memory.js';
 import type { Queue } from './types.js';
 
@@ -35,6 +36,8 @@ export interface QueueDependencies<T = Uint8Array> {
   codec?: Codec<T>;
   /** A pino-shaped logger (see `EngineConfig.logger`). Default none. */
   logger?: QueueLogger;
+  /** OpenTelemetry tracing (see `EngineConfig.tracing`): here it may be `TracingOptions` with a tracer provider; it overrides the config block's `tracing`. Default: the config block's. */
+  tracing?: TracingOption;
   /** `postgres`: a `pg.Pool` to use instead of a `connectionString`; the queue never ends it. */
   pool?: unknown;
   /** `clickhouse`: the `DistributedLocker` every instance shares; without it the queue can publish but `subscribe` throws `NoLockerError`. Never closed by the queue. */
@@ -45,19 +48,20 @@ export interface QueueDependencies<T = Uint8Array> {
 
 /**
  * Builds a queue from its type's `config` block. Bifrost's `Factory`. A
- * factory must apply `deps.codec`, `deps.onError` and `deps.logger` (pass them
- * to `createStoreQueue`, as `engineFromDeps` does): the queue it returns is
- * typed by `deps.codec`.
+ * factory must apply `deps.codec`, `deps.onError`, `deps.logger` and
+ * `deps.tracing` (pass them to `createStoreQueue`, as `engineFromDeps`
+ * does): the queue it returns is typed by `deps.codec`.
  */
 // `any`: a factory serves every payload type; `createQueue` gives the result its type.
 export type QueueFactory = (config: unknown, deps: QueueDependencies<any>) => Promise<Queue<any>> | Queue<any>;
 
-/** The engine settings carried by `deps`: `onError`, `codec` and `logger`, each only when given. */
+/** The engine settings carried by `deps`: `onError`, `codec`, `logger` and `tracing`, each only when given. */
 export function engineFromDeps(deps: QueueDependencies<unknown>): EngineConfig<unknown> {
   const out: EngineConfig<unknown> = {};
   if (deps.onError !== undefined) out.onError = deps.onError;
   if (deps.codec !== undefined) out.codec = deps.codec;
   if (deps.logger !== undefined) out.logger = deps.logger;
+  if (deps.tracing !== undefined) out.tracing = deps.tracing;
   return out;
 }
 
@@ -130,8 +134,8 @@ export async function createQueue(config: QueueConfig | null | undefined, deps: 
   return (await factory(config.config, deps)) as Queue<unknown>;
 }
 
-/** The `EngineConfig` fields a JSON config block may set (the numeric ones). */
-const ENGINE_FIELDS = ['retentionHours', 'ackedRetentionHours', 'janitorIntervalMs', 'maxPayloadBytes'] as const satisfies readonly (keyof EngineConfig)[];
+/** The `EngineConfig` fields a JSON config block may set: the numeric ones, and `tracing` as a boolean. */
+const ENGINE_FIELDS = ['retentionHours', 'ackedRetentionHours', 'janitorIntervalMs', 'maxPayloadBytes', 'tracing'] as const satisfies readonly (keyof EngineConfig)[];
 
 /**
  * Reads a type's config block: the engine fields plus `extra` names, each a
@@ -141,10 +145,13 @@ const ENGINE_FIELDS = ['retentionHours', 'ackedRetentionHours', 'janitorInterval
 export function parseConfigBlock(type: string, block: unknown, strings: readonly string[] = []): { engine: EngineConfig; fields: Record<string, string> } {
   if (block === undefined || block === null) block = {};
   if (typeof block !== 'object' || block === null || Array.isArray(block)) throw new InvalidArgumentError(`${type} queue config must be an object`);
-  const engine: Record<string, number> = {};
+  const engine: Record<string, number | boolean> = {};
   const fields: Record<string, string> = {};
   for (const [k, v] of Object.entries(block)) {
-    if ((ENGINE_FIELDS as readonly string[]).includes(k)) {
+    if (k === 'tracing') {
+      if (typeof v !== 'boolean') throw new InvalidArgumentError(`${type} queue config: tracing must be a boolean (a tracer provider goes in deps.tracing)`);
+      engine[k] = v;
+    } else if ((ENGINE_FIELDS as readonly string[]).includes(k)) {
       if (typeof v !== 'number') throw new InvalidArgumentError(`${type} queue config: ${k} must be a number`);
       engine[k] = v;
     } else if (strings.includes(k)) {

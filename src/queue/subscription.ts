@@ -14,6 +14,7 @@ import type { DeadLetterReason, DeliveryEvent, LeaseLostEvent, QueueEvents } fro
 import { LeaseKeeper } from './lease-keeper.js';
 import { checkCloseOptions, type ErrorReporter, type ResolvedSubscribeOptions } from './options.js';
 import { isPermanent } from './permanent.js';
+import type { QueueTracing } from './tracing.js';
 import type { Claimed, CloseOptions, Delivery, Handler, Store, StoredMessage, Subscription } from './types.js';
 
 type Job = Attempt;
@@ -58,6 +59,8 @@ export interface SubscriptionHost {
   wakeAt(topic: string, at: number): void;
   /** Called once the subscription has closed. */
   forget(sub: StoreSubscription): void;
+  /** Makes the span of each handler attempt; `null` when tracing is off. */
+  readonly tracing: QueueTracing | null;
 }
 
 /** Why a delivery is being dead-lettered, for the `deadLettered` event. */
@@ -313,6 +316,8 @@ export class StoreSubscription implements Subscription {
       await this.#deadLetter(job, text, { reason: 'leases', error: new Error(text) }, ran);
       return;
     }
+    const tracing = this.#host.tracing;
+    const span = tracing === null ? null : tracing.startProcess(c, this.topic, this.group);
     let payload: unknown = c.message.payload;
     const codec = this.#o.codec;
     if (codec) {
@@ -325,6 +330,7 @@ export class StoreSubscription implements Subscription {
       } catch (err) {
         // Decoding again would fail again: dead-letter it without running the handler.
         const e = err instanceof CodecError ? err : new CodecError(`payload of message ${c.message.id} could not be decoded: ${errorText(err)}`, { cause: err });
+        span?.end('dead_letter', e, 'decode');
         await this.#deadLetter(job, errorText(e), { reason: 'decode', error: e });
         return;
       }
@@ -334,20 +340,26 @@ export class StoreSubscription implements Subscription {
     let failure: unknown;
     const started = performance.now();
     try {
-      await new Promise<void>((resolve) => resolve(this.#handler(delivery, job.ctrl.signal)));
+      // Traced, the handler runs in its span's context: the spans it starts are children of it.
+      await new Promise<void>((resolve) => resolve(span === null ? this.#handler(delivery, job.ctrl.signal) : span.run(() => this.#handler(delivery, job.ctrl.signal))));
     } catch (err) {
       failed = true;
       failure = err;
     }
     job.durationMs = performance.now() - started;
-    if (job.discarded) return; // another consumer may own it now: write nothing
+    if (job.discarded) {
+      span?.end('discard');
+      return; // another consumer may own it now: write nothing
+    }
     if (!failed) {
+      span?.end('ack');
       this.#freeSlot(job);
       return this.#ack(job);
     }
     const text = errorText(failure);
-    if (isPermanent(failure)) await this.#deadLetter(job, text, { reason: 'permanent', error: failure });
-    else if (c.attempt >= this.#o.maxAttempts) await this.#deadLetter(job, text, { reason: 'exhausted', error: failure });
+    const death = isPermanent(failure) ? 'permanent' : c.attempt >= this.#o.maxAttempts ? 'exhausted' : undefined;
+    span?.end(death === undefined ? 'retry' : 'dead_letter', failure, death);
+    if (death !== undefined) await this.#deadLetter(job, text, { reason: death, error: failure });
     else await this.#retry(job, text, failure);
   }
 

@@ -157,6 +157,14 @@ const ROWS: Row[] = [
     doc: 'docs/QUEUE.md', claim: 'at most 48 characters (`InvalidArgumentError` otherwise)', error: 'InvalidArgumentError',
     coveredBy: 'test/queue/postgres.test.ts',
   },
+  {
+    doc: 'docs/QUEUE.md', claim: '`@opentelemetry/api` not installed, building the queue throws `UnsupportedError`', error: 'UnsupportedError',
+    coveredBy: 'test/queue/tracing.test.ts',
+  },
+  {
+    doc: 'docs/QUEUE.md', claim: 'a malformed `tracing` value is refused with `InvalidArgumentError`', error: 'InvalidArgumentError',
+    trigger: () => createStoreQueue(new MemoryStore(), { tracing: 'yes' } as never),
+  },
 
   // docs/SPOOL.md
   {
