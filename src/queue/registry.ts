@@ -35,6 +35,8 @@ export interface QueueDependencies<T = Uint8Array> {
   codec?: Codec<T>;
   /** A pino-shaped logger (see `EngineConfig.logger`). Default none. */
   logger?: QueueLogger;
+  /** Whether the queue fires the store's schedules (see `EngineConfig.fireSchedules`). Default true. */
+  fireSchedules?: boolean;
   /** `postgres`: a `pg.Pool` to use instead of a `connectionString`; the queue never ends it. */
   pool?: unknown;
   /** `clickhouse`: the `DistributedLocker` every instance shares; without it the queue can publish but `subscribe` throws `NoLockerError`. Never closed by the queue. */
@@ -45,19 +47,20 @@ export interface QueueDependencies<T = Uint8Array> {
 
 /**
  * Builds a queue from its type's `config` block. Bifrost's `Factory`. A
- * factory must apply `deps.codec`, `deps.onError` and `deps.logger` (pass them
+ * factory must apply `deps.codec`, `deps.onError`, `deps.logger` and `deps.fireSchedules` (pass them
  * to `createStoreQueue`, as `engineFromDeps` does): the queue it returns is
  * typed by `deps.codec`.
  */
 // `any`: a factory serves every payload type; `createQueue` gives the result its type.
 export type QueueFactory = (config: unknown, deps: QueueDependencies<any>) => Promise<Queue<any>> | Queue<any>;
 
-/** The engine settings carried by `deps`: `onError`, `codec` and `logger`, each only when given. */
+/** The engine settings carried by `deps`: `onError`, `codec`, `logger` and `fireSchedules`, each only when given. */
 export function engineFromDeps(deps: QueueDependencies<unknown>): EngineConfig<unknown> {
   const out: EngineConfig<unknown> = {};
   if (deps.onError !== undefined) out.onError = deps.onError;
   if (deps.codec !== undefined) out.codec = deps.codec;
   if (deps.logger !== undefined) out.logger = deps.logger;
+  if (deps.fireSchedules !== undefined) out.fireSchedules = deps.fireSchedules;
   return out;
 }
 
