@@ -3,7 +3,7 @@
  * whose schedulers run on a fake clock, and waits that end when every
  * scheduler has finished its round (a finished round has set its timer).
  */
-import { afterEach, beforeEach } from 'node:test';
+import { beforeEach } from 'node:test';
 import { StoreQueue } from '../../src/queue/engine.js';
 import type { EngineConfig } from '../../src/queue/options.js';
 import type { SchedulerTimings } from '../../src/queue/schedules/scheduler.js';
@@ -11,7 +11,7 @@ import { HEADER_SCHEDULE_TICK } from '../../src/queue/schedules/tick-message.js'
 import type { StoredMessage } from '../../src/queue/types.js';
 import { FakeClock } from '../helpers/fake-clock.js';
 import type { StoreFactory, StoreHarness } from './factories.js';
-import { HANG_MS, sleep } from './helpers.js';
+import { HANG_MS, harnessPerTest, sleep } from './helpers.js';
 
 export interface ScheduleHarness {
   readonly h: StoreHarness;
@@ -31,20 +31,15 @@ export interface ScheduleHarness {
 
 /** Call inside a `describe`: a fresh store harness per test, its queues closed afterwards. */
 export function scheduleHarness(factory: StoreFactory): ScheduleHarness {
-  let h: StoreHarness;
   let queues: StoreQueue[] = [];
   /** The queues whose schedulers run: one timer each between rounds. */
   let firing: StoreQueue[] = [];
   let errors: Array<{ op: string; err: unknown }> = [];
-  beforeEach(async () => {
-    h = await factory.create();
+  const harness = harnessPerTest(factory, () => Promise.allSettled(queues.map((q) => q.close({ timeoutMs: 100 }))));
+  beforeEach(() => {
     queues = [];
     firing = [];
     errors = [];
-  });
-  afterEach(async () => {
-    await Promise.allSettled(queues.map((q) => q.close({ timeoutMs: 100 })));
-    await h.cleanup();
   });
   const settle = async (clock: FakeClock, timers = firing.filter((q) => !closed.has(q)).length) => {
     const end = Date.now() + HANG_MS;
@@ -67,13 +62,13 @@ export function scheduleHarness(factory: StoreFactory): ScheduleHarness {
   };
   return {
     get h() {
-      return h;
+      return harness.h;
     },
     get errors() {
       return errors;
     },
     async instance(clock, cfg = {}, timings) {
-      const q = new StoreQueue(await h.open(), { onError: (err, op) => errors.push({ op, err }), ...cfg }, timings ? { clock, scheduleTimings: timings } : { clock });
+      const q = new StoreQueue(await harness.h.open(), { onError: (err, op) => errors.push({ op, err }), ...cfg }, timings ? { clock, scheduleTimings: timings } : { clock });
       const close = q.close.bind(q);
       q.close = (opts) => (closed.add(q), close(opts));
       queues.push(q);

@@ -5,11 +5,11 @@
  * (schedule-stores.ts says which skip).
  */
 import assert from 'node:assert/strict';
-import { afterEach, beforeEach, describe, it } from 'node:test';
+import { beforeEach, describe, it } from 'node:test';
 import { isDeepStrictEqual } from 'node:util';
 import type { ScheduleRecord } from '../../src/queue/schedules/types.js';
 import type { Store } from '../../src/queue/types.js';
-import type { StoreHarness } from './factories.js';
+import { harnessPerTest } from './helpers.js';
 import { SCHEDULE_FACTORIES } from './schedule-stores.js';
 
 const T0 = Date.parse('2026-01-01T00:00:00.000Z');
@@ -37,13 +37,11 @@ const listed = async (s: Store) => (await s.listSchedules!()).map((r) => ({ ...r
 
 for (const { factory, skip } of SCHEDULE_FACTORIES) {
   describe(`store level, schedules: ${factory.name}`, { skip }, () => {
-    let h: StoreHarness;
+    const t = harnessPerTest(factory);
     let s: Store;
     beforeEach(async () => {
-      h = await factory.create();
-      s = await h.open();
+      s = await t.h.open();
     });
-    afterEach(() => h.cleanup());
 
     it('putSchedule stores a new schedule whole; listSchedules gives it back exactly', async () => {
       assert.deepEqual(await s.listSchedules!(), []);
@@ -51,7 +49,7 @@ for (const { factory, skip } of SCHEDULE_FACTORIES) {
       assert.equal(await s.putSchedule!(r), true);
       assert.deepEqual(await listed(s), [plain(r)]);
       // Another instance sees it too.
-      assert.deepEqual(await listed(await h.open()), [plain(r)]);
+      assert.deepEqual(await listed(await t.h.open()), [plain(r)]);
     });
 
     it('the same revision again changes nothing, progress included; another revision replaces it whole and clears its progress', async () => {
@@ -100,7 +98,7 @@ for (const { factory, skip } of SCHEDULE_FACTORIES) {
 
     it('instances advancing at once leave the newest tick, whatever order they finish in', async () => {
       await s.putSchedule!(record('s'));
-      const others = [s, await h.open(), await h.open()];
+      const others = [s, await t.h.open(), await t.h.open()];
       const ticks = Array.from({ length: 30 }, (_, i) => T0 + (i + 1) * 1000).sort(() => Math.random() - 0.5);
       const held = await Promise.all(ticks.map((t, i) => others[i % others.length]!.advanceSchedule!('s', 'r1', new Date(t))));
       assert.ok(held.every(Boolean));
@@ -108,7 +106,7 @@ for (const { factory, skip } of SCHEDULE_FACTORIES) {
     });
 
     it('puts of one name at once from two instances leave one of them whole', async () => {
-      const other = await h.open();
+      const other = await t.h.open();
       const a = record('s', 'ra', { spec: { everyMs: 1000, topic: 'ta', catchUp: 'none' }, payload: new Uint8Array([1]) });
       const b = record('s', 'rb', { spec: { everyMs: 2000, topic: 'tb', catchUp: 'latest' }, payload: new Uint8Array([2]) });
       const [pa, pb] = await Promise.all([s.putSchedule!(a), other.putSchedule!(b)]);
