@@ -8,10 +8,11 @@ import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import { codecs } from '../../src/codecs.js';
 import { ClosedError, CodecError, InvalidArgumentError, InvalidNameError, PayloadTooLargeError, UnsupportedError } from '../../src/errors.js';
-import { createStoreQueue } from '../../src/queue/engine.js';
-import type { StoreQueue } from '../../src/queue/engine.js';
+import { StoreQueue, createStoreQueue } from '../../src/queue/engine.js';
+import { HEADER_SCHEDULE } from '../../src/queue/schedules/tick-message.js';
 import type { ScheduleOptions } from '../../src/queue/schedules/types.js';
 import { MemoryStore } from '../../src/queue/stores/memory.js';
+import { FakeClock } from '../helpers/fake-clock.js';
 import { InstrumentedStore, waitFor } from '../stores/helpers.js';
 
 describe('schedule options', () => {
@@ -100,6 +101,28 @@ describe('schedule options', () => {
     await assert.rejects(q.schedule('s', { everyMs: 1000, topic: 't' }), ClosedError);
     await assert.rejects(q.unschedule('s'), ClosedError);
     await assert.rejects(q.listSchedules(), ClosedError);
+  });
+
+  it('a stored schedule this engine cannot read is reported once and passed over; the others still fire', async () => {
+    const T0 = Date.parse('2026-01-05T00:00:00.000Z');
+    const store = new MemoryStore();
+    await store.putSchedule({ name: 'bad', revision: 'x', spec: { cron: 'not a cron', timezone: 'UTC', topic: 't', catchUp: 'none' }, payload: new Uint8Array(), updatedAt: new Date(T0) });
+    const clock = new FakeClock(T0);
+    const errors: string[] = [];
+    const q = new StoreQueue(store, { onError: (_err, op) => errors.push(op) }, { clock });
+    queues.push(q);
+    const rounds = async () => {
+      while (clock.pending === 0) await new Promise<void>((resolve) => setImmediate(resolve));
+    };
+    await q.schedule('good', { everyMs: 1000, topic: 't' });
+    await rounds();
+    for (let at = T0 + 1000; at <= T0 + 3000; at += 1000) {
+      clock.set(at);
+      await rounds();
+    }
+    const ticks = (await q.listMessages('t')).messages.map((m) => m.headers?.[HEADER_SCHEDULE]);
+    assert.deepEqual(ticks, ['good', 'good', 'good']);
+    assert.deepEqual(errors, ['schedule bad']);
   });
 
   it('fireSchedules must be a boolean', () => {

@@ -59,7 +59,8 @@ export interface SchedulerHost {
 /** What this instance knows of one schedule between rounds. */
 interface Watch {
   revision: string;
-  ticks: Ticks;
+  /** Undefined when the stored spec cannot be read (written by another version, say): reported once, then passed over. */
+  ticks: Ticks | undefined;
   /** The `now` of the last round that published this revision: every tick up to it is settled here. */
   through: number | undefined;
 }
@@ -143,13 +144,23 @@ export class Scheduler {
     for (const r of records) {
       let w = this.#watches.get(r.name);
       if (w?.revision !== r.revision) {
-        w = { revision: r.revision, ticks: ticksOf(r.spec), through: undefined };
+        w = { revision: r.revision, ticks: this.#ticksOf(r), through: undefined };
         this.#watches.set(r.name, w);
       }
+      if (w.ticks === undefined) continue;
       const ticks = planTicks(r, w.ticks, w.through, this.#awakeSince, now);
       if (ticks.length > 0) fired.push({ r, ticks });
     }
     return fired;
+  }
+
+  #ticksOf(r: ScheduleRecord): Ticks | undefined {
+    try {
+      return ticksOf(r.spec);
+    } catch (err) {
+      this.#host.onError(err, `schedule ${r.name}`);
+      return undefined;
+    }
   }
 
   /** Records that `r`'s ticks up to `tick` were published; forgets `r` when its revision is no longer stored. */
@@ -165,7 +176,7 @@ export class Scheduler {
   #sleepUntilNextTick(now: number): void {
     let at = now + this.#timings.refreshMs;
     for (const w of this.#watches.values()) {
-      const next = w.ticks.next(Math.max(w.through ?? now, now));
+      const next = w.ticks?.next(Math.max(w.through ?? now, now));
       if (next !== undefined && next < at) at = next;
     }
     this.#sleep(at - now);
