@@ -335,7 +335,9 @@ export interface MessagePage {
  * dead-lettering and purging.
  *
  * Durations, never instants, cross this interface (milliseconds); each store
- * turns them into deadlines on its own clock. Every write after `claim` is
+ * turns them into deadlines on its own clock. The exceptions are a message's
+ * `deliverAt` and a schedule's instants (`ScheduleRecord`), which the store
+ * keeps as given. Every write after `claim` is
  * fenced on `Claimed.claimToken`: once the delivery was claimed again, an old
  * token changes nothing and reports "not held".
  *
