@@ -164,6 +164,9 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
   /** Fires the stored schedules; absent when the store keeps none or `fireSchedules` is off. */
   readonly #scheduler: Scheduler | undefined;
 
+  constructor(store: Store, config?: EngineConfig<T>);
+  /** @internal With the scheduler's clock and timings replaced (tests). */
+  constructor(store: Store, config: EngineConfig<T> | undefined, internals: EngineInternals);
   constructor(store: Store, config: EngineConfig<T> = {}, internals: EngineInternals = {}) {
     this.#store = store;
     this.#guarded = new GuardedStore(store, this.#stop.signal);

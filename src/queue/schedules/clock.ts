@@ -14,7 +14,7 @@ export interface ScheduleClock {
   setTimer(fn: () => void, ms: number, keepAlive: boolean): { cancel(): void };
 }
 
-/** `Date.now` and `setTimeout` (a wait past Node's longest timer is cut to it; the scheduler then looks again). */
+/** `Date.now` and `setTimeout` (a wait past Node's longest timer is cut to it; the scheduler then looks again). @internal */
 export const systemClock: ScheduleClock = {
   now: () => Date.now(),
   setTimer(fn, ms, keepAlive) {
