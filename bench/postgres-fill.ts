@@ -95,6 +95,11 @@ export async function planProblems(
     ['janitor', ['plan-check', 1000]],
     ['list-messages', [topic, '0', 257]],
   ];
+  return explainProblems(pool, sql, cases);
+}
+
+/** The plan problems (see `planProblems`) of each statement of `sql` named in `cases`, EXPLAINed with its values. */
+export async function explainProblems(pool: pg.Pool, sql: Record<string, string>, cases: Array<[string, unknown[]]>): Promise<PlanProblem[]> {
   const problems: PlanProblem[] = [];
   for (const [statement, values] of cases) {
     const res = await pool.query<{ 'QUERY PLAN': Array<{ Plan: PlanNode }> }>(`EXPLAIN (FORMAT JSON) ${sql[statement]}`, values);

@@ -8,6 +8,7 @@
  */
 import { setMaxListeners } from 'node:events';
 import { ClosedError } from '../errors.js';
+import type { ScheduleRecord } from './schedules/types.js';
 import type { AckAndClaimed, ClaimRequest, Claimed, CloseOptions, KillOptions, PurgePolicy, QueueStats, StartFrom, Store, StoredMessage } from './types.js';
 
 /** A controller whose signal may carry many listeners at once (one per store call in flight) without Node's leak warning. */
@@ -147,5 +148,18 @@ export class GuardedStore {
   }
   acquireJanitor(holder: string, ttlMs: number): Promise<boolean> {
     return guard(this.signal, () => this.#s.acquireJanitor!(holder, ttlMs));
+  }
+  /** The schedule methods below: only when the store has them (`hasSchedules`). */
+  putSchedule(s: ScheduleRecord): Promise<boolean> {
+    return guard(this.signal, () => this.#s.putSchedule!(s, this.signal));
+  }
+  deleteSchedule(name: string): Promise<boolean> {
+    return guard(this.signal, () => this.#s.deleteSchedule!(name, this.signal));
+  }
+  listSchedules(): Promise<ScheduleRecord[]> {
+    return guard(this.signal, () => this.#s.listSchedules!(this.signal));
+  }
+  advanceSchedule(name: string, revision: string, tick: Date): Promise<boolean> {
+    return guard(this.signal, () => this.#s.advanceSchedule!(name, revision, tick, this.signal));
   }
 }

@@ -65,8 +65,9 @@
  *   and have their outcomes (queued acks included) written; then the rest are aborted and keep their
  *   leases, so they come back only after the lease runs out.
  *
- * Beside the subscriptions the queue runs the janitor (janitor.ts) and, when
- * the store has one, its wake source.
+ * Beside the subscriptions the queue runs the janitor (janitor.ts), when
+ * the store has one its wake source, and when the store keeps schedules the
+ * scheduler that fires them (schedules/scheduler.ts).
  */
 import { randomUUID } from 'node:crypto';
 import type { Codec } from '../codecs.js';
@@ -91,6 +92,12 @@ import { DuePoller } from './due-poller.js';
 import { StoreSubscription } from './subscription.js';
 import { QueueTracing } from './tracing.js';
 import { WakeTimer } from './wake-timer.js';
+import { systemClock } from './schedules/clock.js';
+import type { ScheduleClock } from './schedules/clock.js';
+import { ScheduleOps, hasSchedules } from './schedules/operations.js';
+import { Scheduler } from './schedules/scheduler.js';
+import type { SchedulerTimings } from './schedules/scheduler.js';
+import type { ScheduleInfo, ScheduleOptions } from './schedules/types.js';
 import type { SubscriptionHost } from './subscription.js';
 import type { CloseOptions, ConsumerGroup, Handler, ListMessagesOptions, Message, MessagePage, PublishOptions, Queue, QueueStats, RedriveOptions, RedriveResult, Store, StoredMessage, Subscription } from './types.js';
 
@@ -112,6 +119,12 @@ const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve,
 /** Whether the last argument of `publish` is `{ codec }` rather than a message. */
 function isPublishOptions(v: unknown): v is PublishOptions<unknown> {
   return typeof v === 'object' && v !== null && !('topic' in v) && 'codec' in v;
+}
+
+/** Seams for tests: the scheduler's clock and timings. @internal */
+export interface EngineInternals {
+  clock?: ScheduleClock;
+  scheduleTimings?: SchedulerTimings;
 }
 
 /**
@@ -149,8 +162,15 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
   readonly #groupLock = new KeyedLock();
   /** Spans of publishes and handler attempts; `null` when tracing is off (tracing.ts). */
   readonly #tracing: QueueTracing | null;
+  /** `schedule`, `unschedule`, `listSchedules`. */
+  readonly #schedules: ScheduleOps;
+  /** Fires the stored schedules; absent when the store keeps none or `fireSchedules` is off. */
+  readonly #scheduler: Scheduler | undefined;
 
-  constructor(store: Store, config: EngineConfig<T> = {}) {
+  constructor(store: Store, config?: EngineConfig<T>);
+  /** @internal With the scheduler's clock and timings replaced (tests). */
+  constructor(store: Store, config: EngineConfig<T> | undefined, internals: EngineInternals);
+  constructor(store: Store, config: EngineConfig<T> = {}, internals: EngineInternals = {}) {
     this.#store = store;
     this.#guarded = new GuardedStore(store, this.#stop.signal);
     this.#cfg = resolveEngineConfig(config);
@@ -181,6 +201,18 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
       forget: (sub) => this.#forget(sub),
       tracing: this.#tracing,
     };
+    const clock = internals.clock ?? systemClock;
+    if (this.#cfg.fireSchedules && hasSchedules(store)) {
+      this.#scheduler = new Scheduler({ store: this.#guarded, publish: (msgs) => this.#append(msgs), clock, onError: signals.report }, internals.scheduleTimings);
+      this.#scheduler.start();
+    }
+    this.#schedules = new ScheduleOps({
+      store,
+      guarded: this.#guarded,
+      clock,
+      prepare: (m, now, encode) => this.#prepare(m, now, encode ? this.#cfg.codec : undefined),
+      changed: () => this.#scheduler?.wake(),
+    });
   }
 
   /** See `QueueEventEmitter.on`. */
@@ -402,6 +434,24 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
     return raceSignal(this.#stop.signal, requireStoreOp(this.#store, 'listMessages')(topic, page));
   }
 
+  /** See `Queue.schedule`. */
+  async schedule(name: string, opts: ScheduleOptions<T>): Promise<boolean> {
+    this.#assertOpen();
+    return this.#schedules.schedule(name, opts);
+  }
+
+  /** See `Queue.unschedule`. */
+  async unschedule(name: string): Promise<boolean> {
+    this.#assertOpen();
+    return this.#schedules.unschedule(name);
+  }
+
+  /** See `Queue.listSchedules`. */
+  async listSchedules(): Promise<ScheduleInfo[]> {
+    this.#assertOpen();
+    return this.#schedules.list();
+  }
+
   /** See `Queue.stats`. */
   async stats(topic: string, group: string): Promise<QueueStats> {
     this.#assertOpen();
@@ -440,7 +490,9 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
   }
 
   /**
-   * Closes the subscriptions, then the janitor, the wake source, the
+   * Stops the scheduler's loop, closes the subscriptions, then waits for
+   * the scheduler's round and the schedule calls in flight, closes the
+   * janitor, the wake source, the
    * publishes still being written, the poll query in flight (due-poller.ts)
    * and the store. With `timeoutMs` (or
    * `signal`) all of it keeps that one deadline: at the deadline every store
@@ -454,12 +506,15 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
     this.#closed = true;
     const stop = this.#stop;
     let results: PromiseSettledResult<void>[] = [];
+    const schedulerStopped = this.#scheduler?.stop(stop.signal);
     try {
       await settledBefore(Promise.allSettled([...this.#subscribing]), stop.signal);
       const subOpts: CloseOptions = { signal: stop.signal };
       if (opts.timeoutMs !== undefined) subOpts.timeoutMs = opts.timeoutMs;
       results = await Promise.allSettled([...this.#subs].map((s) => s.close(subOpts)));
       this.#timer.stop();
+      await schedulerStopped; // a round in flight publishes and records its ticks, or is cut off at the deadline
+      await this.#schedules.idle(stop.signal); // schedule calls made before close reach the store
       await this.#janitor.stop(stop.signal);
       this.#listenCtl.abort();
       await settledBefore(this.#listening, stop.signal);

@@ -69,6 +69,8 @@ export {
   MAX_ERROR_BYTES,
 } from './dead-letter.js';
 export { HEADER_REDRIVE_FROM, REDRIVE_ID_NAMESPACE, redriveId } from './redrive.js';
+export { HEADER_SCHEDULE, HEADER_SCHEDULE_TICK, SCHEDULE_ID_NAMESPACE, scheduleTickId } from './schedules/tick-message.js';
+export type { CatchUp, ScheduleInfo, ScheduleOptions, ScheduleRecord, ScheduleSpec } from './schedules/types.js';
 export { StoreQueue, createStoreQueue } from './engine.js';
 export { createQueue, engineFromDeps, registerQueueType, registeredQueueTypes } from './registry.js';
 export type { CreatedQueue, QueueConfig, QueueDependencies, QueueFactory } from './registry.js';

@@ -215,6 +215,15 @@ export interface EngineConfig<T = Uint8Array> {
    * not installed.
    */
   tracing?: TracingOption;
+  /**
+   * Whether this queue fires the schedules stored in its store (see
+   * `Queue.schedule`): any number of instances may, and each tick is
+   * published once. Turn it off in a process that only manages or inspects
+   * the queue (a command-line tool), so opening the queue never publishes a
+   * tick. Default true; without schedule support in the store, nothing
+   * runs either way.
+   */
+  fireSchedules?: boolean;
 }
 
 /**
@@ -230,10 +239,11 @@ export const ENGINE_CONFIG_KEYS = knownKeys<EngineConfig>({
   codec: true,
   logger: true,
   tracing: true,
+  fireSchedules: true,
 });
 
 /** `EngineConfig` with every default applied. */
-export type ResolvedEngineConfig = Required<Pick<EngineConfig, 'retentionHours' | 'ackedRetentionHours' | 'janitorIntervalMs' | 'maxPayloadBytes'>> & {
+export type ResolvedEngineConfig = Required<Pick<EngineConfig, 'retentionHours' | 'ackedRetentionHours' | 'janitorIntervalMs' | 'maxPayloadBytes' | 'fireSchedules'>> & {
   onError?: ErrorReporter;
   codec?: Codec<unknown>;
   logger?: QueueLogger;
@@ -266,7 +276,9 @@ export function resolveEngineConfig<T>(cfg: EngineConfig<T> = {}): ResolvedEngin
     ackedRetentionHours: positive('ackedRetentionHours', cfg.ackedRetentionHours ?? DEFAULT_ACKED_RETENTION_HOURS, false),
     janitorIntervalMs: checkTimer('janitorIntervalMs', positive('janitorIntervalMs', cfg.janitorIntervalMs ?? DEFAULT_JANITOR_INTERVAL_MS, false)),
     maxPayloadBytes: positive('maxPayloadBytes', cfg.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES, true),
+    fireSchedules: cfg.fireSchedules ?? true,
   };
+  if (typeof r.fireSchedules !== 'boolean') throw new InvalidArgumentError(`fireSchedules must be a boolean, got ${shown(r.fireSchedules)}`);
   if (cfg.onError) r.onError = cfg.onError;
   const codec = checkCodec(cfg.codec, 'codec');
   if (codec) r.codec = codec;

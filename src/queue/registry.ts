@@ -38,6 +38,8 @@ export interface QueueDependencies<T = Uint8Array> {
   logger?: QueueLogger;
   /** OpenTelemetry tracing (see `EngineConfig.tracing`): here it may be `TracingOptions` with a tracer provider; it overrides the config block's `tracing`. Default: the config block's. */
   tracing?: TracingOption;
+  /** Whether the queue fires the store's schedules (see `EngineConfig.fireSchedules`). Default true. */
+  fireSchedules?: boolean;
   /** `postgres`: a `pg.Pool` to use instead of a `connectionString`; the queue never ends it. */
   pool?: unknown;
   /** `clickhouse`: the `DistributedLocker` every instance shares; without it the queue can publish but `subscribe` throws `NoLockerError`. Never closed by the queue. */
@@ -48,20 +50,21 @@ export interface QueueDependencies<T = Uint8Array> {
 
 /**
  * Builds a queue from its type's `config` block. Bifrost's `Factory`. A
- * factory must apply `deps.codec`, `deps.onError`, `deps.logger` and
- * `deps.tracing` (pass them to `createStoreQueue`, as `engineFromDeps`
- * does): the queue it returns is typed by `deps.codec`.
+ * factory must apply `deps.codec`, `deps.onError`, `deps.logger`,
+ * `deps.tracing` and `deps.fireSchedules` (pass them to `createStoreQueue`,
+ * as `engineFromDeps` does): the queue it returns is typed by `deps.codec`.
  */
 // `any`: a factory serves every payload type; `createQueue` gives the result its type.
 export type QueueFactory = (config: unknown, deps: QueueDependencies<any>) => Promise<Queue<any>> | Queue<any>;
 
-/** The engine settings carried by `deps`: `onError`, `codec`, `logger` and `tracing`, each only when given. */
+/** The engine settings carried by `deps`: `onError`, `codec`, `logger`, `tracing` and `fireSchedules`, each only when given. */
 export function engineFromDeps(deps: QueueDependencies<unknown>): EngineConfig<unknown> {
   const out: EngineConfig<unknown> = {};
   if (deps.onError !== undefined) out.onError = deps.onError;
   if (deps.codec !== undefined) out.codec = deps.codec;
   if (deps.logger !== undefined) out.logger = deps.logger;
   if (deps.tracing !== undefined) out.tracing = deps.tracing;
+  if (deps.fireSchedules !== undefined) out.fireSchedules = deps.fireSchedules;
   return out;
 }
 

@@ -5,6 +5,7 @@
 import type { Codec } from '../codecs.js';
 import type { QueueEventEmitter } from './events.js';
 import type { SubscribeOptions } from './options.js';
+import type { ScheduleInfo, ScheduleOptions, ScheduleRecord } from './schedules/types.js';
 
 /**
  * A unit of data published to a topic. Bifrost's `Message`.
@@ -193,6 +194,38 @@ export interface Queue<T = Uint8Array> extends AsyncDisposable, QueueEventEmitte
    * store has no `listMessages`, `ClosedError`, or the store's error.
    */
   listMessages(topic: string, opts?: ListMessagesOptions): Promise<MessagePage>;
+  /**
+   * Stores a recurring schedule named `name` (1–200 characters of
+   * `[A-Za-z0-9._-]`): at every tick of `opts.cron` or `opts.everyMs`, one
+   * message is published to `opts.topic` (see `ScheduleOptions`), however
+   * many instances share the store. Every running queue on the store fires
+   * it (`EngineConfig.fireSchedules`); each tick's message ID derives from
+   * the name and the tick (`scheduleTickId`), so instances firing the same
+   * tick store one message. Scheduling a name again with the same options
+   * changes nothing (resolves false); with other options it replaces the
+   * schedule, whose ticks then count from now (resolves true; a new name
+   * resolves true too). `opts.payload` goes through the queue's codec.
+   * Throws `InvalidNameError` (name or topic), `InvalidArgumentError` (a bad
+   * or unknown option, a cron expression that does not parse or never
+   * matches again, an unknown time zone), `PayloadTooLargeError`,
+   * `CodecError`, `UnsupportedError` when the store keeps no schedules,
+   * `ClosedError`, or the store's error (not retried).
+   */
+  schedule(name: string, opts: ScheduleOptions<T>): Promise<boolean>;
+  /**
+   * Deletes schedule `name`; resolves true when it existed. No instance
+   * fires a tick of it afterwards, except one whose round had already read
+   * it (such a round publishes at most the ticks that were due then).
+   * Messages already published stay. Throws `InvalidNameError`,
+   * `UnsupportedError`, `ClosedError`, or the store's error.
+   */
+  unschedule(name: string): Promise<boolean>;
+  /**
+   * The stored schedules, sorted by name, each with its last and next tick
+   * (see `ScheduleInfo`). Throws `UnsupportedError` when the store keeps no
+   * schedules, `ClosedError`, or the store's error.
+   */
+  listSchedules(): Promise<ScheduleInfo[]>;
   /** Checks that the backing store is reachable; rejects with its error. */
   ping(): Promise<void>;
   /** Closes every subscription (see `Subscription.close`), then the queue's own resources and store. Idempotent. Rejects with `InvalidArgumentError`, closing nothing, for bad `opts` (as `Subscription.close`). */
@@ -302,7 +335,9 @@ export interface MessagePage {
  * dead-lettering and purging.
  *
  * Durations, never instants, cross this interface (milliseconds); each store
- * turns them into deadlines on its own clock. Every write after `claim` is
+ * turns them into deadlines on its own clock. The exceptions are a message's
+ * `deliverAt` and a schedule's instants (`ScheduleRecord`), which the store
+ * keeps as given. Every write after `claim` is
  * fenced on `Claimed.claimToken`: once the delivery was claimed again, an old
  * token changes nothing and reports "not held".
  *
@@ -417,4 +452,29 @@ export interface Store {
    * true when `holder` has it. Without it every instance purges.
    */
   acquireJanitor?(holder: string, ttlMs: number): Promise<boolean>;
+  /**
+   * Optional, with `deleteSchedule`, `listSchedules` and `advanceSchedule`
+   * (all four or none; without them `Queue.schedule` and its siblings throw
+   * `UnsupportedError` and no instance fires anything): stores `s`, unless a
+   * schedule named `s.name` with revision `s.revision` is there, which is
+   * then left as it is (its `lastTick` included). A schedule of that name
+   * with another revision is replaced whole, `lastTick` cleared. Resolves
+   * true when it stored `s`. Atomic: two calls at once for one name leave
+   * one of the two, whole.
+   */
+  putSchedule?(s: ScheduleRecord, signal?: AbortSignal): Promise<boolean>;
+  /** Deletes schedule `name`; resolves true when it existed. */
+  deleteSchedule?(name: string, signal?: AbortSignal): Promise<boolean>;
+  /** Every stored schedule, sorted by name (code-unit order). */
+  listSchedules?(signal?: AbortSignal): Promise<ScheduleRecord[]>;
+  /**
+   * Records that the ticks of schedule `name` up to `tick` were published:
+   * sets its `lastTick` to `tick` unless it is already at or past it, and
+   * only while the schedule still has `revision` (a compare-and-set on the
+   * revision, so an instance working from options that were replaced or
+   * deleted changes nothing, and a monotonic one on the tick, so instances
+   * finishing in any order never move it back). Resolves false when no
+   * schedule `name` with `revision` exists, true otherwise.
+   */
+  advanceSchedule?(name: string, revision: string, tick: Date, signal?: AbortSignal): Promise<boolean>;
 }

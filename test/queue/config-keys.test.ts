@@ -60,7 +60,7 @@ describe('unknown option keys', () => {
   });
 
   it('createStoreQueue refuses an unknown engine config key', () => {
-    assert.deepEqual([...ENGINE_CONFIG_KEYS].sort(), ['ackedRetentionHours', 'codec', 'janitorIntervalMs', 'logger', 'maxPayloadBytes', 'onError', 'retentionHours', 'tracing']);
+    assert.deepEqual([...ENGINE_CONFIG_KEYS].sort(), ['ackedRetentionHours', 'codec', 'fireSchedules', 'janitorIntervalMs', 'logger', 'maxPayloadBytes', 'onError', 'retentionHours', 'tracing']);
     assert.throws(() => createStoreQueue(new MemoryStore(), { retentionHour: 3 } as never), invalid(/unknown engine config key "retentionHour"/));
     assert.throws(() => createStoreQueue(new MemoryStore(), { onError: 'log' } as never), invalid(/onError/));
   });

@@ -6,10 +6,12 @@
  * or hash/merge join, and none is costly enough to be JIT-compiled.
  * `stats` is left out on purpose: counting pending rows is linear in them;
  * so is `remove-group`, which walks every retained message of its topic.
+ * The schedule statements a scheduler runs per tick are checked among
+ * 10,000 schedules.
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
-import { fillSchema, planProblems } from '../../bench/postgres-fill.js';
+import { explainProblems, fillSchema, planProblems } from '../../bench/postgres-fill.js';
 import { PostgresStore } from '../../src/queue/stores/postgres/store.js';
 import { statements } from '../../src/queue/stores/postgres/sql.js';
 import { POSTGRES_SKIP, POSTGRES_URL, adminPool, dropSchema, testSchema } from '../stores/postgres-env.js';
@@ -30,6 +32,24 @@ describe('postgres store plans', { skip: POSTGRES_SKIP }, () => {
     const claimed = await store.claim({ topic: 't', group: 'g', runnerId: 'x', max: 16, leaseMs: 60_000, maxInFlight: 0 });
     assert.equal(claimed.length, 16);
     const problems = await planProblems(adminPool, statements(`"${schema}"`), 't', 'g', claimed);
+    assert.deepEqual(problems, []);
+  });
+
+  it('the schedule statements a scheduler runs per tick find their row through the primary key, among 10,000 schedules', async () => {
+    // list-schedules is left out: every round reads the whole (small) table by design.
+    store ??= await PostgresStore.open({ connectionString: POSTGRES_URL, schema, poolSize: 2 });
+    const s = `"${schema}"`;
+    await adminPool.query(
+      `INSERT INTO ${s}.schedules (name, revision, spec, payload, updated_at)
+       SELECT 'plan-' || g, 'r', '{"everyMs":1000,"topic":"t","catchUp":"latest"}', '\\x00', now() FROM generate_series(1, 10000) g`,
+    );
+    await adminPool.query(`ANALYZE ${s}.schedules`);
+    const at = new Date();
+    const problems = await explainProblems(adminPool, statements(s), [
+      ['advance-schedule', ['plan-5000', 'r', at]],
+      ['put-schedule', ['plan-5000', 'r2', '{}', Buffer.from([0]), at]],
+      ['delete-schedule', ['plan-5000']],
+    ]);
     assert.deepEqual(problems, []);
   });
 

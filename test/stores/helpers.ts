@@ -1,5 +1,7 @@
 /** Shared helpers of the conformance suite. */
 import { randomUUID } from 'node:crypto';
+import { afterEach, beforeEach } from 'node:test';
+import type { StoreFactory, StoreHarness } from './factories.js';
 import type { ClaimRequest, Claimed, ConsumerGroup, KillOptions, MessagePage, PurgePolicy, QueueStats, StartFrom, Store, StoredMessage } from '../../src/queue/types.js';
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
@@ -162,4 +164,25 @@ export async function within<T>(p: Promise<T>, what: string, hangMs: number): Pr
   } finally {
     clearTimeout(timer);
   }
+}
+
+/**
+ * Call inside a `describe`: a fresh harness of `factory` for every test,
+ * cleaned up after it (after `beforeCleanup`, e.g. closing the test's
+ * queues). Read `h` inside a test or a later hook.
+ */
+export function harnessPerTest(factory: StoreFactory, beforeCleanup: () => Promise<unknown> = async () => undefined): { readonly h: StoreHarness } {
+  let h: StoreHarness;
+  beforeEach(async () => {
+    h = await factory.create();
+  });
+  afterEach(async () => {
+    await beforeCleanup();
+    await h.cleanup();
+  });
+  return {
+    get h() {
+      return h;
+    },
+  };
 }

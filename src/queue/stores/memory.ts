@@ -16,6 +16,7 @@ import { ClosedError } from '../../errors.js';
 import { deliveryId } from '../delivery-id.js';
 import type { DeliveryState } from './delivery-state.js';
 import { parseSeqCursor } from './seq-cursor.js';
+import type { ScheduleRecord } from '../schedules/types.js';
 import type { ClaimRequest, Claimed, ConsumerGroup, KillOptions, MessagePage, PurgePolicy, QueueStats, StartFrom, Store, StoredMessage } from '../types.js';
 
 interface MessageRow {
@@ -59,6 +60,8 @@ class MemoryState {
   readonly events = new EventEmitter();
   janitor: { holder: string; until: number } | undefined;
   lastSeq = 0;
+  /** Schedules by name, each a private copy. */
+  readonly schedules = new Map<string, ScheduleRecord>();
 
   constructor(now: () => number) {
     this.now = now;
@@ -91,6 +94,12 @@ export interface MemoryStoreOptions {
   backing?: MemoryBacking;
 }
 
+function copySchedule(r: ScheduleRecord): ScheduleRecord {
+  const out: ScheduleRecord = { name: r.name, revision: r.revision, spec: structuredClone(r.spec), payload: r.payload.slice(), updatedAt: new Date(r.updatedAt) };
+  if (r.lastTick !== undefined) out.lastTick = new Date(r.lastTick);
+  return out;
+}
+
 function copyMessage(m: StoredMessage): StoredMessage {
   const out: StoredMessage = { id: m.id, topic: m.topic, payload: m.payload.slice(), publishedAt: new Date(m.publishedAt) };
   if (m.key !== undefined) out.key = m.key;
@@ -102,7 +111,8 @@ function copyMessage(m: StoredMessage): StoredMessage {
 /**
  * A `Store` kept in process memory (queue type `memory`). Single process;
  * nothing survives a restart. Implements the optional `listen` (wake-ups from
- * the other handles on the same backing) and `acquireJanitor`.
+ * the other handles on the same backing), `acquireJanitor` and the schedule
+ * methods.
  */
 export class MemoryStore implements Store {
   /** The data this handle works on. */
@@ -415,6 +425,35 @@ export class MemoryStore implements Store {
       last = row.seq;
     }
     return { messages };
+  }
+
+  /** See `Store.putSchedule`. */
+  async putSchedule(r: ScheduleRecord): Promise<boolean> {
+    const b = this.#open();
+    if (b.schedules.get(r.name)?.revision === r.revision) return false;
+    const stored = copySchedule(r);
+    delete stored.lastTick;
+    b.schedules.set(r.name, stored);
+    return true;
+  }
+
+  /** See `Store.deleteSchedule`. */
+  async deleteSchedule(name: string): Promise<boolean> {
+    return this.#open().schedules.delete(name);
+  }
+
+  /** See `Store.listSchedules`. */
+  async listSchedules(): Promise<ScheduleRecord[]> {
+    const b = this.#open();
+    return [...b.schedules.values()].sort((x, y) => cmp(x.name, y.name)).map(copySchedule);
+  }
+
+  /** See `Store.advanceSchedule`. */
+  async advanceSchedule(name: string, revision: string, tick: Date): Promise<boolean> {
+    const r = this.#open().schedules.get(name);
+    if (r?.revision !== revision) return false;
+    if (r.lastTick === undefined || r.lastTick < tick) r.lastTick = new Date(tick);
+    return true;
   }
 
   async close(): Promise<void> {

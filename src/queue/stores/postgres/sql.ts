@@ -48,6 +48,10 @@ export const STATEMENTS = [
   'remove-group',
   'list-groups',
   'list-messages',
+  'put-schedule',
+  'delete-schedule',
+  'list-schedules',
+  'advance-schedule',
 ] as const;
 
 export type StatementName = (typeof STATEMENTS)[number];

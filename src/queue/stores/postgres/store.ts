@@ -15,11 +15,14 @@ import type pg from 'pg';
 import { asIOError, ClosedError, InvalidArgumentError, type IOErrorSource } from '../../../errors.js';
 import { deliveryId } from '../../delivery-id.js';
 import { parseSeqCursor } from '../seq-cursor.js';
+import type { ScheduleRecord } from '../../schedules/types.js';
 import type { ClaimRequest, Claimed, ConsumerGroup, KillOptions, MessagePage, PurgePolicy, QueueStats, StartFrom, Store, StoredMessage } from '../../types.js';
 import { postgresTransient } from '../transient.js';
 import { endClient, poolConfig, resolveTimeouts } from './connection.js';
 import type { PostgresTimeouts } from './connection.js';
 import { migrate } from './migrate.js';
+import { scheduleFromRow, scheduleValues } from './schedule-rows.js';
+import type { ScheduleRow } from './schedule-rows.js';
 import { quoteSchema, statements, wakeChannel } from './sql.js';
 import type { StatementName } from './sql.js';
 
@@ -135,7 +138,8 @@ function loadDriver(): Promise<typeof pg> {
 /**
  * A `Store` in a Postgres schema (queue type `postgres`), safe to share
  * between any number of instances. Implements `listen` (LISTEN/NOTIFY on a
- * dedicated connection) and `acquireJanitor`. Use `PostgresStore.open`.
+ * dedicated connection), `acquireJanitor` and the schedule methods. Use
+ * `PostgresStore.open`.
  */
 export class PostgresStore implements Store {
   readonly #driver: typeof pg;
@@ -495,6 +499,24 @@ export class PostgresStore implements Store {
     const out: MessagePage = { messages: rows.map(toMessage) };
     if (more) out.next = rows[rows.length - 1]!.seq;
     return out;
+  }
+
+  /** See `Store.putSchedule` (put-schedule.sql). */
+  async putSchedule(r: ScheduleRecord, signal?: AbortSignal): Promise<boolean> {
+    return (await this.#q('put-schedule', scheduleValues(r), signal)).rowCount === 1;
+  }
+
+  async deleteSchedule(name: string, signal?: AbortSignal): Promise<boolean> {
+    return (await this.#q('delete-schedule', [name], signal)).rowCount === 1;
+  }
+
+  async listSchedules(signal?: AbortSignal): Promise<ScheduleRecord[]> {
+    return (await this.#q<ScheduleRow>('list-schedules', [], signal)).rows.map(scheduleFromRow);
+  }
+
+  /** See `Store.advanceSchedule` (advance-schedule.sql). */
+  async advanceSchedule(name: string, revision: string, tick: Date, signal?: AbortSignal): Promise<boolean> {
+    return (await this.#q<{ held: boolean }>('advance-schedule', [name, revision, tick], signal)).rows[0]!.held;
   }
 
   async acquireJanitor(holder: string, ttlMs: number): Promise<boolean> {
