@@ -9,7 +9,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { decodeHeader, encodeRecord, frameSize, HEADER_SIZE } from '../../src/diskqueue/format.js';
-import { FaultyFileSystem, openQ, drainAll, segPath, segNumbers, addAll, SEG } from '../faults/helpers.js';
+import { FaultyFileSystem, openQ, drainAll, segPath, segNumbers, addAll, SEG } from './faults/helpers.js';
 
 const enc = (s: string) => new TextEncoder().encode(s);
 

@@ -22,7 +22,7 @@ import { xxh64 } from '../../src/storage/xxhash.js';
 import { spoolSegmentNames } from '../../src/storage/segment-names.js';
 import { Spool, CURSOR_FILE } from '../../src/spool/index.js';
 import { tempDir } from '../helpers/tmp.js';
-import { GOLDEN_DIR, GOLDEN_SEGMENT_BYTES, goldenRecords, writeGolden } from '../golden/spool-v1.js';
+import { GOLDEN_DIR, GOLDEN_SEGMENT_BYTES, goldenRecords, writeGolden } from './golden/v1.js';
 
 const hex = (b: Uint8Array) => Buffer.from(b).toString('hex');
 

@@ -7,10 +7,10 @@
  * resolved. Each line is in the pipe before the next call starts, so the
  * parent never misses a line for a call that resolved.
  *
- *   node --import tsx test/crash/child-writer.ts <dir> <perop|every10> <start> <commitEvery>
+ *   node --import tsx test/diskqueue/crash/child-writer.ts <dir> <perop|every10> <start> <commitEvery>
  */
-import { say } from '../helpers/say.js';
-import { DiskQueue, codecs } from '../../src/diskqueue/index.js';
+import { say } from '../../helpers/say.js';
+import { DiskQueue, codecs } from '../../../src/diskqueue/index.js';
 
 const [dir, policy, startArg, commitEveryArg] = process.argv.slice(2);
 const start = Number(startArg);

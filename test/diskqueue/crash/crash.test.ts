@@ -19,11 +19,11 @@
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnChild } from '../helpers/children.js';
+import { spawnChild } from '../../helpers/children.js';
 import { fileURLToPath } from 'node:url';
-import { DiskQueue, codecs } from '../../src/diskqueue/index.js';
-import { tempDir } from '../helpers/tmp.js';
-import { runs } from '../helpers/long.js';
+import { DiskQueue, codecs } from '../../../src/diskqueue/index.js';
+import { tempDir } from '../../helpers/tmp.js';
+import { runs } from '../../helpers/long.js';
 
 const CHILD = fileURLToPath(new URL('./child-writer.ts', import.meta.url));
 

@@ -5,8 +5,8 @@
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { DiskQueue, codecs, packOffset, type Codec } from '../../src/diskqueue/index.js';
-import { ClosedError, CodecError, FullError, OffsetError } from '../../src/errors.js';
+import { DiskQueue, codecs, packOffset, type Codec } from '../../../src/diskqueue/index.js';
+import { ClosedError, CodecError, FullError, OffsetError } from '../../../src/errors.js';
 import { FaultyFileSystem, openQ, drainAll, DIR, SEG } from './helpers.js';
 
 /** utf8, except that the value 'poison' never decodes. */

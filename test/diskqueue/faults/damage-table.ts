@@ -10,7 +10,7 @@
  * with 60–69 committed; segment 3 holds 120–179; segment 4, the tail, holds
  * 180–184. A clean drain therefore delivers records 70–184.
  */
-import { encodeHeader, decodeHeader, HEADER_SIZE } from '../../src/diskqueue/format.js';
+import { encodeHeader, decodeHeader, HEADER_SIZE } from '../../../src/diskqueue/format.js';
 import { FaultyFileSystem, openQ, segPath, range, val } from './helpers.js';
 
 export const FRAME = 68;

@@ -6,7 +6,7 @@
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { decodeHeader, HEADER_SIZE } from '../../src/diskqueue/format.js';
+import { decodeHeader, HEADER_SIZE } from '../../../src/diskqueue/format.js';
 import { openQ, drainAll, segPath, segNumbers } from './helpers.js';
 import { rows, buildStore, expectedValues, rec, TOTAL, COMMITTED } from './damage-table.js';
 

@@ -4,11 +4,11 @@
  * surgery on segment files.
  */
 import { join } from 'node:path';
-import { FaultyFileSystem } from '../../src/storage/faulty.js';
-import { segmentFileName } from '../../src/storage/segment-names.js';
-import { DiskQueue, codecs, CorruptError } from '../../src/diskqueue/index.js';
-import type { DiskQueueOptions } from '../../src/diskqueue/options.js';
-import type { Reader } from '../../src/diskqueue/reader.js';
+import { FaultyFileSystem } from '../../../src/storage/faulty.js';
+import { segmentFileName } from '../../../src/storage/segment-names.js';
+import { DiskQueue, codecs, CorruptError } from '../../../src/diskqueue/index.js';
+import type { DiskQueueOptions } from '../../../src/diskqueue/options.js';
+import type { Reader } from '../../../src/diskqueue/reader.js';
 
 export const DIR = '/q';
 /** The smallest segment size; 4096 bytes of data region. */

@@ -6,7 +6,7 @@
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { encodeHeader, decodeHeader, HEADER_SIZE } from '../../src/diskqueue/format.js';
+import { encodeHeader, decodeHeader, HEADER_SIZE } from '../../../src/diskqueue/format.js';
 import { openQ, drainAll, segPath, segNumbers, FaultyFileSystem } from './helpers.js';
 import { buildStore, rec, TOTAL } from './damage-table.js';
 

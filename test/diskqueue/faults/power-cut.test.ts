@@ -17,10 +17,10 @@
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import type { DiskQueue } from '../../src/diskqueue/index.js';
-import type { Reservation } from '../../src/diskqueue/reader.js';
+import type { DiskQueue } from '../../../src/diskqueue/index.js';
+import type { Reservation } from '../../../src/diskqueue/reader.js';
 import { FaultyFileSystem, openQ, drainAll, val, type Opts } from './helpers.js';
-import type { Tear } from '../../src/storage/faulty.js';
+import type { Tear } from '../../../src/storage/faulty.js';
 
 /** Records of `val(i)`: 1 length byte + 5 payload bytes + 8 checksum bytes. */
 const FRAME = 14;

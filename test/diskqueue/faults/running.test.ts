@@ -6,7 +6,7 @@
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { CorruptError, IOError, SegmentSizeMismatchError } from '../../src/errors.js';
+import { CorruptError, IOError, SegmentSizeMismatchError } from '../../../src/errors.js';
 import { FaultyFileSystem, openQ, drainAll, segPath, segNumbers, range, val, causeCode, flipByte, DIR } from './helpers.js';
 import { rec, at, TOTAL, COMMITTED, PER_SEGMENT, buildStore } from './damage-table.js';
 
@@ -239,7 +239,7 @@ describe('a fully committed segment that will not unlink', () => {
 });
 
 it('a cut segment with a damaged record before the cut keeps every intact record', async () => {
-  const { DiskQueue, codecs } = await import('../../src/diskqueue/index.js');
+  const { DiskQueue, codecs } = await import('../../../src/diskqueue/index.js');
   const fs = new FaultyFileSystem();
   let q = await DiskQueue.open<string>('/cut', { fs, codec: codecs.utf8, segmentSize: 4096 });
   const recs = ['a', 'b', 'c', 'd'].map((c) => c.repeat(200)); // framed 210 bytes each, from byte 64

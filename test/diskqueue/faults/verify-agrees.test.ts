@@ -4,14 +4,14 @@
  * damage inside records already consumed is no loss, and a segment lost whole
  * costs what the open's own estimate says.
  *
- * The store is the damage table's (test/faults/damage-table.ts): segment 1
+ * The store is the damage table's (test/diskqueue/faults/damage-table.ts): segment 1
  * reclaimed, segment 2 holding records 60–119 with 60–69 committed, segment 3
  * holding 120–179, segment 4 (the tail) 180–184; 68 framed bytes a record.
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { verifyQueue, type VerifyReport } from '../../src/diskqueue/index.js';
-import { HEADER_SIZE } from '../../src/diskqueue/format.js';
+import { verifyQueue, type VerifyReport } from '../../../src/diskqueue/index.js';
+import { HEADER_SIZE } from '../../../src/diskqueue/format.js';
 import { openQ, drainAll, flipByte, patch, segPath, range, DIR, type FaultyFileSystem } from './helpers.js';
 import { buildStore, at, rec, FRAME, PER_SEGMENT, TOTAL, COMMITTED } from './damage-table.js';
 

@@ -5,14 +5,14 @@
 import { it } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
-import { verifyQueue } from '../../src/diskqueue/index.js';
-import { encodeHeader, decodeHeader, HEADER_SIZE } from '../../src/diskqueue/format.js';
+import { verifyQueue } from '../../../src/diskqueue/index.js';
+import { encodeHeader, decodeHeader, HEADER_SIZE } from '../../../src/diskqueue/format.js';
 import { segPath, DIR, type FaultyFileSystem } from './helpers.js';
 import { rows, buildStore } from './damage-table.js';
 
 /** The reasons named in the first column of the verify section's table. */
 function documentedReasons(): Set<string> {
-  const doc = readFileSync(new URL('../../docs/CLI.md', import.meta.url), 'utf8');
+  const doc = readFileSync(new URL('../../../docs/CLI.md', import.meta.url), 'utf8');
   const start = doc.indexOf('### `ferry verify DIR`');
   const section = doc.slice(start, doc.indexOf('\n### ', start + 1));
   const out = new Set<string>();

@@ -6,7 +6,7 @@
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { verifyQueue } from '../../src/diskqueue/index.js';
+import { verifyQueue } from '../../../src/diskqueue/index.js';
 import { FaultyFileSystem, openQ, drainAll, DIR } from './helpers.js';
 import { rows, buildStore, TOTAL, COMMITTED, type DamageRow } from './damage-table.js';
 

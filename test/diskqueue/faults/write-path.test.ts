@@ -5,7 +5,7 @@
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { ClosedError, IOError, LockedError } from '../../src/errors.js';
+import { ClosedError, IOError, LockedError } from '../../../src/errors.js';
 import { FaultyFileSystem, openQ, drainAll, addAll, val, range, causeCode, segPath, segNumbers } from './helpers.js';
 
 /** The trace without opens and reads: the steps that write or sync. */

@@ -32,8 +32,8 @@
  */
 import assert from 'node:assert/strict';
 import type fc from 'fast-check';
-import { ClosedError, FullError, OffsetError, type DiskQueue } from '../../src/diskqueue/index.js';
-import type { Reader } from '../../src/diskqueue/reader.js';
+import { ClosedError, FullError, OffsetError, type DiskQueue } from '../../../src/diskqueue/index.js';
+import type { Reader } from '../../../src/diskqueue/reader.js';
 import { FaultyFileSystem, openQ, type Opts } from '../faults/helpers.js';
 
 export type Call =

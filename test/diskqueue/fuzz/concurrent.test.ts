@@ -14,7 +14,7 @@
 import { describe, it } from 'node:test';
 import { readFileSync } from 'node:fs';
 import fc from 'fast-check';
-import { runs } from '../helpers/long.js';
+import { runs } from '../../helpers/long.js';
 import { runConcurrent, RECORD_FRAME, type Call, type ConcurrentProgram, type Wave } from './concurrent-model.js';
 
 const RUNS = runs(300, 1000, 'FERRY_CONCURRENCY_RUNS');

@@ -22,11 +22,11 @@
  * - open never throws on damage.
  */
 import assert from 'node:assert/strict';
-import { HEADER_SIZE, decodeHeader } from '../../src/diskqueue/format.js';
-import { CorruptError, type DiskQueue } from '../../src/diskqueue/index.js';
-import type { Reservation } from '../../src/diskqueue/reader.js';
+import { HEADER_SIZE, decodeHeader } from '../../../src/diskqueue/format.js';
+import { CorruptError, type DiskQueue } from '../../../src/diskqueue/index.js';
+import type { Reservation } from '../../../src/diskqueue/reader.js';
 import { FaultyFileSystem, openQ, segPath, segNumbers, type Opts } from '../faults/helpers.js';
-import type { Tear } from '../../src/storage/faulty.js';
+import type { Tear } from '../../../src/storage/faulty.js';
 
 export type Cmd =
   | { op: 'add'; n: number }

@@ -3,7 +3,7 @@
  * and prints the first broken rule: the way to look at a counterexample from
  * concurrent.test.ts before adding its seed to concurrent-corpus.json.
  *
- *   node --import tsx test/fuzz/replay-concurrent.ts '{"policy":"perOp","maxBytes":0,"readers":2,"waves":[...]}'
+ *   node --import tsx test/diskqueue/fuzz/replay-concurrent.ts '{"policy":"perOp","maxBytes":0,"readers":2,"waves":[...]}'
  */
 import fc from 'fast-check';
 import { runConcurrent, type ConcurrentProgram } from './concurrent-model.js';

@@ -3,7 +3,7 @@
  * the way to look at a counterexample fast-check printed, before adding it to
  * corpus.json.
  *
- *   node --import tsx test/fuzz/replay.ts '{"policy":"perOp","cmds":[{"op":"add","n":1}]}'
+ *   node --import tsx test/diskqueue/fuzz/replay.ts '{"policy":"perOp","cmds":[{"op":"add","n":1}]}'
  */
 import { runProgram, type Program } from './model.js';
 

@@ -1,15 +1,15 @@
 /**
  * The committed diskqueue v1 golden directory: how it is made and what it
- * holds. `FERRY_UPDATE_GOLDEN=1 node --import tsx test/golden/diskqueue-v1.ts`
+ * holds. `FERRY_UPDATE_GOLDEN=1 node --import tsx test/diskqueue/golden/v1.ts`
  * rewrites it; nothing else does, so a change to the bytes shows up as a
  * failing test rather than silent drift.
  */
 import { cpSync, mkdirSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { DiskQueue } from '../../src/diskqueue/index.js';
+import { DiskQueue } from '../../../src/diskqueue/index.js';
 
-export const GOLDEN_DIR = join(dirname(fileURLToPath(import.meta.url)), 'diskqueue-v1');
+export const GOLDEN_DIR = join(dirname(fileURLToPath(import.meta.url)), 'v1');
 export const GOLDEN_SEGMENT_SIZE = 4096;
 
 /** The records, in order: empty, ASCII, all 256 byte values, and enough to roll a segment. */

@@ -4,7 +4,7 @@
  * reclaimed, adds a segment's worth more, and prints what it saw as JSON.
  */
 import { readdirSync } from 'node:fs';
-import { DiskQueue } from '../../src/diskqueue/index.js';
+import { DiskQueue } from '../../../src/diskqueue/index.js';
 
 const dir = process.argv[2]!;
 const opts = { segmentSize: 4096, maxSegments: 0, maxOpenFiles: 32 };

@@ -9,8 +9,8 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawnSync } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
-import { DiskQueue } from '../../src/diskqueue/index.js';
-import { tempDir } from '../helpers/tmp.js';
+import { DiskQueue } from '../../../src/diskqueue/index.js';
+import { tempDir } from '../../helpers/tmp.js';
 
 const CHILD = fileURLToPath(new URL('./child-open-files.ts', import.meta.url));
 const SEGMENTS = 400;
@@ -48,7 +48,7 @@ describe('maxOpenFiles under ulimit -n 256', () => {
     const q = await DiskQueue.open(dir, { segmentSize: 4096, maxSegments: 0 });
     await q.addBatch(Array.from({ length: SEGMENTS }, () => new Uint8Array(RECORD)));
     await q.close();
-    const script = `const { DiskQueue } = await import(${JSON.stringify(new URL('../../src/diskqueue/index.ts', import.meta.url).href)});
+    const script = `const { DiskQueue } = await import(${JSON.stringify(new URL('../../../src/diskqueue/index.ts', import.meta.url).href)});
       const q = await DiskQueue.open(${JSON.stringify(dir)}, { segmentSize: 4096, maxSegments: 0 });
       const r = q.reader(); while (await r.tryTake()); await q.close();`;
     const cmd = `ulimit -n 256 && exec "${process.execPath}" --import tsx --input-type=module -e '${script.replace(/'/g, `'\\''`)}'`;

@@ -7,10 +7,10 @@
  * takes the 7 with one `popBatch` and commits them with one `commitBatch`,
  * printing their lines once it resolved). Each line is one synchronous write.
  *
- *   node --import tsx test/spool/child-writer.ts <dir> <single|group|batch> <start>
+ *   node --import tsx test/spool/crash/child-writer.ts <dir> <single|group|batch> <start>
  */
-import { say } from '../helpers/say.js';
-import { Spool } from '../../src/spool/index.js';
+import { say } from '../../helpers/say.js';
+import { Spool } from '../../../src/spool/index.js';
 
 const [dir, mode, startArg] = process.argv.slice(2);
 const s = await Spool.open(dir!, { segmentBytes: 4096, commitSync: true });

@@ -11,11 +11,11 @@
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnChild } from '../helpers/children.js';
+import { spawnChild } from '../../helpers/children.js';
 import { cpSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
-import { Spool } from '../../src/spool/index.js';
-import { tempDir } from '../helpers/tmp.js';
+import { Spool } from '../../../src/spool/index.js';
+import { tempDir } from '../../helpers/tmp.js';
 
 const CHILD = fileURLToPath(new URL('./child-writer.ts', import.meta.url));
 

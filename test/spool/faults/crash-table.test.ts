@@ -1,14 +1,14 @@
 /**
  * Every row of the Go spool's "what a crash costs" table, through the
  * fault-injecting file-system seam, each with its outcome and its counter.
- * (The killed-process version of the first rows is crash.test.ts.)
+ * (The killed-process version of the first rows is crash/crash.test.ts.)
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { CorruptError, GroupLostError, IOError } from '../../src/spool/index.js';
-import type { FileHandle, FileSystem } from '../../src/storage/fs.js';
-import { encodeFrame } from '../../src/spool/format.js';
-import { CURSOR, DIR, FaultyFileSystem, REC_FRAME, appendAll, dec, drain, enc, flip, openS, range, rec, segNumbers, segPath } from './helpers.js';
+import { CorruptError, GroupLostError, IOError } from '../../../src/spool/index.js';
+import type { FileHandle, FileSystem } from '../../../src/storage/fs.js';
+import { encodeFrame } from '../../../src/spool/format.js';
+import { CURSOR, DIR, FaultyFileSystem, REC_FRAME, appendAll, dec, drain, enc, flip, openS, range, rec, segNumbers, segPath } from '../helpers.js';
 
 /** Three segments of four records each (r0000–r0011). */
 const SEG = 8 + 4 * REC_FRAME;

@@ -11,9 +11,9 @@
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { Spool } from '../../src/spool/index.js';
-import type { Tear } from '../../src/storage/faulty.js';
-import { DIR, FaultyFileSystem, REC_FRAME, dec, drain, enc, rec } from './helpers.js';
+import { Spool } from '../../../src/spool/index.js';
+import type { Tear } from '../../../src/storage/faulty.js';
+import { DIR, FaultyFileSystem, REC_FRAME, dec, drain, enc, rec } from '../helpers.js';
 
 const SEG = 8 + 3 * REC_FRAME;
 

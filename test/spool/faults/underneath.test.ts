@@ -5,7 +5,7 @@
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { CorruptError, FaultyFileSystem, drain, enc, openS, range, segPath } from './helpers.js';
+import { CorruptError, FaultyFileSystem, drain, enc, openS, range, segPath } from '../helpers.js';
 
 /** 20 records of 17 bytes, five to a 100-byte segment; the first is committed. */
 async function fourSegments(fs: FaultyFileSystem) {

@@ -12,9 +12,9 @@
  */
 import assert from 'node:assert/strict';
 import type { Scheduler } from 'fast-check';
-import { FaultyFileSystem } from '../../src/storage/faulty.js';
-import type { FileHandle, FileSystem } from '../../src/storage/fs.js';
-import { ClosedError, GroupLostError, IOError, Spool, type Popped } from '../../src/spool/index.js';
+import { FaultyFileSystem } from '../../../src/storage/faulty.js';
+import type { FileHandle, FileSystem } from '../../../src/storage/fs.js';
+import { ClosedError, GroupLostError, IOError, Spool, type Popped } from '../../../src/spool/index.js';
 
 export type Cmd =
   | { op: 'append' }

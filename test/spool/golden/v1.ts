@@ -1,15 +1,15 @@
 /**
  * The committed spool v1 golden directory: how it is made and what it holds.
- * `FERRY_UPDATE_GOLDEN=1 node --import tsx test/golden/spool-v1.ts` rewrites
+ * `FERRY_UPDATE_GOLDEN=1 node --import tsx test/spool/golden/v1.ts` rewrites
  * it; nothing else does, so a change to the bytes fails a test instead of
  * drifting.
  */
 import { cpSync, mkdirSync, rmSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { Spool } from '../../src/spool/index.js';
+import { Spool } from '../../../src/spool/index.js';
 
-export const GOLDEN_DIR = join(dirname(fileURLToPath(import.meta.url)), 'spool-v1');
+export const GOLDEN_DIR = join(dirname(fileURLToPath(import.meta.url)), 'v1');
 /** Small enough that the records span three segments. */
 export const GOLDEN_SEGMENT_BYTES = 512;
 
