@@ -1,6 +1,5 @@
 /**
- * Go parity in what an open reports and how it leaves a segment (issue 7,
- * item 5): a torn tail past the records a header published is discarded, not
+ * Go parity in what an open reports and how it leaves a segment: a torn tail past the records a header published is discarded, not
  * lost (`discardedBytes`, never `lostBytes`), and cleared so no later walk can
  * step into it; a segment found cut short is extended back to its capacity
  * and keeps taking appends, as the Go diskqueue does, instead of being

@@ -1,6 +1,5 @@
 /**
- * Engine-level conformance, lifecycle (CHECKLISTS.md "queue — engine level"
- * 7–13, plus the janitor): close, wake-ups, store failures, concurrency and
+ * Engine-level conformance, lifecycle: close, wake-ups, store failures, concurrency and
  * caps, ack batching and scheduling, over every store in STORE_FACTORIES.
  */
 import assert from 'node:assert/strict';

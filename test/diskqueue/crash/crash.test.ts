@@ -11,7 +11,7 @@
  * - committed records do not come back: everything present lies after the
  *   persisted commit cursor, which is at or after the last printed commit.
  *
- * In CI 21 kills: 5 for the issue-2 add-only test, then 8 each over per-op
+ * In CI 21 kills: 5 for the add-only test, then 8 each over per-op
  * and `syncEvery: 10` rounds with consuming; FERRY_LONG=1 (`npm run
  * test:long`) runs the full 50 (5, 23, 22). Rounds continue one directory,
  * so each reopen also recovers what earlier kills left. The timeouts only
@@ -137,7 +137,7 @@ async function rounds(policy: string, commitEvery: number, kills: number, seed: 
 }
 
 describe('SIGKILL a writer at random points', () => {
-  it('issue 2: under the default policy every printed add survives, in order, and nothing else appears', { timeout: 600_000 }, async () => {
+  it('add only, default policy: every printed add survives, in order, and nothing else appears', { timeout: 600_000 }, async () => {
     const r = await rounds('perop', 0, 5, 7);
     assert.ok(r.added > 0, 'the writer added records before it was killed');
   });

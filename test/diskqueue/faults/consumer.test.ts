@@ -1,6 +1,5 @@
 /**
- * The consumer side under faults (CHECKLISTS "diskqueue — faults and
- * recovery" 10, 11, 12, 14): a record the codec refuses, the ack ledger seen
+ * The consumer side under faults: a record the codec refuses, the ack ledger seen
  * through power cuts, backpressure, and enqueue stamps.
  */
 import { describe, it } from 'node:test';

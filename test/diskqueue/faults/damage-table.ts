@@ -1,5 +1,6 @@
 /**
- * The damage table (STYLE.md #5): one row per kind of damage, each changing
+ * The damage table, laid out as Prometheus' WAL repair test is (a map of
+ * named cases): one row per kind of damage, each changing
  * bytes at a computed position of a known store and stating, as numbers, what
  * survives and what the loss costs. `damage.test.ts` drains the queue over
  * each row; `verify.test.ts` runs `verifyQueue` over the same rows.

@@ -1,5 +1,5 @@
 /**
- * Corruption degrades to reported loss (issue 3, items 5–8): the damage table
+ * Corruption degrades to reported loss: the damage table
  * in damage-table.ts, drained row by row. Every row asserts the survivors in
  * order, one CorruptError per loss event at its segment and position, the
  * loss counters as numbers, and that a second open reports nothing again.

@@ -1,5 +1,5 @@
 /**
- * Segment numbers are never reused (issue 7, item 4): a new segment always
+ * Segment numbers are never reused: a new segment always
  * takes a number above any the directory has used, even when the newest
  * segments were dropped at open (damage, a foreign version, a creation a
  * power cut undid), and even when the process dies right after that open.

@@ -1,5 +1,5 @@
 /**
- * Power cuts at every step (issue 3, item 4). Each scenario is run once to
+ * Power cuts at every step. Each scenario is run once to
  * enumerate the file-system steps its operation takes; then, for every step
  * n, it is run again and the durable image "between step n and step n + 1" is
  * reopened (`FaultyFileSystem.crashImage`, which drops every byte and name no

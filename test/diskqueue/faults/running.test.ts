@@ -1,6 +1,5 @@
 /**
- * Faults under a running queue and at open (issue 3, items 9–11; CHECKLISTS
- * "diskqueue — faults and recovery" 8 and 9): a segment deleted underneath,
+ * Faults under a running queue and at open: a segment deleted underneath,
  * an I/O error on read, a permission error at open, a segment-size mismatch,
  * a full file system, oversized segments, and peeking at damage.
  */

@@ -1,6 +1,5 @@
 /**
- * The write path under faults (issue 3, items 1–3; CHECKLISTS "diskqueue —
- * faults and recovery" 1–4, 13): the order of an add's four steps, what each
+ * The write path under faults: the order of an add's four steps, what each
  * step's failure publishes, what a reopen sees, and when the queue latches.
  */
 import { describe, it } from 'node:test';

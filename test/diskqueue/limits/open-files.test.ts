@@ -1,5 +1,5 @@
 /**
- * `maxOpenFiles` holds from the open on (issue 7, item 6): 400 segments with
+ * `maxOpenFiles` holds from the open on: 400 segments with
  * `maxOpenFiles: 32` open, drain and reclaim in a process whose descriptor
  * limit is 256, so a path that keeps one descriptor per segment (the open's
  * survey of the headers, its flush of what a previous process left unsynced,
