@@ -1,5 +1,5 @@
 /**
- * What many subscriptions cost (suite `queue.idle`, issue 22): the engine's
+ * What many subscriptions cost (suite `queue.idle`): the engine's
  * shared poller (src/queue/due-poller.ts) against one claim per subscription
  * per poll interval. Default options (`pollIntervalMs` 1 s).
  *

@@ -22,8 +22,8 @@
  * - `queue.postgres.drain` / `.drain.prefetch`: 20,000 × 1 KiB published
  *   first, then consumed by one instance with concurrency 16 (default
  *   options, then `batchSize: 128, prefetch: 256`); messages/s from subscribe
- *   to the last ack written. This is how the job-queue figures in issue 9
- *   (graphile-worker, BullMQ, pg-boss) were measured.
+ *   to the last ack written: the measure the first job-queue comparison
+ *   (graphile-worker, BullMQ, pg-boss) used.
  * - `queue.postgres.claim.0` / `.claim.1m`: deliveries/s through
  *   `Store.claim` (32 at a time) and `Store.ack` on one instance, with only
  *   the rows being consumed pending, then with 1,000,000 pending and

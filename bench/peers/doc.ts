@@ -212,7 +212,7 @@ export async function writeDocument(root: string, rows: Row[], info: RunInfo): P
   doc.push('');
   doc.push('pg-boss 12 declares Node >= 22.12 in its engines field and vega-lite 6.5 Node 22; pg-boss runs here on Node 20 for everything used, and vega-lite is held at 6.4.3.');
   doc.push('');
-  doc.push('## Goals of issue 11, as measured');
+  doc.push('## Performance goals, as measured');
   doc.push('');
   doc.push(...goals(rows));
   for (const w of WORKLOADS) {

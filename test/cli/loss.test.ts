@@ -1,5 +1,5 @@
 /**
- * No loss goes unmentioned by the CLI (issue 7, item 4): a segment missing
+ * No loss goes unmentioned by the CLI: a segment missing
  * from between others, and a segment with an unreadable header and nothing
  * to salvage, are each reported by `push` (which opens but does not read),
  * `drain` (which meets them as a CorruptError and exits 1) and `verify`

@@ -16,7 +16,7 @@ import {
 } from '../../src/diskqueue/format.js';
 import { xxh64 } from '../../src/storage/xxhash.js';
 import { segmentFileName, parseSegmentFileName } from '../../src/storage/segment-names.js';
-import { GOLDEN_DIR, GOLDEN_SEGMENT_SIZE, goldenRecords, writeGolden } from '../golden/diskqueue-v1.js';
+import { GOLDEN_DIR, GOLDEN_SEGMENT_SIZE, goldenRecords, writeGolden } from './golden/v1.js';
 import { tempDir } from '../helpers/tmp.js';
 import { FaultyFileSystem } from '../../src/storage/faulty.js';
 import { walkRecords } from '../../src/diskqueue/segment.js';

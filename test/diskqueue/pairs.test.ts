@@ -6,7 +6,7 @@
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { FaultyFileSystem, openQ } from '../faults/helpers.js';
+import { FaultyFileSystem, openQ } from './faults/helpers.js';
 import type { DiskQueue } from '../../src/diskqueue/index.js';
 import type { Reader } from '../../src/diskqueue/reader.js';
 

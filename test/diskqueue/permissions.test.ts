@@ -1,5 +1,5 @@
 /**
- * Private by default (issue 7, item 7): a queue's directory and segment files
+ * Private by default: a queue's directory and segment files
  * are created 0700 and 0600, `dirMode`/`fileMode` widen them for a group, and
  * the process umask is always applied on top, so nothing is ever looser than
  * the umask allows. The umask is process-wide: each test sets it and restores

@@ -1,6 +1,5 @@
 /**
- * Go parity in what an open reports and how it leaves a segment (issue 7,
- * item 5): a torn tail past the records a header published is discarded, not
+ * Go parity in what an open reports and how it leaves a segment: a torn tail past the records a header published is discarded, not
  * lost (`discardedBytes`, never `lostBytes`), and cleared so no later walk can
  * step into it; a segment found cut short is extended back to its capacity
  * and keeps taking appends, as the Go diskqueue does, instead of being
@@ -9,7 +8,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { decodeHeader, encodeRecord, frameSize, HEADER_SIZE } from '../../src/diskqueue/format.js';
-import { FaultyFileSystem, openQ, drainAll, segPath, segNumbers, addAll, SEG } from '../faults/helpers.js';
+import { FaultyFileSystem, openQ, drainAll, segPath, segNumbers, addAll, SEG } from './faults/helpers.js';
 
 const enc = (s: string) => new TextEncoder().encode(s);
 

@@ -82,7 +82,7 @@ async function withSpool<T>(opts: Parameters<typeof Spool.open>[1], fn: (s: Spoo
 const ROWS: Row[] = [
   // README.md
   { doc: 'README.md', claim: 'Every error is a `FerryError` subclass with a stable `code`', error: 'FerryError', trigger: () => { throw new errors.FullError(); } },
-  { doc: 'README.md', claim: 'consuming read as one `CorruptError` per event', error: 'CorruptError', coveredBy: 'test/faults/damage.test.ts' },
+  { doc: 'README.md', claim: 'consuming read as one `CorruptError` per event', error: 'CorruptError', coveredBy: 'test/diskqueue/faults/damage.test.ts' },
 
   // docs/QUEUE.md
   {
@@ -196,13 +196,13 @@ const ROWS: Row[] = [
     },
   },
   { doc: 'docs/SPOOL.md', claim: '`sync()` rejects with `GroupLostError`', error: 'GroupLostError', coveredBy: 'test/spool/api.test.ts' },
-  { doc: 'docs/SPOOL.md', claim: 'a `CorruptError` whose `reason` is `checksum`', error: 'CorruptError', coveredBy: 'test/spool/crash-table.test.ts' },
-  { doc: 'docs/SPOOL.md', claim: 'that one is an `IOError` with cause `ENOENT`', error: 'IOError', coveredBy: 'test/spool/crash-table.test.ts' },
+  { doc: 'docs/SPOOL.md', claim: 'a `CorruptError` whose `reason` is `checksum`', error: 'CorruptError', coveredBy: 'test/spool/faults/crash-table.test.ts' },
+  { doc: 'docs/SPOOL.md', claim: 'that one is an `IOError` with cause `ENOENT`', error: 'IOError', coveredBy: 'test/spool/faults/crash-table.test.ts' },
 
   // docs/DURABILITY.md
-  { doc: 'docs/DURABILITY.md', claim: '| data fsync | rejects `IOError`', error: 'IOError', coveredBy: 'test/faults/write-path.test.ts' },
-  { doc: 'docs/DURABILITY.md', claim: 'one `CorruptError` per event, ahead of any record', error: 'CorruptError', coveredBy: 'test/faults/damage.test.ts' },
-  { doc: 'docs/DURABILITY.md', claim: 'the next `sync()` rejects `GroupLostError`', error: 'GroupLostError', coveredBy: 'test/spool/crash-table.test.ts' },
+  { doc: 'docs/DURABILITY.md', claim: '| data fsync | rejects `IOError`', error: 'IOError', coveredBy: 'test/diskqueue/faults/write-path.test.ts' },
+  { doc: 'docs/DURABILITY.md', claim: 'one `CorruptError` per event, ahead of any record', error: 'CorruptError', coveredBy: 'test/diskqueue/faults/damage.test.ts' },
+  { doc: 'docs/DURABILITY.md', claim: 'the next `sync()` rejects `GroupLostError`', error: 'GroupLostError', coveredBy: 'test/spool/faults/crash-table.test.ts' },
   {
     doc: 'docs/DURABILITY.md', claim: 'the open is refused with `SegmentSizeMismatchError` and nothing is touched', error: 'SegmentSizeMismatchError',
     trigger: async () => {
@@ -217,7 +217,7 @@ const ROWS: Row[] = [
     doc: 'docs/SPOOL.md', claim: '**Misspelt options are refused** with `InvalidArgumentError`', error: 'InvalidArgumentError',
     trigger: () => Spool.open(tempDir(), { maxbytes: 100 } as never),
   },
-  { doc: 'docs/CLI.md', claim: 'The library opens refuse the other format\'s directory too\n(`WrongFormatError`)', error: 'WrongFormatError', coveredBy: 'test/faults/wrong-format.test.ts' },
+  { doc: 'docs/CLI.md', claim: 'The library opens refuse the other format\'s directory too\n(`WrongFormatError`)', error: 'WrongFormatError', coveredBy: 'test/storage/wrong-format.test.ts' },
   {
     doc: 'docs/DURABILITY.md', claim: 'the open is refused with `WrongFormatError`, which names them, and nothing is created', error: 'WrongFormatError',
     trigger: async () => {

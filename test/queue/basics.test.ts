@@ -26,7 +26,12 @@ describe('validateName', () => {
 
 describe('validateId', () => {
   it('accepts any well-formed string of 1 to 255 code units, emoji and other scripts included', () => {
-    for (const ok of ['a', 'ü', '😀', 'k'.repeat(MAX_ID_LENGTH), 'a b\tc']) validateId('id', ok);
+    // The limit counts UTF-16 code units: 127 emoji (two units each) and one letter are 255.
+    const emojiAtLimit = '😀'.repeat(127) + 'k';
+    assert.equal(emojiAtLimit.length, MAX_ID_LENGTH);
+    for (const ok of ['a', 'ü', '😀', 'k'.repeat(MAX_ID_LENGTH), emojiAtLimit, 'a b\tc']) {
+      assert.doesNotThrow(() => validateId('id', ok), `accepts ${JSON.stringify(ok)}`);
+    }
   });
   it('refuses empty, too long, a lone surrogate (two such IDs would be stored as one) and NUL with InvalidArgumentError', () => {
     for (const bad of ['', 'k'.repeat(256), 'x\uD800', 'x\uDBFF', '\uDC00y', 'a\u0000b']) {

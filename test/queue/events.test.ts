@@ -202,10 +202,14 @@ describe('handled errors: error event, onError, logger, console.warn', () => {
   });
 
   it('an error event without listeners never throws (no EventEmitter crash)', async () => {
-    const q = track(createStoreQueue(failingClaims(), { onError: () => undefined }));
+    const reported: string[] = [];
+    const q = track(createStoreQueue(failingClaims(), { onError: (_e, op) => reported.push(op) }));
     await q.subscribe('t', 'g', async () => undefined, FAST);
-    await sleep(60);
-    await q.close();
+    // A second failed claim means the poll loop went on after reporting the
+    // first with no `error` listener: an emit that threw would have ended it.
+    await waitFor(() => reported.length >= 2, 5000, 'two failed claims');
+    assert.ok(reported.every((op) => op === 'claim'), reported.join());
+    await assert.doesNotReject(q.close());
   });
 });
 

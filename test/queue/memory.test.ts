@@ -11,13 +11,13 @@ describe('memory store', () => {
     const producer = createStoreQueue(new MemoryStore({ backing }));
     const consumer = createStoreQueue(new MemoryStore({ backing }));
     try {
-      let resolveGot!: () => void;
-      const got = new Promise<void>((r) => (resolveGot = r));
-      await consumer.subscribe('t', 'g', async () => resolveGot(), { pollIntervalMs: HOUR_POLL });
+      let resolveGot!: (id: string) => void;
+      const got = new Promise<string>((r) => (resolveGot = r));
+      await consumer.subscribe('t', 'g', async (d) => resolveGot(d.id), { pollIntervalMs: HOUR_POLL });
       await new Promise((r) => setTimeout(r, 50)); // the first poll found nothing
-      await producer.publish({ topic: 't', payload: new Uint8Array([1]) });
+      const [id] = await producer.publish({ topic: 't', payload: new Uint8Array([1]) });
       // The poll is hourly: a delivery before the hang deadline came from the wake-up.
-      await orHang(got, 'the woken delivery');
+      assert.equal(await orHang(got, 'the woken delivery'), id, 'the consumer handle got the message published through the producer handle');
     } finally {
       await producer.close();
       await consumer.close();

@@ -1,8 +1,8 @@
 /**
  * The Postgres store's per-delivery statements stay index-only as finished
  * rows pile up: with FERRY_PLAN_ROWS pending and as many finished rows
- * (default 100,000 each; the issue's figure is 1,000,000, which takes about a
- * minute to load here), no plan reads a table by sequential scan, bitmap scan
+ * (default 100,000 each; 1,000,000, the size this was first measured at, takes
+ * about a minute to load here), no plan reads a table by sequential scan, bitmap scan
  * or hash/merge join, and none is costly enough to be JIT-compiled.
  * `stats` is left out on purpose: counting pending rows is linear in them;
  * so is `remove-group`, which walks every retained message of its topic.

@@ -5,7 +5,7 @@
  * test sets it and restores it (node:test runs a file's tests one at a time).
  */
 import assert from 'node:assert/strict';
-import { chmodSync, statSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { IOError } from '../../src/errors.js';
@@ -58,9 +58,16 @@ describe('sqlite store file modes', () => {
     assert.throws(() => statSync(path), { code: 'ENOENT' });
   });
 
-  it(':memory: still works', async () => {
+  it(':memory: is left to SQLite: no file of that name is created, and the database holds messages', async () => {
     const s = await SqliteStore.open({ path: ':memory:' });
-    await s.ensureGroup('t', 'g', 'latest');
-    await s.close();
+    try {
+      await s.ensureGroup('t', 'g', 'latest');
+      await s.append([{ id: 'm', topic: 't', payload: new Uint8Array([1, 2, 3]), publishedAt: new Date() }]);
+      const claimed = await s.claim({ topic: 't', group: 'g', runnerId: 'test', max: 10, leaseMs: 60_000, maxInFlight: 0 });
+      assert.deepEqual(claimed.map((c) => [c.message.id, [...c.message.payload]]), [['m', [1, 2, 3]]]);
+    } finally {
+      await s.close();
+    }
+    assert.equal(existsSync(':memory:'), false, 'no file named :memory: in the working directory');
   });
 });

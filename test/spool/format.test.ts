@@ -23,7 +23,7 @@ import { spoolSegmentNames } from '../../src/storage/segment-names.js';
 import { Spool } from '../../src/spool/index.js';
 import { CURSOR_FILE } from '../../src/spool/cursor.js';
 import { tempDir } from '../helpers/tmp.js';
-import { GOLDEN_DIR, GOLDEN_SEGMENT_BYTES, goldenRecords, writeGolden } from '../golden/spool-v1.js';
+import { GOLDEN_DIR, GOLDEN_SEGMENT_BYTES, goldenRecords, writeGolden } from './golden/v1.js';
 
 const hex = (b: Uint8Array) => Buffer.from(b).toString('hex');
 

@@ -78,8 +78,16 @@ describe('races with a pending flush', () => {
     await tick();
     for (let i = 0; i < 2; i++) await (await s.pop())!.commit();
     g.release();
-    await synced;
-    await s.close();
+    await assert.doesNotReject(synced, 'sync resolves');
+    assert.equal(s.stats().committed, 2);
+    await assert.doesNotReject(s.close(), 'close resolves');
+    // The sync that resolved covered the third record: a power cut keeps it.
+    fs.powerCut();
+    const s2 = await openS(fs, { segmentBytes: 20 });
+    const d = await drain(s2);
+    assert.deepEqual(d.errors, []);
+    assert.deepEqual(d.values, ['rec3xyz']);
+    await s2.close();
   });
 });
 

@@ -1,6 +1,6 @@
 /**
- * Engine-level conformance, delivery (CHECKLISTS.md "queue — engine level"
- * 1–6, plus ordering, idempotency, startFrom and validation from issue 4): the
+ * Engine-level conformance, delivery (retries and dead letters, heartbeats
+ * and lost leases, key order, idempotency, startFrom and option validation): the
  * generic engine over every store in STORE_FACTORIES, with real but short
  * durations. Assertions are bounds ("not before", "well before the poll
  * interval"), never tight timings.

@@ -1,6 +1,5 @@
 /**
- * Engine-level conformance, lifecycle (CHECKLISTS.md "queue — engine level"
- * 7–13, plus the janitor): close, wake-ups, store failures, concurrency and
+ * Engine-level conformance, lifecycle: close, wake-ups, store failures, concurrency and
  * caps, ack batching and scheduling, over every store in STORE_FACTORIES.
  */
 import assert from 'node:assert/strict';
@@ -111,13 +110,13 @@ for (const factory of STORE_FACTORIES) {
 
     it('8. a publish wakes an idle subscriber: delivered with its hourly poll never firing', async () => {
       const { q, store } = await t.instance();
-      const got = deferred<void>();
+      const got = deferred<string>();
       const polled = deferred<void>();
       store.after.claim = (r: unknown) => (polled.resolve(), r);
-      await q.subscribe('t', 'g', async () => got.resolve(), { ...FAST, pollIntervalMs: HOUR_POLL });
+      await q.subscribe('t', 'g', async (d) => got.resolve(d.id), { ...FAST, pollIntervalMs: HOUR_POLL });
       await orHang(polled.promise, 'the first poll'); // it found nothing; the loop now sleeps an hour
-      await q.publish({ topic: 't', payload: enc('x') });
-      await orHang(got.promise, 'the woken delivery');
+      const [id] = await q.publish({ topic: 't', payload: enc('x') });
+      assert.equal(await orHang(got.promise, 'the woken delivery'), id);
     });
 
     it('9a. a transient publish error is retried 3 times with backoff, then returned', async () => {

@@ -1,5 +1,5 @@
 /**
- * Engine-level conformance, the shared poller (issue 22, due-poller.ts): idle
+ * Engine-level conformance, the shared poller (due-poller.ts): idle
  * subscriptions make no claims, only the one poll query per tick, however
  * many there are; work another instance makes due (a publish, a scheduled
  * message coming due, a lease that ran out) is found by that query and

@@ -1,5 +1,5 @@
 /**
- * Engine-level conformance, wake-ups (issue 10): anything that frees the head
+ * Engine-level conformance, wake-ups: anything that frees the head
  * of a key lane, or makes a delivery due, wakes the subscription at once, in
  * this queue and through the store's wake source in other instances; a
  * wake-up that finds nothing claimable does not turn into a busy loop. Every

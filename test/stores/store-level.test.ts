@@ -1,6 +1,8 @@
 /**
- * Store-level conformance (CHECKLISTS.md "queue — store level"): every case
- * runs against every store in STORE_FACTORIES, through the Store SPI alone.
+ * Store-level conformance: what every store must do on its own (a delivery
+ * per group, idempotent appends, claims and leases, retry and kill, key lanes,
+ * caps, scheduled delivery, purge), each case run against every store in
+ * STORE_FACTORIES through the Store SPI alone.
  */
 import assert from 'node:assert/strict';
 import { afterEach, beforeEach, describe, it } from 'node:test';
