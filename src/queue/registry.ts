@@ -222,7 +222,7 @@ registerQueueType('clickhouse', async (block, deps) => {
     ...(locker !== undefined ? { locker: locker as import('./lockers/types.js').DistributedLocker } : {}),
   });
   try {
-    return createStoreQueue(store, { ...engine, onError: deps.onError });
+    return createStoreQueue(store, { ...engine, ...engineFromDeps(deps) });
   } catch (err) {
     await store.close();
     throw err;

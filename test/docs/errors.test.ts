@@ -279,7 +279,7 @@ const sections = [...read('docs/ERRORS.md').matchAll(SECTION)].map((m) => ({ hea
 
 /** Where a class no row above triggers is shown to be thrown. */
 const ERRORS_MD_PROOF: Partial<Record<keyof typeof errors, Row>> = {
-  CorruptError: { doc: 'docs/ERRORS.md', claim: '', error: 'CorruptError', coveredBy: 'test/spool/crash-table.test.ts' },
+  CorruptError: { doc: 'docs/ERRORS.md', claim: '', error: 'CorruptError', coveredBy: 'test/spool/faults/crash-table.test.ts' },
   IOError: { doc: 'docs/ERRORS.md', claim: '', error: 'IOError', coveredBy: 'test/queue/postgres-timeouts.test.ts' },
   GroupLostError: { doc: 'docs/ERRORS.md', claim: '', error: 'GroupLostError', coveredBy: 'test/spool/api.test.ts' },
   NoLockerError: { doc: 'docs/ERRORS.md', claim: '', error: 'NoLockerError', coveredBy: 'test/queue/clickhouse.test.ts' },

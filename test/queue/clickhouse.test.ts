@@ -10,7 +10,7 @@ import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { after, describe, it } from 'node:test';
 import { InvalidArgumentError, NoLockerError } from '../../src/errors.js';
-import { createQueue, deliveryId } from '../../src/queue/index.js';
+import { codecs, createQueue, deliveryId } from '../../src/queue/index.js';
 import { ProcessLocker } from '../../src/queue/lockers/process.js';
 import { ServerClock } from '../../src/queue/stores/clickhouse/clock.js';
 import { ClickHouseStore } from '../../src/queue/stores/clickhouse/store.js';
@@ -39,6 +39,20 @@ describe('clickhouse store', { skip: CLICKHOUSE_SKIP }, () => {
       await assert.rejects(q.subscribe('t', 'g', async () => undefined), NoLockerError);
       assert.equal((await adminQuery(`SELECT count() FROM \`${database}\`.groups`)).trim(), '0', 'no group was registered');
       assert.equal((await adminQuery(`SELECT count() FROM \`${database}\`.messages`)).trim(), '1');
+    } finally {
+      await q.close();
+    }
+  });
+
+  it('applies deps.codec, as every factory does: a string payload goes in and comes out as a string', async () => {
+    const database = db();
+    const q = (await createQueue({ enabled: true, type: 'clickhouse', config: { url: CLICKHOUSE_URL, database } }, { locker: new ProcessLocker(), codec: codecs.utf8 }))!;
+    try {
+      let got: unknown;
+      await q.subscribe('t', 'g', async (d) => void (got = d.payload), { pollIntervalMs: 20 });
+      await q.publish({ topic: 't', payload: 'héllo' });
+      await waitFor(() => got !== undefined, 10_000, 'the delivery');
+      assert.equal(got, 'héllo');
     } finally {
       await q.close();
     }
