@@ -5,7 +5,9 @@
  */
 import { channel } from 'node:diagnostics_channel';
 import { EventEmitter } from 'node:events';
-import type { ErrorReporter } from './options.js';
+
+/** Reports an error the engine handled but the caller may want to see (a failed claim, heartbeat, ack…). `op` names the operation. */
+export type ErrorReporter = (err: unknown, op: string) => void;
 
 /** Fields every delivery event carries. */
 export interface DeliveryEvent {

@@ -58,7 +58,8 @@ export {
   DEFAULT_RETENTION_HOURS,
 } from './options.js';
 export type { EngineConfig, ErrorReporter, SubscribeOptions } from './options.js';
-export type { ProcessOutcome, TracingOption, TracingOptions, TracingProvider } from './tracing.js';
+export type { ProcessOutcome } from './tracing.js';
+export type { TracingOption, TracingOptions, TracingProvider } from './tracing-options.js';
 export {
   HEADER_DLQ_ATTEMPTS,
   HEADER_DLQ_DELIVERY_ID,

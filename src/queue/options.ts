@@ -6,9 +6,8 @@
 import type { Codec } from '../codecs.js';
 import { InvalidArgumentError } from '../errors.js';
 import { knownKeys, rejectUnknownKeys } from '../known-keys.js';
-import type { QueueLogger } from './events.js';
-import { checkTracing, type TracingOption, type TracingOptions } from './tracing.js';
-import type { CloseOptions, StartFrom } from './types.js';
+import type { ErrorReporter, QueueLogger } from './events.js';
+import { checkTracing, type TracingOption, type TracingOptions } from './tracing-options.js';
 import { shown } from '../show-value.js';
 
 /** Default handlers running at once per subscription. Bifrost's `DefaultConcurrency`. */
@@ -167,8 +166,23 @@ export const DEFAULT_JANITOR_INTERVAL_MS = 600_000;
 /** Default payload limit, bytes (1 MiB). Bifrost's `DefaultMaxPayloadBytes`. */
 export const DEFAULT_MAX_PAYLOAD_BYTES = 1 << 20;
 
-/** Reports an error the engine handled but the caller may want to see (a failed claim, heartbeat, ack…). `op` names the operation. */
-export type ErrorReporter = (err: unknown, op: string) => void;
+export type { ErrorReporter } from './events.js';
+
+/**
+ * Which messages a consumer group receives when it is registered for the first
+ * time; no effect on an existing group. `latest` (default): only messages
+ * published afterwards. `earliest`: also every message still retained on the
+ * topic, in publish order. Bifrost's `StartFrom`.
+ */
+export type StartFrom = 'latest' | 'earliest';
+
+/** Options of `Subscription.close` and `Queue.close`. */
+export interface CloseOptions {
+  /** Stop waiting for running handlers when this aborts. */
+  signal?: AbortSignal;
+  /** Stop waiting for running handlers after this many milliseconds. Default: the subscription's `leaseDurationMs`. */
+  timeoutMs?: number;
+}
 
 /**
  * Tunes the generic engine (Bifrost's `EngineConfig`). The four numeric fields

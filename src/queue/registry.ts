@@ -11,7 +11,7 @@ import { knownKeys, rejectUnknownKeys } from '../known-keys.js';
 import { createStoreQueue } from './engine.js';
 import type { QueueLogger } from './events.js';
 import type { EngineConfig, ErrorReporter } from './options.js';
-import type { TracingOption } from './tracing.js';
+import type { TracingOption } from './tracing-options.js';
 import { MemoryStore } from './stores/memory.js';
 import type { Queue } from './types.js';
 

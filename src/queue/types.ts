@@ -4,7 +4,8 @@
  */
 import type { Codec } from '../codecs.js';
 import type { QueueEventEmitter } from './events.js';
-import type { SubscribeOptions } from './options.js';
+import type { CloseOptions, StartFrom, SubscribeOptions } from './options.js';
+export type { CloseOptions, StartFrom } from './options.js';
 import type { ScheduleInfo, ScheduleOptions, ScheduleRecord } from './schedules/types.js';
 
 /**
@@ -80,21 +81,7 @@ export interface QueueStats {
   oldestPendingAgeMs: number;
 }
 
-/**
- * Which messages a consumer group receives when it is registered for the first
- * time; no effect on an existing group. `latest` (default): only messages
- * published afterwards. `earliest`: also every message still retained on the
- * topic, in publish order. Bifrost's `StartFrom`.
- */
-export type StartFrom = 'latest' | 'earliest';
 
-/** Options of `Subscription.close` and `Queue.close`. */
-export interface CloseOptions {
-  /** Stop waiting for running handlers when this aborts. */
-  signal?: AbortSignal;
-  /** Stop waiting for running handlers after this many milliseconds. Default: the subscription's `leaseDurationMs`. */
-  timeoutMs?: number;
-}
 
 /** A running consumer. Bifrost's `Subscription`. */
 export interface Subscription extends AsyncDisposable {

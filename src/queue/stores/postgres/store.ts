@@ -21,6 +21,8 @@ import { postgresTransient } from '../transient.js';
 import { endClient, poolConfig, resolveTimeouts } from './connection.js';
 import type { PostgresTimeouts } from './connection.js';
 import { migrate } from './migrate.js';
+import { sorted, stillHeld, toMessage } from './rows.js';
+import type { ClaimRow, HeldRow } from './rows.js';
 import { scheduleFromRow, scheduleValues } from './schedule-rows.js';
 import type { ScheduleRow } from './schedule-rows.js';
 import { quoteSchema, statements, wakeChannel } from './sql.js';
@@ -71,34 +73,6 @@ const LISTEN_BACKOFF_MIN_MS = 100;
 /** …up to this. */
 const LISTEN_BACKOFF_MAX_MS = 5000;
 
-interface ClaimRow {
-  delivery_id: string;
-  attempt: number;
-  claim_token: string;
-  /** Its lease had expired: claimed alone (recovered.ts). */
-  recovered: boolean;
-  id: string;
-  topic: string;
-  msg_key: string | null;
-  payload: Buffer;
-  headers: string | null;
-  published_at: Date;
-  deliver_at: Date | null;
-}
-
-function toMessage(r: ClaimRow): StoredMessage {
-  const m: StoredMessage = {
-    id: r.id,
-    topic: r.topic,
-    payload: new Uint8Array(r.payload.buffer, r.payload.byteOffset, r.payload.byteLength),
-    publishedAt: r.published_at,
-  };
-  if (r.msg_key !== null) m.key = r.msg_key;
-  if (r.headers !== null) m.headers = JSON.parse(r.headers) as Record<string, string>;
-  if (r.deliver_at !== null) m.deliverAt = r.deliver_at;
-  return m;
-}
-
 /**
  * How driver and server errors become `IOError`s with the original as
  * `cause`: `transient` says whether a retry can help (by SQLSTATE, see
@@ -109,22 +83,6 @@ const SOURCE: IOErrorSource = { name: 'postgres store', withCode: true, transien
 /** The error of a call whose `signal` aborted: the queue's close deadline passed. */
 function aborted(what: string): ClosedError {
   return new ClosedError(`postgres store: ${what} abandoned: its signal aborted (the queue is closing)`);
-}
-
-/** Deadlock-free order for statements that update several deliveries: every caller locks rows in delivery-ID order. */
-function sorted(cs: Claimed[]): Claimed[] {
-  return [...cs].sort((a, b) => (a.deliveryId < b.deliveryId ? -1 : a.deliveryId > b.deliveryId ? 1 : 0));
-}
-
-interface HeldRow {
-  delivery_id: string;
-  token: string;
-}
-
-/** The IDs of `cs`, in their order, whose (delivery, token) pair the statement matched: a stale claim of a delivery held under a newer token is not held. */
-function stillHeld(cs: Claimed[], rows: HeldRow[]): string[] {
-  const held = new Set(rows.map((r) => `${r.delivery_id} ${r.token}`));
-  return cs.filter((c) => held.has(`${c.deliveryId} ${c.claimToken}`)).map((c) => c.deliveryId);
 }
 
 let driver: Promise<typeof pg> | undefined;

@@ -1,0 +1,51 @@
+/**
+ * The rows the Postgres store's claim and fenced writes return, and how they
+ * become the engine's values; with the one order every multi-row update locks
+ * deliveries in, so two instances never deadlock on each other's rows.
+ */
+import type { Claimed, StoredMessage } from '../../types.js';
+
+/** A row of claim.sql (and the statements that claim like it). */
+export interface ClaimRow {
+  delivery_id: string;
+  attempt: number;
+  claim_token: string;
+  /** Its lease had expired: claimed alone (recovered.ts). */
+  recovered: boolean;
+  id: string;
+  topic: string;
+  msg_key: string | null;
+  payload: Buffer;
+  headers: string | null;
+  published_at: Date;
+  deliver_at: Date | null;
+}
+
+export function toMessage(r: ClaimRow): StoredMessage {
+  const m: StoredMessage = {
+    id: r.id,
+    topic: r.topic,
+    payload: new Uint8Array(r.payload.buffer, r.payload.byteOffset, r.payload.byteLength),
+    publishedAt: r.published_at,
+  };
+  if (r.msg_key !== null) m.key = r.msg_key;
+  if (r.headers !== null) m.headers = JSON.parse(r.headers) as Record<string, string>;
+  if (r.deliver_at !== null) m.deliverAt = r.deliver_at;
+  return m;
+}
+
+/** Deadlock-free order for statements that update several deliveries: every caller locks rows in delivery-ID order. */
+export function sorted(cs: Claimed[]): Claimed[] {
+  return [...cs].sort((a, b) => (a.deliveryId < b.deliveryId ? -1 : a.deliveryId > b.deliveryId ? 1 : 0));
+}
+
+export interface HeldRow {
+  delivery_id: string;
+  token: string;
+}
+
+/** The IDs of `cs`, in their order, whose (delivery, token) pair the statement matched: a stale claim of a delivery held under a newer token is not held. */
+export function stillHeld(cs: Claimed[], rows: HeldRow[]): string[] {
+  const held = new Set(rows.map((r) => `${r.delivery_id} ${r.token}`));
+  return cs.filter((c) => held.has(`${c.deliveryId} ${c.claimToken}`)).map((c) => c.deliveryId);
+}
