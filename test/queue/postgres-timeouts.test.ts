@@ -96,8 +96,11 @@ describe('postgres store on a frozen connection', { skip: POSTGRES_SKIP }, () =>
     const listening = store.listen(ctl.signal, (t) => woken.push(t));
     cleanups.push(async () => (ctl.abort(), await listening));
     await waitFor(() => proxy.connections >= 1, HANG_MS, 'the listener to connect');
-    await direct.append([msg(topic, { id: 'before' })]);
-    await waitFor(() => woken.includes(topic), HANG_MS, 'a wake before the freeze');
+    // Connected is not yet listening: a NOTIFY sent before the LISTEN lands is not heard, so publish until one is.
+    await waitFor(async () => {
+      await direct.append([msg(topic)]);
+      return woken.includes(topic);
+    }, HANG_MS, 'a wake before the freeze');
 
     proxy.freeze();
     const accepted = proxy.accepted;
