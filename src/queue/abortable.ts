@@ -9,7 +9,7 @@
 import { setMaxListeners } from 'node:events';
 import { ClosedError } from '../errors.js';
 import type { ScheduleRecord } from './schedules/types.js';
-import type { AckAndClaimed, ClaimRequest, Claimed, CloseOptions, KillOptions, PurgePolicy, QueueStats, StartFrom, Store, StoredMessage } from './types.js';
+import type { AckAndClaimed, ClaimRequest, Claimed, CloseOptions, KillOptions, PurgePolicy, StartFrom, Store, StoreStats, StoredMessage } from './types.js';
 
 /** A controller whose signal may carry many listeners at once (one per store call in flight) without Node's leak warning. */
 export function stopController(): AbortController {
@@ -140,8 +140,12 @@ export class GuardedStore {
   purge(policy: PurgePolicy, batch: number): Promise<number> {
     return guard(this.signal, () => this.#s.purge(policy, batch, this.signal));
   }
-  stats(topic: string, group: string): Promise<QueueStats> {
+  stats(topic: string, group: string): Promise<StoreStats> {
     return guard(this.signal, () => this.#s.stats(topic, group, this.signal));
+  }
+  /** The store's `setGroupPaused`; only when `inner.setGroupPaused` exists. */
+  setGroupPaused(topic: string, group: string, paused: boolean): Promise<boolean> {
+    return guard(this.signal, () => this.#s.setGroupPaused!(topic, group, paused, this.signal));
   }
   ping(): Promise<void> {
     return guard(this.signal, () => this.#s.ping(this.signal));

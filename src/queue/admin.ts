@@ -8,7 +8,7 @@
 import { UnsupportedError } from '../errors.js';
 import type { Store } from './types.js';
 
-type OptionalOp = 'removeGroup' | 'listGroups' | 'listMessages';
+type OptionalOp = 'removeGroup' | 'listGroups' | 'listMessages' | 'setGroupPaused';
 
 /**
  * The store's `op`, bound to it.

@@ -99,6 +99,7 @@ import { Scheduler } from './schedules/scheduler.js';
 import type { SchedulerTimings } from './schedules/scheduler.js';
 import type { ScheduleInfo, ScheduleOptions } from './schedules/types.js';
 import type { SubscriptionHost } from './subscription.js';
+import { MAX_PRIORITY, MIN_PRIORITY } from './types.js';
 import type { CloseOptions, ConsumerGroup, Handler, ListMessagesOptions, Message, MessagePage, PublishOptions, Queue, QueueStats, RedriveOptions, RedriveResult, Store, StoredMessage, Subscription } from './types.js';
 
 /** Default and largest page of `Queue.listMessages`. */
@@ -280,6 +281,12 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
         if (typeof v !== 'string') throw new InvalidArgumentError(`header ${JSON.stringify(k)} is not a string`);
       }
     }
+    if (m.priority !== undefined && m.priority !== 0) {
+      if (!Number.isInteger(m.priority) || m.priority < MIN_PRIORITY || m.priority > MAX_PRIORITY) {
+        throw new InvalidArgumentError(`priority must be an integer from ${MIN_PRIORITY} to ${MAX_PRIORITY}, got ${shown(m.priority)}`);
+      }
+      if (this.#store.capabilities?.priority !== true) throw new UnsupportedError(`this queue's store does not order by priority (message priority ${m.priority})`);
+    }
     if (m.deliverAt !== undefined) {
       const t = m.deliverAt instanceof Date ? m.deliverAt.getTime() : NaN;
       if (Number.isNaN(t)) throw new InvalidArgumentError('deliverAt must be a valid Date');
@@ -292,6 +299,7 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
     if (m.key !== undefined) out.key = m.key;
     if (m.headers !== undefined) out.headers = m.headers;
     if (m.deliverAt !== undefined) out.deliverAt = m.deliverAt;
+    if (m.priority !== undefined && m.priority !== 0) out.priority = m.priority;
     return out;
   }
 
@@ -362,6 +370,9 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
     if (typeof handler !== 'function') throw new InvalidArgumentError('handler must be a function');
     const o = resolveSubscribeOptions(opts);
     if (o.codec === undefined && this.#cfg.codec !== undefined) o.codec = this.#cfg.codec;
+    if (o.rateLimit !== undefined && this.#store.capabilities?.rateLimit !== true) {
+      throw new UnsupportedError(`this queue's store cannot count a rate limit (subscribe option rateLimit)`);
+    }
     if (o.deadLetterTopic !== undefined) {
       validateName('dead-letter topic', o.deadLetterTopic);
       if (o.deadLetterTopic === topic) throw new DeadLetterLoopError(`dead-letter topic ${topic} is the subscribed topic`);
@@ -457,7 +468,29 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
     this.#assertOpen();
     validateName('topic', topic);
     validateName('group', group);
-    return this.#guarded.stats(topic, group);
+    const s = await this.#guarded.stats(topic, group);
+    return { pending: s.pending, leased: s.leased, dead: s.dead, oldestPendingAgeMs: s.oldestPendingAgeMs, paused: s.paused === true };
+  }
+
+  /** See `Queue.pauseGroup`. */
+  pauseGroup(topic: string, group: string): Promise<boolean> {
+    return this.#setPaused(topic, group, true);
+  }
+
+  /** See `Queue.resumeGroup`. */
+  resumeGroup(topic: string, group: string): Promise<boolean> {
+    return this.#setPaused(topic, group, false);
+  }
+
+  async #setPaused(topic: string, group: string, paused: boolean): Promise<boolean> {
+    this.#assertOpen();
+    validateName('topic', topic);
+    validateName('group', group);
+    requireStoreOp(this.#store, 'setGroupPaused');
+    const registered = await this.#guarded.setGroupPaused(topic, group, paused);
+    // This queue's subscriptions of the group claim at once; other instances hear it from the store's wake source or their next poll.
+    if (!paused) this.#wake(topic);
+    return registered;
   }
 
   /** See `Queue.ping`. */

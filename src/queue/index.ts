@@ -20,13 +20,17 @@ export type {
   PurgePolicy,
   Queue,
   QueueStats,
+  RateLimit,
   RedriveOptions,
   RedriveResult,
   StartFrom,
   Store,
+  StoreCapabilities,
+  StoreStats,
   StoredMessage,
   Subscription,
 } from './types.js';
+export { MAX_PRIORITY, MIN_PRIORITY } from './types.js';
 export { codecs, type Codec } from '../codecs.js';
 export { DIAGNOSTICS_CHANNEL_PREFIX } from './events.js';
 export type {

@@ -55,6 +55,13 @@ export interface SubscribeOptions<T = never> {
   deadLetterTopic?: string;
   /** Cap on the group's leases across every instance, counted in the store; 0 means none. Use one value for the whole group. Default 0. */
   maxInFlight?: number;
+  /**
+   * Cap on the deliveries the group starts per window, across every
+   * instance, counted in the store (see `RateLimit`); use one value for the
+   * whole group. Throws `UnsupportedError` from `subscribe` when the store
+   * cannot count it. Default none.
+   */
+  rateLimit?: RateLimit;
   /** Which messages a newly registered group receives. Default `latest`. */
   startFrom?: StartFrom;
   /**
@@ -91,14 +98,16 @@ export const SUBSCRIBE_OPTION_KEYS = knownKeys<SubscribeOptions>({
   backoffMaxMs: true,
   deadLetterTopic: true,
   maxInFlight: true,
+  rateLimit: true,
   startFrom: true,
   prefetch: true,
   codec: true,
 });
 
 /** `SubscribeOptions` with every default applied. */
-export type ResolvedSubscribeOptions = Required<Omit<SubscribeOptions<unknown>, 'deadLetterTopic' | 'codec'>> & {
+export type ResolvedSubscribeOptions = Required<Omit<SubscribeOptions<unknown>, 'deadLetterTopic' | 'codec' | 'rateLimit'>> & {
   deadLetterTopic?: string;
+  rateLimit?: RateLimit;
   codec?: Codec<unknown>;
 };
 
@@ -127,6 +136,17 @@ function check(name: string, v: number, min: number, integer = true, max = Numbe
   return v;
 }
 
+/** Every key of `RateLimit`. */
+const RATE_LIMIT_KEYS = knownKeys<RateLimit>({ max: true, intervalMs: true });
+
+/** Checks a `rateLimit` subscribe option; returns a copy. Throws `InvalidArgumentError`. */
+function checkRateLimit(v: unknown): RateLimit {
+  if (typeof v !== 'object' || v === null || Array.isArray(v)) throw new InvalidArgumentError(`rateLimit must be an object { max, intervalMs }, got ${shown(v)}`);
+  const l = v as RateLimit;
+  rejectUnknownKeys('rateLimit key', l, RATE_LIMIT_KEYS);
+  return { max: check('rateLimit.max', l.max, 1), intervalMs: check('rateLimit.intervalMs', l.intervalMs, 1, true, MAX_TIMER_MS) };
+}
+
 /**
  * Applies the defaults to `opts` and validates the result. Throws
  * `InvalidArgumentError` for a value of the wrong type or out of range, or a
@@ -150,6 +170,7 @@ export function resolveSubscribeOptions<T>(opts: SubscribeOptions<T> = {}): Reso
     codec: checkCodec(opts.codec, 'codec'),
   };
   if (r.codec === undefined) delete r.codec;
+  if (opts.rateLimit !== undefined) r.rateLimit = checkRateLimit(opts.rateLimit);
   if (r.backoffMaxMs < r.backoffBaseMs) throw new InvalidArgumentError('backoffMaxMs must be ≥ backoffBaseMs');
   if (r.startFrom !== 'latest' && r.startFrom !== 'earliest') {
     throw new InvalidArgumentError(`startFrom must be "latest" or "earliest", got ${shown(r.startFrom)}`);
@@ -175,6 +196,19 @@ export type { ErrorReporter } from './events.js';
  * topic, in publish order. Bifrost's `StartFrom`.
  */
 export type StartFrom = 'latest' | 'earliest';
+
+/**
+ * A cap on how many deliveries a consumer group starts, across every
+ * instance: over any window of `intervalMs` milliseconds, at most `max`
+ * claims (a claim is a start: an attempt, retries and recoveries included).
+ * Counted in the store, like `maxInFlight`.
+ */
+export interface RateLimit {
+  /** Most deliveries started per window, an integer ≥ 1. */
+  max: number;
+  /** The window's length, ms, an integer ≥ 1. */
+  intervalMs: number;
+}
 
 /** Options of `Subscription.close` and `Queue.close`. */
 export interface CloseOptions {

@@ -15,7 +15,7 @@ import { LeaseKeeper } from './lease-keeper.js';
 import { checkCloseOptions, type ErrorReporter, type ResolvedSubscribeOptions } from './options.js';
 import { isPermanent } from './permanent.js';
 import type { QueueTracing } from './tracing.js';
-import type { Claimed, CloseOptions, Delivery, Handler, Store, StoredMessage, Subscription } from './types.js';
+import type { ClaimRequest, Claimed, CloseOptions, Delivery, Handler, Store, StoredMessage, Subscription } from './types.js';
 
 type Job = Attempt;
 
@@ -184,7 +184,8 @@ export class StoreSubscription implements Subscription {
       // A lease that lapsed is given up before claiming, so a claim that
       // brings its delivery back finds the old attempt already aborted.
       this.#leases.giveUpLapsed(leaseStart);
-      const req = { topic: this.topic, group: this.group, runnerId: this.runnerId, max, leaseMs: o.leaseDurationMs, maxInFlight: o.maxInFlight };
+      const req: ClaimRequest = { topic: this.topic, group: this.group, runnerId: this.runnerId, max, leaseMs: o.leaseDurationMs, maxInFlight: o.maxInFlight };
+      if (o.rateLimit !== undefined) req.rateLimit = o.rateLimit;
       // Acks waiting to be written go in the claim's own transaction when the store can (`#flushAcks`).
       const acks = store.inner.ackAndClaim === undefined ? [] : this.#takeAcks();
       let claimed: Claimed[];

@@ -4,8 +4,8 @@
  */
 import type { Codec } from '../codecs.js';
 import type { QueueEventEmitter } from './events.js';
-import type { CloseOptions, StartFrom, SubscribeOptions } from './options.js';
-export type { CloseOptions, StartFrom } from './options.js';
+import type { CloseOptions, RateLimit, StartFrom, SubscribeOptions } from './options.js';
+export type { CloseOptions, RateLimit, StartFrom } from './options.js';
 import type { ScheduleInfo, ScheduleOptions, ScheduleRecord } from './schedules/types.js';
 
 /**
@@ -33,7 +33,21 @@ export interface Message<T = Uint8Array> {
   publishedAt?: Date;
   /** Not handed out before this instant. At most the queue's retention ahead. */
   deliverAt?: Date;
+  /**
+   * Claim priority, an integer from `MIN_PRIORITY` to `MAX_PRIORITY`
+   * (default 0): among a group's due deliveries, higher first, then publish
+   * order. A keyed message still waits for the earlier messages of its key
+   * (a lane keeps publish order); at the head of its lane it competes by its
+   * own priority. A store that cannot order by priority efficiently refuses a
+   * non-zero one with `UnsupportedError` at publish. Absent when 0.
+   */
+  priority?: number;
 }
+
+/** Lowest message priority (`Message.priority`): the smallest 32-bit integer. */
+export const MIN_PRIORITY = -(2 ** 31);
+/** Highest message priority (`Message.priority`): the largest 32-bit integer. */
+export const MAX_PRIORITY = 2 ** 31 - 1;
 
 /** A message as stored (or, typed by a codec, as delivered): its ID and publish time are always known. */
 export interface StoredMessage<T = Uint8Array> extends Message<T> {
@@ -79,7 +93,16 @@ export interface QueueStats {
    * due but held behind its key does. Read from the store's clock.
    */
   oldestPendingAgeMs: number;
+  /** True while the group is paused (`Queue.pauseGroup`): no instance claims its deliveries. */
+  paused: boolean;
 }
+
+/**
+ * What `Store.stats` resolves with: `QueueStats`, where `paused` may be left
+ * out by a store that keeps no pause state (the engine reports it as false).
+ */
+export type StoreStats = Omit<QueueStats, 'paused'> & { paused?: boolean };
+
 
 
 
@@ -137,6 +160,25 @@ export interface Queue<T = Uint8Array> extends AsyncDisposable, QueueEventEmitte
   subscribe<U>(topic: string, group: string, handler: Handler<U>, opts: SubscribeOptions<U> & { codec: Codec<U> }): Promise<Subscription>;
   /** Counts `group`'s deliveries on `topic` and the age of its longest-waiting due one (a plain object, see `QueueStats`). Throws `InvalidNameError`. */
   stats(topic: string, group: string): Promise<QueueStats>;
+  /**
+   * Pauses consumer group `group` of `topic`, in the store, for every
+   * instance: from the store's next claim on, no subscription of the group
+   * claims (each instance's next poll or claim sees it); handlers already
+   * running finish, and publishing goes on (messages wait). `stats` then
+   * reports `paused: true`. Resolves true when the group is registered
+   * (paused now, whether or not it was), false when it is not (nothing is
+   * stored). Throws `InvalidNameError`, `UnsupportedError` when the store
+   * keeps no pause state, `ClosedError`, or the store's error (not retried).
+   */
+  pauseGroup(topic: string, group: string): Promise<boolean>;
+  /**
+   * Resumes consumer group `group` of `topic` for every instance: this
+   * queue's subscriptions of the group claim at once, other instances' at
+   * their next poll (at once where the store has a wake source). Resolves
+   * true when the group is registered (running now, whether or not it was
+   * paused), false when it is not. Throws as `pauseGroup`.
+   */
+  resumeGroup(topic: string, group: string): Promise<boolean>;
   /**
    * Deletes consumer group `group` of `topic` and every one of its deliveries
    * (pending, leased, acked, dead); resolves true when the group was
@@ -265,6 +307,14 @@ export interface ClaimRequest {
   leaseMs: number;
   /** Cap on the group's unexpired leases across every instance; 0 means none. */
   maxInFlight: number;
+  /**
+   * Cap on the group's claims per window across every instance (see
+   * `RateLimit`): the claim leases at most `max` minus the claims the
+   * group made in the last `intervalMs`, and records the ones it makes.
+   * Absent means none. Only sent to a store whose `capabilities.rateLimit`
+   * is true.
+   */
+  rateLimit?: RateLimit;
 }
 
 /** What `Store.ackAndClaim` resolves with. */
@@ -313,6 +363,12 @@ export interface MessagePage {
   messages: StoredMessage[];
   /** Pass as `after` to read the next page; absent when no message followed this page when it was read. */
   next?: string;
+}
+
+/** See `Store.capabilities`. */
+export interface StoreCapabilities {
+  readonly priority?: boolean;
+  readonly rateLimit?: boolean;
 }
 
 /**
@@ -382,8 +438,8 @@ export interface Store {
   release(cs: Claimed[], signal?: AbortSignal): Promise<void>;
   /** Deletes up to `batch` rows of each kind that `policy` says have outlived their use; resolves with how many it removed. Never touches a pending or leased delivery. */
   purge(policy: PurgePolicy, batch: number, signal?: AbortSignal): Promise<number>;
-  /** Counts `group`'s deliveries on `topic`, and measures `oldestPendingAgeMs` on the store's clock. */
-  stats(topic: string, group: string, signal?: AbortSignal): Promise<QueueStats>;
+  /** Counts `group`'s deliveries on `topic`, and measures `oldestPendingAgeMs` on the store's clock; `paused` from `setGroupPaused`. */
+  stats(topic: string, group: string, signal?: AbortSignal): Promise<StoreStats>;
   /** Checks that the store is reachable. */
   ping(signal?: AbortSignal): Promise<void>;
   /**
@@ -407,6 +463,28 @@ export interface Store {
    * as `removeGroup` (needed by `Queue.redrive`).
    */
   listMessages?(topic: string, page: { after?: string; limit: number }): Promise<MessagePage>;
+  /**
+   * Optional: pauses (`paused` true) or resumes group `group` of `topic`,
+   * stored so every instance sees it. While paused, `claim` (and the claim
+   * of `ackAndClaim`, whose acks still apply) leases nothing for the group,
+   * `duePairs` leaves the pair out, and `stats` reports `paused: true`;
+   * nothing else changes (appends still fan out, leases run on, acks and
+   * retries land). Resolves false when the group is not registered (nothing
+   * is stored), true otherwise. A store with a wake source wakes the topic on
+   * resume. Without it, `Queue.pauseGroup` and `resumeGroup` throw
+   * `UnsupportedError`.
+   */
+  setGroupPaused?(topic: string, group: string, paused: boolean, signal?: AbortSignal): Promise<boolean>;
+  /**
+   * What the store does beyond the required SPI, read once by the engine.
+   * `priority`: `claim` orders due deliveries by `Message.priority` (higher
+   * first, then publish order; lanes keep publish order), through an index
+   * rather than a sort of the backlog; without it the engine refuses a
+   * non-zero priority at publish (`UnsupportedError`). `rateLimit`: `claim`
+   * honours `ClaimRequest.rateLimit`; without it the engine refuses the
+   * subscribe option.
+   */
+  readonly capabilities?: StoreCapabilities;
   /** Releases the store's own resources (never a handle it borrowed). */
   close(): Promise<void>;
   /**

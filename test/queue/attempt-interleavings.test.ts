@@ -89,7 +89,7 @@ function modelStore(s: fc.Scheduler, n: number, expire: boolean[], failRenewal: 
       }
     },
     purge: async () => 0,
-    stats: async (): Promise<QueueStats> => ({ pending: 0, leased: 0, dead: 0, oldestPendingAgeMs: 0 }),
+    stats: async (): Promise<QueueStats> => ({ pending: 0, leased: 0, dead: 0, oldestPendingAgeMs: 0, paused: false }),
     ping: async () => undefined,
     close: async () => undefined,
   };

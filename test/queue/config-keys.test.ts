@@ -45,7 +45,7 @@ describe('unknown option keys', () => {
   it('subscribe accepts every listed key, and the list is exactly the documented options', async () => {
     assert.deepEqual([...SUBSCRIBE_OPTION_KEYS].sort(), [
       'backoffBaseMs', 'backoffMaxMs', 'batchSize', 'codec', 'concurrency', 'deadLetterTopic', 'leaseDurationMs',
-      'maxAttempts', 'maxInFlight', 'pollIntervalMs', 'prefetch', 'startFrom',
+      'maxAttempts', 'maxInFlight', 'pollIntervalMs', 'prefetch', 'rateLimit', 'startFrom',
     ]);
     const q = createStoreQueue(new MemoryStore());
     try {

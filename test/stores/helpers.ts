@@ -2,7 +2,7 @@
 import { randomUUID } from 'node:crypto';
 import { afterEach, beforeEach } from 'node:test';
 import type { StoreFactory, StoreHarness } from './factories.js';
-import type { ClaimRequest, Claimed, ConsumerGroup, KillOptions, MessagePage, PurgePolicy, QueueStats, StartFrom, Store, StoredMessage } from '../../src/queue/types.js';
+import type { ClaimRequest, Claimed, ConsumerGroup, KillOptions, MessagePage, PurgePolicy, StartFrom, Store, StoreStats, StoredMessage } from '../../src/queue/types.js';
 
 export const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
@@ -47,7 +47,7 @@ export async function orHang<T>(p: Promise<T>, what: string): Promise<T> {
 
 /** A message ready for `Store.append`. */
 /** The three counts of a `QueueStats`, for comparing without its time-dependent `oldestPendingAgeMs`. */
-export function counts(s: QueueStats): { pending: number; leased: number; dead: number } {
+export function counts(s: StoreStats): { pending: number; leased: number; dead: number } {
   return { pending: s.pending, leased: s.leased, dead: s.dead };
 }
 
@@ -132,7 +132,7 @@ export class InstrumentedStore implements Store {
   purge(p: PurgePolicy, batch: number) {
     return this.#call('purge', [p, batch], () => this.inner.purge(p, batch));
   }
-  stats(topic: string, group: string): Promise<QueueStats> {
+  stats(topic: string, group: string): Promise<StoreStats> {
     return this.#call('stats', [topic, group], () => this.inner.stats(topic, group));
   }
   ping() {

@@ -17,7 +17,7 @@ import { deliveryId } from '../delivery-id.js';
 import type { DeliveryState } from './delivery-state.js';
 import { parseSeqCursor } from './seq-cursor.js';
 import type { ScheduleRecord } from '../schedules/types.js';
-import type { ClaimRequest, Claimed, ConsumerGroup, KillOptions, MessagePage, PurgePolicy, QueueStats, StartFrom, Store, StoredMessage } from '../types.js';
+import type { ClaimRequest, Claimed, ConsumerGroup, KillOptions, MessagePage, PurgePolicy, StartFrom, Store, StoreStats, StoredMessage } from '../types.js';
 
 interface MessageRow {
   /** Publish order across the backing: the `listMessages` cursor. */
@@ -358,7 +358,7 @@ export class MemoryStore implements Store {
     return removed + n;
   }
 
-  async stats(topic: string, group: string): Promise<QueueStats> {
+  async stats(topic: string, group: string): Promise<StoreStats> {
     const b = this.#open();
     const lane = laneOf(topic, group);
     const now = b.now();

@@ -26,7 +26,7 @@ import { ClosedError, InvalidArgumentError, NoLockerError } from '../../../error
 import { MAX_TIMER_MS } from '../../options.js';
 import { deliveryId } from '../../delivery-id.js';
 import type { DistributedLocker } from '../../lockers/types.js';
-import type { Claimed, ClaimRequest, ConsumerGroup, KillOptions, MessagePage, PurgePolicy, QueueStats, StartFrom, Store, StoredMessage } from '../../types.js';
+import type { Claimed, ClaimRequest, ConsumerGroup, KillOptions, MessagePage, PurgePolicy, StartFrom, Store, StoreStats, StoredMessage } from '../../types.js';
 import { parseSeqCursor } from '../seq-cursor.js';
 import { Claims } from './claim.js';
 import { Connection, loadDriver, serverClock, SETTINGS, topicKey, wrap } from './connection.js';
@@ -321,7 +321,7 @@ export class ClickHouseStore implements Store {
     return removed;
   }
 
-  async #stats(topic: string, group: string): Promise<QueueStats> {
+  async #stats(topic: string, group: string): Promise<StoreStats> {
     const now = await this.#conn.now();
     const [r] = await this.#conn.rows<{ live: string; leased: string; dead: string; due: string; oldest_due: string }>('stats', { topic, grp: group, now });
     const live = Number(r!.live);
@@ -455,7 +455,7 @@ export class ClickHouseStore implements Store {
     return this.#abortable('purge', signal, () => this.#purge(policy, batch));
   }
 
-  stats(topic: string, group: string, signal?: AbortSignal): Promise<QueueStats> {
+  stats(topic: string, group: string, signal?: AbortSignal): Promise<StoreStats> {
     return this.#abortable('stats', signal, () => this.#stats(topic, group));
   }
 

@@ -16,7 +16,7 @@ import { asIOError, ClosedError, InvalidArgumentError, type IOErrorSource } from
 import { deliveryId } from '../../delivery-id.js';
 import { parseSeqCursor } from '../seq-cursor.js';
 import type { ScheduleRecord } from '../../schedules/types.js';
-import type { ClaimRequest, Claimed, ConsumerGroup, KillOptions, MessagePage, PurgePolicy, QueueStats, StartFrom, Store, StoredMessage } from '../../types.js';
+import type { ClaimRequest, Claimed, ConsumerGroup, KillOptions, MessagePage, PurgePolicy, StartFrom, Store, StoreStats, StoredMessage } from '../../types.js';
 import { postgresTransient } from '../transient.js';
 import { endClient, poolConfig, resolveTimeouts } from './connection.js';
 import type { PostgresTimeouts } from './connection.js';
@@ -422,7 +422,7 @@ export class PostgresStore implements Store {
     return (dead.rowCount ?? 0) + (messages.rowCount ?? 0);
   }
 
-  async stats(topic: string, group: string, signal?: AbortSignal): Promise<QueueStats> {
+  async stats(topic: string, group: string, signal?: AbortSignal): Promise<StoreStats> {
     const r = (await this.#q<{ live: number; leased: number; dead: number; oldest_ms: number }>('stats', [topic, group], signal)).rows[0]!;
     return { pending: r.live - r.leased, leased: r.leased, dead: r.dead, oldestPendingAgeMs: r.oldest_ms };
   }

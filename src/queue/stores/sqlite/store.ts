@@ -32,7 +32,7 @@ import { LEASED } from '../delivery-state.js';
 import { setUpSchema } from './migrate.js';
 import { SqliteDuePairs } from './due-pairs.js';
 import { prepareStatements, type Statements } from './sql.js';
-import type { AckAndClaimed, ClaimRequest, Claimed, ConsumerGroup, KillOptions, MessagePage, PurgePolicy, QueueStats, StartFrom, Store, StoredMessage } from '../../types.js';
+import type { AckAndClaimed, ClaimRequest, Claimed, ConsumerGroup, KillOptions, MessagePage, PurgePolicy, StartFrom, Store, StoreStats, StoredMessage } from '../../types.js';
 
 type Database = BetterSqlite3.Database;
 
@@ -390,7 +390,7 @@ export class SqliteStore implements Store {
     });
   }
 
-  async stats(topic: string, group: string): Promise<QueueStats> {
+  async stats(topic: string, group: string): Promise<StoreStats> {
     if (this.#closed) throw new ClosedError('sqlite store is closed');
     return this.#db.transaction(() => {
       const now = this.#q.now.get() as number;
