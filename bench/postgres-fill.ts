@@ -2,12 +2,14 @@
  * Fills a Postgres queue schema with synthetic rows straight through SQL, for
  * the claim benchmark and the claim plan check: `pending` due deliveries and
  * `finished` acked ones (records in acks) for (topic, group), with payloads of `payloadBytes`
- * (default 4). Runs an
+ * (default 4). With `priorities` above 1 the pending rows take priorities 0
+ * to `priorities` - 1 in turn, so that each priority's rows are spread over
+ * the whole backlog in publish order. Runs an
  * ANALYZE afterwards so the planner sees the table as it is.
  */
 import type pg from 'pg';
 
-export async function fillSchema(pool: pg.Pool, schema: string, topic: string, group: string, pending: number, finished: number, payloadBytes = 4): Promise<void> {
+export async function fillSchema(pool: pg.Pool, schema: string, topic: string, group: string, pending: number, finished: number, payloadBytes = 4, priorities = 1): Promise<void> {
   const s = `"${schema}"`;
   await pool.query(`INSERT INTO ${s}.topics (topic) VALUES ($1) ON CONFLICT DO NOTHING`, [topic]);
   await pool.query(`INSERT INTO ${s}.groups (topic, grp) VALUES ($1, $2) ON CONFLICT DO NOTHING`, [topic, group]);
@@ -30,14 +32,14 @@ export async function fillSchema(pool: pg.Pool, schema: string, topic: string, g
              INSERT INTO ${s}.acks (message_seq, finished_at)
              SELECT m.seq, now() FROM m WHERE $2::text IS NOT NULL`
           : `WITH m AS (
-               INSERT INTO ${s}.messages (id, topic, payload, published_at, due_at)
-               SELECT 'fill-' || $3::int || '-' || (g + $4::int), $1, $6::bytea, now(), now()
+               INSERT INTO ${s}.messages (id, topic, payload, published_at, due_at, priority)
+               SELECT 'fill-' || $3::int || '-' || (g + $4::int), $1, $6::bytea, now(), now(), (g + $4::int) % $7::int
                FROM generate_series(1, $5::int) g
-               RETURNING seq, id)
-             INSERT INTO ${s}.deliveries (delivery_id, message_seq, topic, grp, state, attempt, available_at)
-             SELECT m.id || '/' || $2, m.seq, $1, $2, $3::smallint, 0, '-infinity'
+               RETURNING seq, id, priority)
+             INSERT INTO ${s}.deliveries (delivery_id, message_seq, topic, grp, state, attempt, available_at, priority)
+             SELECT m.id || '/' || $2, m.seq, $1, $2, $3::smallint, 0, '-infinity', m.priority
              FROM m`,
-        [topic, group, state, from, n, payloadBytes === 4 ? Buffer.from([0, 1, 2, 3]) : Buffer.alloc(payloadBytes, 120)],
+        [topic, group, state, from, n, payloadBytes === 4 ? Buffer.from([0, 1, 2, 3]) : Buffer.alloc(payloadBytes, 120), ...(state === 2 ? [] : [priorities])],
       );
     }
   }
@@ -82,9 +84,11 @@ export async function planProblems(
   const ids = claimed.map((c) => c.deliveryId);
   const tokens = claimed.map((c) => c.claimToken);
   const cases: Array<[string, unknown[]]> = [
-    ['claim', [topic, group, 32, 'plan-check', 30_000]],
+    ['claim', [topic, group, 32, 'plan-check', 30_000, false]],
+    ['claim', [topic, group, 32, 'plan-check', 30_000, true]],
     ['claim-lock-group', [topic, group]],
-    ['in-flight', [topic, group]],
+    ['claim-budget', [topic, group, 64, 1000]],
+    ['set-group-paused', [topic, group, false, 'plan-check']],
     ['ack', [ids, tokens, 'plan-check']],
     ['extend', [ids, tokens, 30_000]],
     ['release', [ids, tokens, 'plan-check']],

@@ -7,7 +7,10 @@
  * `stats` is left out on purpose: counting pending rows is linear in them;
  * so is `remove-group`, which walks every retained message of its topic.
  * The schedule statements a scheduler runs per tick are checked among
- * 10,000 schedules.
+ * 10,000 schedules. With the backlog spread over 10 priorities, a claim
+ * reads its rows off the pending index in claim order: no Sort node sorts
+ * the backlog, and it reads about as many pages as a claim of a backlog
+ * without priorities.
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
@@ -26,7 +29,7 @@ describe('postgres store plans', { skip: POSTGRES_SKIP }, () => {
     await dropSchema(schema);
   });
 
-  it(`claim, ack, extend, release, retry, kill, purge and listMessages use indexes only at ${ROWS} pending and ${ROWS} finished rows`, async () => {
+  it(`claim (plain, capped and rate-limited), ack, extend, release, retry, kill, purge, pause and listMessages use indexes only at ${ROWS} pending and ${ROWS} finished rows`, async () => {
     store = await PostgresStore.open({ connectionString: POSTGRES_URL, schema, poolSize: 2 });
     await fillSchema(adminPool, schema, 't', 'g', ROWS, ROWS);
     const claimed = await store.claim({ topic: 't', group: 'g', runnerId: 'x', max: 16, leaseMs: 60_000, maxInFlight: 0 });
@@ -67,7 +70,7 @@ describe('postgres store plans', { skip: POSTGRES_SKIP }, () => {
       await c.query('BEGIN');
       const res = await c.query<{ 'QUERY PLAN': Array<{ Plan: { 'Shared Hit Blocks': number; 'Shared Read Blocks': number } }> }>(
         `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${statements(`"${s2}"`).claim}`,
-        ['t', 'g', 128, 'plan-check', 30_000],
+        ['t', 'g', 128, 'plan-check', 30_000, false],
       );
       await c.query('ROLLBACK');
       const plan = res.rows[0]!['QUERY PLAN'][0]!.Plan;
@@ -107,4 +110,70 @@ describe('postgres store plans', { skip: POSTGRES_SKIP }, () => {
       c.release();
     }
   });
+  it(`with ${ROWS} pending rows across 10 priorities a claim walks the pending index in claim order: no Sort over the backlog, no more pages than without priorities`, async () => {
+    const flat = testSchema('plan3');
+    const spread = testSchema('plan4');
+    const own: PostgresStore[] = [];
+    try {
+      for (const [schema, priorities] of [[flat, 1], [spread, 10]] as const) {
+        own.push(await PostgresStore.open({ connectionString: POSTGRES_URL, schema, poolSize: 1 }));
+        await fillSchema(adminPool, schema, 't', 'g', ROWS, 0, 4, priorities);
+      }
+      const flatPlan = await explainClaim(flat, false);
+      const spreadPlan = await explainClaim(spread, false);
+      const limitedPlan = await explainClaim(spread, true);
+      for (const [what, plan] of [['flat', flatPlan], ['10 priorities', spreadPlan], ['10 priorities, rate-limited', limitedPlan]] as const) {
+        assert.deepEqual(plan.sortsOverPending, [], `${what}: a Sort above the scan of deliveries_pending`);
+        assert.ok(plan.pendingScans.length > 0 && plan.pendingScans.every((n) => n === 'Index Scan'), `${what}: pending rows read by ${plan.pendingScans.join(', ')}`);
+        assert.equal(plan.rows, 32, `${what}: rows claimed`);
+      }
+      // Every claimed row has the top priority, in publish order.
+      assert.deepEqual(spreadPlan.priorities, Array(32).fill(9));
+      // Within 1.5× of the flat claim's pages plus a small constant: the
+      // walk stops after the first rows of the index in both.
+      assert.ok(spreadPlan.pages <= flatPlan.pages * 1.5 + 20, `pages: ${spreadPlan.pages} across 10 priorities, ${flatPlan.pages} flat`);
+      // The planner would JIT-compile neither.
+      assert.deepEqual(await explainProblems(adminPool, statements(`"${spread}"`), [['claim', ['t', 'g', 32, 'plan-check', 30_000, true]]]), []);
+    } finally {
+      for (const st of own) await st.close();
+      await dropSchema(flat);
+      await dropSchema(spread);
+    }
+  });
 });
+
+type Node = { 'Node Type': string; 'Index Name'?: string; 'Relation Name'?: string; 'Parent Relationship'?: string; 'Actual Rows'?: number; Plans?: Node[] };
+
+/**
+ * Runs a claim of 32 on (t, g) of `schema` under EXPLAIN ANALYZE, rolled
+ * back: the node types that read deliveries_pending, every Sort node with a
+ * read of deliveries_pending below it (in its own subtree, not in a
+ * subquery's), the pages it touched and the claimed rows' priorities.
+ */
+async function explainClaim(schema: string, rateLimited: boolean): Promise<{ pendingScans: string[]; sortsOverPending: string[]; pages: number; rows: number; priorities: number[] }> {
+  const c = await adminPool.connect();
+  try {
+    await c.query('BEGIN');
+    const res = await c.query<{ 'QUERY PLAN': Array<{ Plan: Node & { 'Shared Hit Blocks': number; 'Shared Read Blocks': number } }> }>(
+      `EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) ${statements(`"${schema}"`).claim}`,
+      ['t', 'g', 32, 'plan-check', 30_000, rateLimited],
+    );
+    const claimed = await c.query<{ priority: number }>(`SELECT priority FROM "${schema}".deliveries WHERE holder = 'plan-check' ORDER BY message_seq`);
+    await c.query('ROLLBACK');
+    const root = res.rows[0]!['QUERY PLAN'][0]!.Plan;
+    const readsPending = (n: Node) => n['Index Name'] === 'deliveries_pending';
+    const pendingScans: string[] = [];
+    const sortsOverPending: string[] = [];
+    /** Whether `n`'s own subtree (a subquery's plan hangs below as InitPlan or SubPlan: left out) reads deliveries_pending. */
+    const below = (n: Node): boolean => readsPending(n) || (n.Plans ?? []).some((k) => !/^(InitPlan|SubPlan)$/.test(k['Parent Relationship'] ?? '') && below(k));
+    const walk = (n: Node) => {
+      if (readsPending(n)) pendingScans.push(n['Node Type']);
+      if (n['Node Type'] === 'Sort' && below(n)) sortsOverPending.push(`Sort of ${n['Actual Rows']} rows`);
+      for (const k of n.Plans ?? []) walk(k);
+    };
+    walk(root);
+    return { pendingScans, sortsOverPending, pages: root['Shared Hit Blocks'] + root['Shared Read Blocks'], rows: root['Actual Rows'] ?? 0, priorities: claimed.rows.map((r) => r.priority) };
+  } finally {
+    c.release();
+  }
+}

@@ -44,9 +44,14 @@ describe('postgres store', { skip: POSTGRES_SKIP }, () => {
   };
   /** Undoes migrations 2 and up on `schema` (dropping its ack records): its tables and indexes are then as an earlier ferry's migration 1 left them. */
   const backToVersion1 = async (schema: string) => {
+    await adminPool.query(`DROP TABLE "${schema}".claim_starts`);
+    await adminPool.query(`ALTER TABLE "${schema}".groups DROP COLUMN paused`);
+    await adminPool.query(`ALTER TABLE "${schema}".messages DROP COLUMN priority`);
+    // Its index deliveries_pending goes with the column.
+    await adminPool.query(`ALTER TABLE "${schema}".deliveries DROP COLUMN priority`);
     await adminPool.query(`DROP TABLE "${schema}".schedules`);
     await adminPool.query(`DROP TABLE "${schema}".acks`);
-    await adminPool.query(`DROP INDEX "${schema}".deliveries_pending`);
+    await adminPool.query(`DROP INDEX IF EXISTS "${schema}".deliveries_pending`);
     await adminPool.query(`CREATE INDEX deliveries_live ON "${schema}".deliveries (topic, grp, message_seq) WHERE state < 2`);
     await adminPool.query(`DROP INDEX "${schema}".deliveries_message`);
     await adminPool.query(`CREATE INDEX deliveries_message ON "${schema}".deliveries (message_seq)`);
@@ -92,10 +97,11 @@ describe('postgres store', { skip: POSTGRES_SKIP }, () => {
       { version: 3, name: '003_pending_index.sql' },
       { version: 4, name: '004_ack_deletes.sql' },
       { version: 5, name: '005_schedules.sql' },
+      { version: 6, name: '006_flow_control.sql' },
     ]);
     await Promise.all(stores.map((s) => s.ping()));
     await open(schema);
-    assert.equal((await adminPool.query(`SELECT count(*)::int AS n FROM "${schema}".migrations`)).rows[0].n, 5);
+    assert.equal((await adminPool.query(`SELECT count(*)::int AS n FROM "${schema}".migrations`)).rows[0].n, 6);
   });
 
   it('migration 2 needs the tables\' owner: another user\'s open fails with IOError and changes nothing; the owner\'s open applies it', async () => {
@@ -118,7 +124,7 @@ describe('postgres store', { skip: POSTGRES_SKIP }, () => {
       const versions = async () => (await adminPool.query(`SELECT version FROM "${schema}".migrations ORDER BY version`)).rows.map((r) => r.version);
       assert.deepEqual(await versions(), [1]);
       await open(schema);
-      assert.deepEqual(await versions(), [1, 2, 3, 4, 5]);
+      assert.deepEqual(await versions(), [1, 2, 3, 4, 5, 6]);
       const kind = await adminPool.query(`SELECT am.amname FROM pg_class c JOIN pg_am am ON am.oid = c.relam JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = 'deliveries_message'`, [schema]);
       assert.equal(kind.rows[0].amname, 'hash');
     } finally {
@@ -158,7 +164,7 @@ describe('postgres store', { skip: POSTGRES_SKIP }, () => {
     );
     const after = await open(schema);
     const versions = (await adminPool.query(`SELECT version FROM "${schema}".migrations ORDER BY version`)).rows.map((r) => r.version);
-    assert.deepEqual(versions, [1, 2, 3, 4, 5]);
+    assert.deepEqual(versions, [1, 2, 3, 4, 5, 6]);
     const moved = await adminPool.query(`SELECT m.payload FROM "${schema}".acks a JOIN "${schema}".messages m ON m.seq = a.message_seq`);
     assert.deepEqual(moved.rows.map((r) => dec(r.payload)), ['a1'], 'the acked row moved to acks');
     assert.equal((await adminPool.query(`SELECT count(*)::int AS n FROM "${schema}".deliveries WHERE state = 2`)).rows[0].n, 0);

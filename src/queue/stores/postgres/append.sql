@@ -1,27 +1,27 @@
 -- Stores messages and fans them out, in one statement. Messages: $1 ids,
 -- $2 topics, $3 keys, $5 headers (JSON text), $6 publish times, $7
--- deliver-at times, in publish order; their payloads are $4, all of them
--- end to end, cut at byte offsets $13 into lengths $14 (one binary parameter
--- travels far cheaper than an array of bytea, which goes as hex text).
--- Deliveries: $8 message ids, $9 groups, $10 delivery ids. $11 topics to
--- notify on channel $12.
+-- deliver-at times, $15 priorities, in publish order; their payloads are
+-- $4, all of them end to end, cut at byte offsets $13 into lengths $14 (one
+-- binary parameter travels far cheaper than an array of bytea, which goes
+-- as hex text). Deliveries: $8 message ids, $9 groups, $10 delivery ids
+-- (each takes its message's priority). $11 topics to notify on channel $12.
 -- A message ID that exists already inserts nothing and fans out nothing.
 WITH input AS (
   SELECT *
-  FROM unnest($1::text[], $2::text[], $3::text[], $13::int[], $14::int[], $5::text[], $6::timestamptz[], $7::timestamptz[])
-    WITH ORDINALITY AS i(id, topic, msg_key, payload_at, payload_len, headers, published_at, deliver_at, ord)
+  FROM unnest($1::text[], $2::text[], $3::text[], $13::int[], $14::int[], $5::text[], $6::timestamptz[], $7::timestamptz[], $15::int[])
+    WITH ORDINALITY AS i(id, topic, msg_key, payload_at, payload_len, headers, published_at, deliver_at, priority, ord)
 ),
 stored AS (
-  INSERT INTO __SCHEMA__.messages (id, topic, msg_key, payload, headers, published_at, deliver_at, due_at)
+  INSERT INTO __SCHEMA__.messages (id, topic, msg_key, payload, headers, published_at, deliver_at, due_at, priority)
   SELECT id, topic, msg_key, substring($4::bytea FROM payload_at + 1 FOR payload_len), headers, published_at, deliver_at,
-         coalesce(deliver_at, published_at)
+         coalesce(deliver_at, published_at), priority
   FROM input ORDER BY ord
   ON CONFLICT (id) DO NOTHING
-  RETURNING seq, id, topic, msg_key, deliver_at
+  RETURNING seq, id, topic, msg_key, deliver_at, priority
 ),
 fanned AS (
-  INSERT INTO __SCHEMA__.deliveries (delivery_id, message_seq, topic, grp, msg_key, state, available_at)
-  SELECT f.delivery_id, s.seq, s.topic, f.grp, s.msg_key, 0 /* pending */, coalesce(s.deliver_at, '-infinity')
+  INSERT INTO __SCHEMA__.deliveries (delivery_id, message_seq, topic, grp, msg_key, state, available_at, priority)
+  SELECT f.delivery_id, s.seq, s.topic, f.grp, s.msg_key, 0 /* pending */, coalesce(s.deliver_at, '-infinity'), s.priority
   FROM unnest($8::text[], $9::text[], $10::text[]) AS f(message_id, grp, delivery_id)
   JOIN stored s ON s.id = f.message_id
   ORDER BY s.seq

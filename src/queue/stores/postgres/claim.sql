@@ -1,74 +1,91 @@
 -- Leases up to $3 due deliveries of group $2 on topic $1 to runner $4 for $5
--- ms, in publish order. Times come from the database clock, read once.
+-- ms, in claim order: higher priority first, then publish order. Times come
+-- from the database clock, read once. When $6 is true (a rate-limited
+-- claim) the claim records how many it leased, at that reading, in
+-- claim_starts (rate-window.sql counts them).
+--
+-- Nothing is leased while the group is paused: the flag is read in this
+-- statement's own snapshot, so a pause committed before the claim began
+-- holds it, whichever instance claims.
 --
 -- Due: pending and past its available_at, or leased with an expired lease.
 -- A keyed delivery is due only at the head of its lane: the first live row
--- of its key, read off deliveries_lane in one step (the only index whose
--- predicate the probe implies; ORDER BY ... LIMIT 1 stops at the head, so a
--- row behind it costs one index step however long its lane). Only heads are
--- ever leased and no row is inserted ahead of a lane's live rows, so a head
--- has no leased row behind it. SKIP LOCKED lets
+-- of its key in publish order, whatever the priorities behind it, read off
+-- deliveries_lane in one step (the only index whose predicate the probe
+-- implies; ORDER BY ... LIMIT 1 stops at the head, so a row behind it costs
+-- one index step however long its lane). A lane's head competes by its own
+-- priority. Only heads are ever leased and no row is inserted ahead of a
+-- lane's live rows, so a head has no leased row behind it. SKIP LOCKED lets
 -- concurrent claimers pass each other's rows; a row another claimer leased
 -- meanwhile is re-checked on its new version and dropped.
 --
 -- The limit is a plain parameter (the caller subtracts the group's leases
--- for maxInFlight first): a limit the planner cannot see makes it cost the
--- plan as if it read every live row, which at a million pending rows turns
--- on JIT compilation and costs more than the claim itself.
+-- for maxInFlight, and its recent claims for a rate limit, first): a limit
+-- the planner cannot see makes it cost the plan as if it read every live
+-- row, which at a million pending rows turns on JIT compilation and costs
+-- more than the claim itself.
 --
 -- A delivery whose lease expired (state 1) is claimed alone: the first
--- candidate alone when it is one, else the candidates before the first one
--- (src/queue/stores/recovered.ts says why).
+-- candidate alone when it is one, else the candidates before the first one,
+-- in claim order (src/queue/stores/recovered.ts says why).
 --
 -- It runs alone in its own implicit transaction (one round trip), which the
 -- clock CTE tells not to wait for the WAL flush at commit: a crash that
 -- forgets a claim only makes its deliveries claimable again, and any later
 -- synchronous commit (an ack of them included) flushes it first.
 WITH clock AS MATERIALIZED (
-  SELECT clock_timestamp() AS now, set_config('synchronous_commit', 'off', true) AS relaxed
+  SELECT clock_timestamp() AS now, set_config('synchronous_commit', 'off', true) AS relaxed,
+         EXISTS (SELECT 1 FROM __SCHEMA__.groups g WHERE g.topic = $1 AND g.grp = $2 AND g.paused) AS paused
 ),
--- Pending rows in publish order (deliveries_pending), and leased rows whose
--- lease expired (deliveries_leased: few, unless holders crashed), merged
--- below. Each locks at most $3 rows; the few the merge leaves out are
+-- Pending rows in claim order (deliveries_pending is in that order: its
+-- first rows are read and the walk stops, no sort), and leased rows whose
+-- lease expired (deliveries_leased: few, unless holders crashed; sorted),
+-- merged below. Each locks at most $3 rows; the few the merge leaves out are
 -- unlocked when this statement commits.
 pending AS (
-  SELECT d.delivery_id, d.message_seq, d.state
+  SELECT d.delivery_id, d.priority, d.message_seq, d.state
   FROM __SCHEMA__.deliveries d
   WHERE d.topic = $1 AND d.grp = $2 AND d.state = 0 /* pending */ AND d.available_at <= (SELECT now FROM clock)
+    AND NOT (SELECT paused FROM clock)
     AND (d.msg_key IS NULL OR d.message_seq = (
       SELECT e.message_seq FROM __SCHEMA__.deliveries e
       WHERE e.topic = d.topic AND e.grp = d.grp AND e.msg_key = d.msg_key AND e.state < 2 /* acked */
       ORDER BY e.message_seq
       LIMIT 1))
-  ORDER BY d.message_seq
+  ORDER BY d.priority DESC, d.message_seq
   LIMIT $3
   FOR UPDATE OF d SKIP LOCKED
 ),
 expired AS (
-  SELECT d.delivery_id, d.message_seq, d.state
+  SELECT d.delivery_id, d.priority, d.message_seq, d.state
   FROM __SCHEMA__.deliveries d
   WHERE d.topic = $1 AND d.grp = $2 AND d.state = 1 /* leased */ AND d.lease_until <= (SELECT now FROM clock)
+    AND NOT (SELECT paused FROM clock)
     AND (d.msg_key IS NULL OR d.message_seq = (
       SELECT e.message_seq FROM __SCHEMA__.deliveries e
       WHERE e.topic = d.topic AND e.grp = d.grp AND e.msg_key = d.msg_key AND e.state < 2 /* acked */
       ORDER BY e.message_seq
       LIMIT 1))
-  ORDER BY d.message_seq
+  ORDER BY d.priority DESC, d.message_seq
   LIMIT $3
   FOR UPDATE OF d SKIP LOCKED
 ),
+-- The first $3 of both, numbered in claim order.
 candidates AS (
-  SELECT * FROM pending
-  UNION ALL
-  SELECT * FROM expired
-  ORDER BY message_seq
-  LIMIT $3
+  SELECT c.delivery_id, c.state, row_number() OVER (ORDER BY c.priority DESC, c.message_seq) AS rank
+  FROM (
+    SELECT * FROM pending
+    UNION ALL
+    SELECT * FROM expired
+    ORDER BY priority DESC, message_seq
+    LIMIT $3
+  ) c
 ),
 picked AS (
   SELECT c.delivery_id, c.state
   FROM candidates c
-  WHERE c.message_seq = (SELECT min(message_seq) FROM candidates)
-     OR c.message_seq < COALESCE((SELECT min(message_seq) FROM candidates WHERE state = 1 /* leased */), 9223372036854775807)
+  WHERE c.rank = 1
+     OR c.rank < COALESCE((SELECT min(rank) FROM candidates WHERE state = 1 /* leased */), 9223372036854775807)
 ),
 leased AS (
   UPDATE __SCHEMA__.deliveries d
@@ -77,13 +94,20 @@ leased AS (
   -- ANY(ARRAY(...)) rather than a join: the planner cannot know picked is
   -- small and would otherwise hash-join against the whole table.
   WHERE d.delivery_id = ANY(ARRAY(SELECT delivery_id FROM picked))
-  RETURNING d.delivery_id, d.attempt, d.claim_token, d.message_seq
+  RETURNING d.delivery_id, d.attempt, d.claim_token, d.priority, d.message_seq
+),
+-- A rate-limited claim's record (none when it leased nothing).
+started AS (
+  INSERT INTO __SCHEMA__.claim_starts (topic, grp, started_at, n)
+  SELECT $1, $2, (SELECT now FROM clock), count(*)
+  FROM leased
+  HAVING $6::boolean AND count(*) > 0
 )
-SELECT l.delivery_id, l.attempt, l.claim_token::text AS claim_token,
+SELECT l.delivery_id, l.attempt, l.claim_token::text AS claim_token, l.priority,
        -- picked holds a recovered row only as its one row (the rule above), so
        -- one flag for the claim says it: read once, where a lookup per row in
        -- picked compared every pair (a join would be planned as a hash join)
        (SELECT coalesce(bool_or(p.state = 1 /* leased */), false) FROM picked p) AS recovered,
        m.id, m.topic, m.msg_key, m.payload, m.headers, m.published_at, m.deliver_at
 FROM leased l JOIN __SCHEMA__.messages m ON m.seq = l.message_seq
-ORDER BY l.message_seq
+ORDER BY l.priority DESC, l.message_seq

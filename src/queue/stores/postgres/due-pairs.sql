@@ -6,8 +6,10 @@
 --
 -- Due as in claim.sql: pending past its available_at, or leased with an
 -- expired lease, and the head of its key lane (nothing earlier with its key
--- is live, nothing else with its key is leased). maxInFlight is not looked
--- at: a pair at its cap is reported and its claim finds nothing.
+-- is live, nothing else with its key is leased). A paused group's pair is
+-- left out (its flag read through the groups primary key, once per pair).
+-- maxInFlight and rate limits are not looked at: a pair at its cap is
+-- reported and its claim finds nothing.
 --
 -- Each pair is probed on its own, through the indexes a claim uses
 -- (deliveries_pending, deliveries_leased, deliveries_lane): a LATERAL
@@ -23,7 +25,10 @@
 -- rows of its own group the probe steps over (scheduled ones not yet due,
 -- lanes waiting on their head), not the rows of other groups.
 WITH clock AS MATERIALIZED (SELECT clock_timestamp() AS now),
-pairs AS (SELECT DISTINCT topic, grp FROM unnest($1::text[], $2::text[]) AS p(topic, grp))
+pairs AS (
+  SELECT DISTINCT topic, grp FROM unnest($1::text[], $2::text[]) AS p(topic, grp)
+  WHERE NOT coalesce((SELECT g.paused FROM __SCHEMA__.groups g WHERE g.topic = p.topic AND g.grp = p.grp), false)
+)
 SELECT p.topic, p.grp AS "group"
 FROM pairs p
 CROSS JOIN LATERAL (
@@ -33,7 +38,7 @@ CROSS JOIN LATERAL (
        SELECT 1 FROM __SCHEMA__.deliveries e
        WHERE e.topic = d.topic AND e.grp = d.grp AND e.msg_key = d.msg_key AND e.state < 2 /* acked */
          AND (e.message_seq < d.message_seq OR e.state = 1 /* leased */)))
-   ORDER BY d.message_seq
+   ORDER BY d.priority DESC, d.message_seq
    LIMIT 1)
   UNION ALL
   (SELECT 1 FROM __SCHEMA__.deliveries d

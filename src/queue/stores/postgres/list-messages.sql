@@ -4,7 +4,7 @@
 -- a message committed after an earlier page was read.
 -- (The cursor goes out as text; ORDER BY names the column through m, not
 -- the text alias, which would sort "10" before "9".)
-SELECT m.seq::text AS seq, m.id, m.topic, m.msg_key, m.payload, m.headers, m.published_at, m.deliver_at
+SELECT m.seq::text AS seq, m.id, m.topic, m.msg_key, m.payload, m.headers, m.published_at, m.deliver_at, m.priority
 FROM __SCHEMA__.messages m
 WHERE m.topic = $1 AND m.seq > $2
 ORDER BY m.seq

@@ -13,8 +13,12 @@ export const LOCK_NAMESPACE = 0x66657272;
 /** Longest wait for the migration lock or one migration, ms: an hour, where the store's own statements get seconds. */
 const MIGRATION_TIMEOUT_MS = 3_600_000;
 
-/** Applies every pending migration to `schema`; resolves with the version the schema is at. */
-export async function migrate(pool: pg.Pool, schema: string, quotedSchema: string): Promise<number> {
+/**
+ * Applies every pending migration to `schema` (those up to version `upTo`
+ * only, when given: tests build a schema as an earlier ferry left it);
+ * resolves with the version the schema is at.
+ */
+export async function migrate(pool: pg.Pool, schema: string, quotedSchema: string, upTo = Number.POSITIVE_INFINITY): Promise<number> {
   const client = await pool.connect();
   let broken: Error | undefined;
   try {
@@ -31,6 +35,7 @@ export async function migrate(pool: pg.Pool, schema: string, quotedSchema: strin
     let at = res.rows[0]?.v ?? 0;
     for (const m of migrations(quotedSchema)) {
       if (m.version <= at) continue;
+      if (m.version > upTo) break;
       await client.query({ text: m.sql, query_timeout: MIGRATION_TIMEOUT_MS } as pg.QueryConfig);
       await client.query(`INSERT INTO ${quotedSchema}.migrations (version, name) VALUES ($1, $2)`, [m.version, m.name]);
       at = m.version;

@@ -10,6 +10,8 @@ export interface ClaimRow {
   delivery_id: string;
   attempt: number;
   claim_token: string;
+  /** Its message's priority (0 when published without one). */
+  priority?: number;
   /** Its lease had expired: claimed alone (recovered.ts). */
   recovered: boolean;
   id: string;
@@ -31,6 +33,7 @@ export function toMessage(r: ClaimRow): StoredMessage {
   if (r.msg_key !== null) m.key = r.msg_key;
   if (r.headers !== null) m.headers = JSON.parse(r.headers) as Record<string, string>;
   if (r.deliver_at !== null) m.deliverAt = r.deliver_at;
+  if (r.priority) m.priority = r.priority;
   return m;
 }
 

@@ -6,8 +6,9 @@
  * Safety across instances rests on the database alone: leases, due times and
  * backoffs are read from the database clock; claims lock rows with
  * `FOR UPDATE SKIP LOCKED`; every write after a claim names its claim token;
- * the in-flight cap of a group is counted under that group's row lock; and a
- * key lane's head is judged from committed rows. The statements live in the
+ * the in-flight cap and the rate limit of a group are counted under that
+ * group's row lock; a pause is read by each claim in its own statement; and
+ * a key lane's head is judged from committed rows. The statements live in the
  * `.sql` files beside this module; docs/QUEUE.md describes the tables.
  */
 import { createHash } from 'node:crypto';
@@ -16,7 +17,7 @@ import { asIOError, ClosedError, InvalidArgumentError, type IOErrorSource } from
 import { deliveryId } from '../../delivery-id.js';
 import { parseSeqCursor } from '../seq-cursor.js';
 import type { ScheduleRecord } from '../../schedules/types.js';
-import type { ClaimRequest, Claimed, ConsumerGroup, KillOptions, MessagePage, PurgePolicy, StartFrom, Store, StoreStats, StoredMessage } from '../../types.js';
+import type { ClaimRequest, Claimed, ConsumerGroup, KillOptions, MessagePage, PurgePolicy, StartFrom, Store, StoreCapabilities, StoreStats, StoredMessage } from '../../types.js';
 import { postgresTransient } from '../transient.js';
 import { endClient, poolConfig, resolveTimeouts } from './connection.js';
 import type { PostgresTimeouts } from './connection.js';
@@ -96,10 +97,12 @@ function loadDriver(): Promise<typeof pg> {
 /**
  * A `Store` in a Postgres schema (queue type `postgres`), safe to share
  * between any number of instances. Implements `listen` (LISTEN/NOTIFY on a
- * dedicated connection), `acquireJanitor` and the schedule methods. Use
- * `PostgresStore.open`.
+ * dedicated connection), `acquireJanitor`, the schedule methods,
+ * `setGroupPaused`, priorities and rate limits. Use `PostgresStore.open`.
  */
 export class PostgresStore implements Store {
+  /** Claims order by priority through an index (claim.sql) and count rate limits in the database (claim-budget.sql). */
+  readonly capabilities: StoreCapabilities = { priority: true, rateLimit: true };
   readonly #driver: typeof pg;
   readonly #pool: pg.Pool;
   readonly #ownsPool: boolean;
@@ -349,6 +352,7 @@ export class PostgresStore implements Store {
         this.#channel,
         offsets,
         msgs.map((m) => m.payload.byteLength),
+        msgs.map((m) => m.priority ?? 0),
       ]));
     });
   }
@@ -360,13 +364,21 @@ export class PostgresStore implements Store {
    * gets no answer within `queryTimeoutMs` rejects with a transient `IOError`.
    */
   async claim(req: ClaimRequest, signal?: AbortSignal): Promise<Claimed[]> {
-    const values = (limit: number) => [req.topic, req.group, limit, req.runnerId, Math.ceil(req.leaseMs)];
+    const limited = req.rateLimit !== undefined;
+    const values = (limit: number) => [req.topic, req.group, limit, req.runnerId, Math.ceil(req.leaseMs), limited];
     let rows: ClaimRow[];
-    if (req.maxInFlight > 0) {
+    if (req.maxInFlight > 0 || limited) {
+      // The group's row lock serialises its capped claims across instances:
+      // the counts below are then the committed ones (claim-lock-group.sql).
       rows = await this.#tx('claim', async (c) => {
-        await c.query(this.#stmt('claim-lock-group', [req.topic, req.group]));
-        const inFlight = (await c.query<{ n: number }>(this.#stmt('in-flight', [req.topic, req.group]))).rows[0]!.n;
-        const limit = Math.min(req.max, req.maxInFlight - inFlight);
+        const group = (await c.query<{ paused: boolean }>(this.#stmt('claim-lock-group', [req.topic, req.group]))).rows[0];
+        if (group?.paused === true) return [];
+        const budget = (await c.query<{ in_flight: number; started: number }>(
+          this.#stmt('claim-budget', [req.topic, req.group, req.maxInFlight, limited ? req.rateLimit!.intervalMs : null]),
+        )).rows[0]!;
+        let limit = req.max;
+        if (req.maxInFlight > 0) limit = Math.min(limit, req.maxInFlight - budget.in_flight);
+        if (limited) limit = Math.min(limit, req.rateLimit!.max - budget.started);
         return limit > 0 ? (await c.query<ClaimRow>(this.#stmt('claim', values(limit)))).rows : [];
       }, true, signal);
     } else {
@@ -423,8 +435,18 @@ export class PostgresStore implements Store {
   }
 
   async stats(topic: string, group: string, signal?: AbortSignal): Promise<StoreStats> {
-    const r = (await this.#q<{ live: number; leased: number; dead: number; oldest_ms: number }>('stats', [topic, group], signal)).rows[0]!;
-    return { pending: r.live - r.leased, leased: r.leased, dead: r.dead, oldestPendingAgeMs: r.oldest_ms };
+    const r = (await this.#q<{ live: number; leased: number; dead: number; oldest_ms: number; paused: boolean }>('stats', [topic, group], signal)).rows[0]!;
+    return { pending: r.live - r.leased, leased: r.leased, dead: r.dead, oldestPendingAgeMs: r.oldest_ms, paused: r.paused };
+  }
+
+  /**
+   * See `Store.setGroupPaused` (set-group-paused.sql): the flag on the
+   * group's row, read by every instance's next claim and poll. A resume
+   * notifies the topic on this schema's wake channel, so other instances'
+   * subscriptions claim at once.
+   */
+  async setGroupPaused(topic: string, group: string, paused: boolean, signal?: AbortSignal): Promise<boolean> {
+    return (await this.#q('set-group-paused', [topic, group, paused, this.#channel], signal)).rowCount === 1;
   }
 
   async ping(signal?: AbortSignal): Promise<void> {
