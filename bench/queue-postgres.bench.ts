@@ -28,6 +28,12 @@
  *   `Store.claim` (32 at a time) and `Store.ack` on one instance, with only
  *   the rows being consumed pending, then with 1,000,000 pending and
  *   1,000,000 finished rows (`--quick`: 100,000).
+ * - `queue.postgres.claim.1m.priorities10`: `.claim.1m` with the pending
+ *   rows spread over 10 priorities in turn (each claim takes the top
+ *   priority's first rows); ratio to `.claim.1m` of the same run (aim: at
+ *   least 1/1.2, the claim reads its rows off the index in claim order
+ *   either way). `FERRY_BENCH_CLAIM_ROWS` sets the pending and finished
+ *   rows of both (default 1,000,000; `--quick`: a tenth).
  */
 import { userInfo } from 'node:os';
 import hdr from 'hdr-histogram-js';
@@ -164,11 +170,11 @@ async function drain(ctx: BenchContext, admin: pg.Pool, opts: SubscribeOptions):
   }
 }
 
-async function claimRate(ctx: BenchContext, admin: pg.Pool, backlog: number, finished: number): Promise<number> {
+async function claimRate(ctx: BenchContext, admin: pg.Pool, backlog: number, finished: number, priorities = 1): Promise<number> {
   const schema = schemaName('claim');
   const store = await PostgresStore.open({ connectionString: URL, schema, poolSize: 2 });
   try {
-    await fillSchema(admin, schema, 't', 'g', backlog, finished);
+    await fillSchema(admin, schema, 't', 'g', backlog, finished, 4, priorities);
     return await rateFor(Math.max(1000, 4000 * ctx.scale), 32, async () => {
       const cs = await store.claim({ topic: 't', group: 'g', runnerId: 'bench', max: 32, leaseMs: 60_000, maxInFlight: 0 });
       if (cs.length < 32) throw new Error('claim benchmark ran out of pending rows');
@@ -223,9 +229,12 @@ export const suite: BenchSuite = {
       }
       ctx.report({ name: 'queue.postgres.drain', unit: 'msgs/s', value: await drain(ctx, admin, { concurrency: 16 }) });
       ctx.report({ name: 'queue.postgres.drain.prefetch', unit: 'msgs/s', value: await drain(ctx, admin, TUNED) });
-      const big = Math.round(1_000_000 * ctx.scale);
+      const big = Math.round(Number(process.env.FERRY_BENCH_CLAIM_ROWS ?? 1_000_000) * ctx.scale);
       ctx.report({ name: 'queue.postgres.claim.0', unit: 'msgs/s', value: await claimRate(ctx, admin, Math.round(100_000 * ctx.scale), 0), extra: { pending: Math.round(100_000 * ctx.scale), finished: 0 } });
-      ctx.report({ name: 'queue.postgres.claim.1m', unit: 'msgs/s', value: await claimRate(ctx, admin, big, big), extra: { pending: big, finished: big } });
+      const flat = await claimRate(ctx, admin, big, big);
+      ctx.report({ name: 'queue.postgres.claim.1m', unit: 'msgs/s', value: flat, extra: { pending: big, finished: big } });
+      const spread = await claimRate(ctx, admin, big, big, 10);
+      ctx.report(withBaseline('queue.postgres.claim.1m.priorities10', 'msgs/s', spread, flat, { pending: big, finished: big, priorities: 10 }));
     } finally {
       await admin.end();
     }
