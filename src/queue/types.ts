@@ -167,8 +167,10 @@ export interface Queue<T = Uint8Array> extends AsyncDisposable, QueueEventEmitte
    * running finish, and publishing goes on (messages wait). `stats` then
    * reports `paused: true`. Resolves true when the group is registered
    * (paused now, whether or not it was), false when it is not (nothing is
-   * stored). Throws `InvalidNameError`, `UnsupportedError` when the store
-   * keeps no pause state, `ClosedError`, or the store's error (not retried).
+   * stored). On one queue, `subscribe`, `removeGroup`, `pauseGroup` and
+   * `resumeGroup` of a group take effect in call order. Throws
+   * `InvalidNameError`, `UnsupportedError` when the store keeps no pause
+   * state, `ClosedError`, or the store's error (not retried).
    */
   pauseGroup(topic: string, group: string): Promise<boolean>;
   /**
@@ -315,6 +317,17 @@ export interface ClaimRequest {
    * is true.
    */
   rateLimit?: RateLimit;
+  /**
+   * Set by the engine beside `rateLimit`. A store may call it once, before
+   * the claim resolves, when the rate limit kept the claim short of what it
+   * would otherwise have leased, with how long from now (ms on the store's
+   * clock, ≥ 1, at most `rateLimit.intervalMs`) until the window has room
+   * for another claim. The subscription then claims again after that long
+   * and not before (other wake-ups cannot make room). A store that never
+   * calls it leaves the next try to the poller (`pollIntervalMs`); one that
+   * calls it when nothing more was due costs one claim that finds nothing.
+   */
+  onRateLimited?: (waitMs: number) => void;
 }
 
 /** What `Store.ackAndClaim` resolves with. */
