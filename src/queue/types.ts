@@ -410,14 +410,16 @@ export interface Store {
   /** Stores messages (IDs and publish times set) and one pending delivery per group registered on each topic. Idempotent: existing messages and deliveries keep their state. */
   append(msgs: StoredMessage[], signal?: AbortSignal): Promise<void>;
   /**
-   * Leases up to `req.max` due deliveries in publish order, each with a new
-   * token and attempt + 1. Due: its `deliverAt` and retry backoff have passed
-   * or its lease expired, and, when keyed, no earlier delivery with the same
-   * key is pending or leased. Honours `req.maxInFlight`.
+   * Leases up to `req.max` due deliveries in publish order (in priority
+   * order, then publish order, on a store with `capabilities.priority`),
+   * each with a new token and attempt + 1. Due: its `deliverAt` and retry
+   * backoff have passed or its lease expired, and, when keyed, no earlier
+   * delivery with the same key is pending or leased. Honours
+   * `req.maxInFlight`, `req.rateLimit` and a pause (`setGroupPaused`).
    *
    * A delivery whose lease expired (`Claimed.recovered`) is claimed alone:
-   * when the first due delivery is one, the claim returns just it; otherwise
-   * the claim stops before the first one. Its holder may have crashed because
+   * when the first due delivery (in that order) is one, the claim returns
+   * just it; otherwise the claim stops before the first one. Its holder may have crashed because
    * of it, and a crash it causes again must not spend the attempts of
    * deliveries that were merely claimed in the same batch (they come back
    * one at a time, each running before it can be blamed again).
