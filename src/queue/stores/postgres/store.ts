@@ -21,6 +21,8 @@ import type { ClaimRequest, Claimed, ConsumerGroup, KillOptions, MessagePage, Pu
 import { postgresTransient } from '../transient.js';
 import { endClient, poolConfig, resolveTimeouts } from './connection.js';
 import type { PostgresTimeouts } from './connection.js';
+import { claimLimit } from './claim-limit.js';
+import type { BudgetRow } from './claim-limit.js';
 import { migrate } from './migrate.js';
 import { sorted, stillHeld, toMessage } from './rows.js';
 import type { ClaimRow, HeldRow } from './rows.js';
@@ -367,23 +369,23 @@ export class PostgresStore implements Store {
     const limited = req.rateLimit !== undefined;
     const values = (limit: number) => [req.topic, req.group, limit, req.runnerId, Math.ceil(req.leaseMs), limited];
     let rows: ClaimRow[];
+    let wait: number | undefined;
     if (req.maxInFlight > 0 || limited) {
       // The group's row lock serialises its capped claims across instances:
       // the counts below are then the committed ones (claim-lock-group.sql).
       rows = await this.#tx('claim', async (c) => {
         const group = (await c.query<{ paused: boolean }>(this.#stmt('claim-lock-group', [req.topic, req.group]))).rows[0];
         if (group?.paused === true) return [];
-        const budget = (await c.query<{ in_flight: number; started: number }>(
-          this.#stmt('claim-budget', [req.topic, req.group, req.maxInFlight, limited ? req.rateLimit!.intervalMs : null]),
-        )).rows[0]!;
-        let limit = req.max;
-        if (req.maxInFlight > 0) limit = Math.min(limit, req.maxInFlight - budget.in_flight);
-        if (limited) limit = Math.min(limit, req.rateLimit!.max - budget.started);
-        return limit > 0 ? (await c.query<ClaimRow>(this.#stmt('claim', values(limit)))).rows : [];
+        const interval = limited ? req.rateLimit!.intervalMs : null;
+        const budget = claimLimit(req, (await c.query<BudgetRow>(this.#stmt('claim-budget', [req.topic, req.group, req.maxInFlight, interval]))).rows[0]!);
+        const got = budget.limit > 0 ? (await c.query<ClaimRow>(this.#stmt('claim', values(budget.limit)))).rows : [];
+        wait = budget.rateWait(got.length);
+        return got;
       }, true, signal);
     } else {
       rows = (await this.#q<ClaimRow>('claim', values(req.max), signal)).rows;
     }
+    if (wait !== undefined) req.onRateLimited?.(wait);
     return rows.map((r) => {
       const c: Claimed = { deliveryId: r.delivery_id, claimToken: r.claim_token, group: req.group, attempt: r.attempt, message: toMessage(r) };
       if (r.recovered) c.recovered = true;
