@@ -6,5 +6,5 @@ WITH g AS (
   UPDATE __SCHEMA__.groups SET paused = $3 WHERE topic = $1 AND grp = $2
   RETURNING topic
 )
-SELECT (SELECT count(pg_notify($4, g.topic)) WHERE NOT $3::boolean) AS woke
+SELECT g.topic, CASE WHEN NOT $3::boolean THEN pg_notify($4, g.topic) END AS woke
 FROM g
