@@ -19,7 +19,7 @@ import { parseSeqCursor } from '../seq-cursor.js';
 import type { ScheduleRecord } from '../../schedules/types.js';
 import type { ClaimRequest, Claimed, ConsumerGroup, KillOptions, MessagePage, PurgePolicy, StartFrom, Store, StoreCapabilities, StoreStats, StoredMessage } from '../../types.js';
 import { postgresTransient } from '../transient.js';
-import { endClient, poolConfig, resolveTimeouts } from './connection.js';
+import { poolConfig, resolveTimeouts } from './connection.js';
 import type { PostgresTimeouts } from './connection.js';
 import { claimLimit } from './claim-limit.js';
 import type { BudgetRow } from './claim-limit.js';
@@ -29,6 +29,7 @@ import type { ClaimRow, HeldRow } from './rows.js';
 import { scheduleFromRow, scheduleValues } from './schedule-rows.js';
 import type { ScheduleRow } from './schedule-rows.js';
 import { quoteSchema, statements, wakeChannel } from './sql.js';
+import { listenLoop } from './wake-listener.js';
 import type { StatementName } from './sql.js';
 
 /** Options of `PostgresStore.open`: a connection string, or a pool the caller owns. */
@@ -71,10 +72,6 @@ export interface PostgresStoreOptions {
 const BACKFILL_PAGE = 5000;
 /** Tries of `removeGroup` when Postgres breaks a deadlock by aborting it (it can meet a janitor purge on the same rows). */
 const REMOVE_GROUP_TRIES = 3;
-/** The wake listener's reconnect delay doubles from this… */
-const LISTEN_BACKOFF_MIN_MS = 100;
-/** …up to this. */
-const LISTEN_BACKOFF_MAX_MS = 5000;
 
 /**
  * How driver and server errors become `IOError`s with the original as
@@ -507,8 +504,8 @@ export class PostgresStore implements Store {
 
   /**
    * Calls `wake(topic)` for every notification on this schema's channel
-   * (sent by publishes, and by acks and kills that free a key lane, in any
-   * instance) until `signal` aborts or the store closes. Uses a dedicated
+   * (sent by publishes, by acks and kills that free a key lane, by releases
+   * and by resumes, in any instance) until `signal` aborts or the store closes. Uses a dedicated
    * connection outside the pool; when it drops, reconnects with a doubling
    * delay and wakes every topic it had heard of, since notifications sent
    * while it was away are lost. Every `queryTimeoutMs` it sends `SELECT 1`
@@ -521,7 +518,7 @@ export class PostgresStore implements Store {
       if (n.channel !== this.#channel || !n.payload) return;
       if (heard.size < 10_000) heard.add(n.payload);
       // This store's own notification (a publish, a lane-freeing ack or kill,
-      // a release): the queue woke its subscriptions when the call returned.
+      // a release, a resume): the queue woke its subscriptions when the call returned.
       // Woken again by the echo, a subscription would claim once more for
       // nothing (on one key lane, an empty claim per message). Only with one
       // listener on an owned pool: a pool shared with another store, or a
@@ -531,62 +528,16 @@ export class PostgresStore implements Store {
     };
     this.#listenerCount++;
     try {
-      await this.#listenLoop(signal, onNotify, heard, wake);
+      const target = {
+        client: () => new this.#driver.Client(this.#clientConfig()),
+        channel: this.#channel,
+        queryTimeoutMs: this.#timeouts.queryTimeoutMs,
+        closed: () => this.#closed,
+        stops: this.#listeners,
+      };
+      await listenLoop(target, signal, onNotify, heard, wake);
     } finally {
       this.#listenerCount--;
-    }
-  }
-
-  async #listenLoop(signal: AbortSignal, onNotify: (n: pg.Notification) => void, heard: Set<string>, wake: (topic: string) => void): Promise<void> {
-    let delay = LISTEN_BACKOFF_MIN_MS;
-    let reconnecting = false;
-    while (!signal.aborted && !this.#closed) {
-      const client = new this.#driver.Client(this.#clientConfig());
-      let stop!: () => void;
-      const stopped = new Promise<void>((resolve) => (stop = resolve));
-      client.on('error', stop);
-      client.on('end', stop);
-      signal.addEventListener('abort', stop, { once: true });
-      this.#listeners.add(stop);
-      let probe: NodeJS.Timeout | undefined;
-      try {
-        await client.connect();
-        client.on('notification', onNotify);
-        await client.query(this.#timed({ text: `LISTEN "${this.#channel}"` }));
-        delay = LISTEN_BACKOFF_MIN_MS;
-        if (reconnecting) for (const t of heard) wake(t);
-        if (this.#timeouts.queryTimeoutMs > 0) {
-          let probing = false;
-          probe = setInterval(() => {
-            if (probing) return;
-            probing = true;
-            client.query(this.#timed({ text: 'SELECT 1' })).then(
-              () => (probing = false),
-              () => stop(),
-            );
-          }, this.#timeouts.queryTimeoutMs);
-        }
-        await stopped;
-      } catch {
-        // Unreachable or dropped: polling carries on meanwhile; try again below.
-      } finally {
-        clearInterval(probe);
-        signal.removeEventListener('abort', stop);
-        this.#listeners.delete(stop);
-        await endClient(client, 1000);
-      }
-      if (signal.aborted || this.#closed) break;
-      reconnecting = true;
-      await new Promise<void>((resolve) => {
-        const t = setTimeout(done, delay);
-        function done() {
-          clearTimeout(t);
-          signal.removeEventListener('abort', done);
-          resolve();
-        }
-        signal.addEventListener('abort', done, { once: true });
-      });
-      delay = Math.min(delay * 2, LISTEN_BACKOFF_MAX_MS);
     }
   }
 
