@@ -66,6 +66,18 @@ CREATE INDEX IF NOT EXISTS ferry_deliveries_lane ON ferry_deliveries (topic, grp
 CREATE INDEX IF NOT EXISTS ferry_deliveries_dead ON ferry_deliveries (topic, grp, finished_at) WHERE state = 3 /* dead */;
 CREATE INDEX IF NOT EXISTS ferry_deliveries_dead_age ON ferry_deliveries (finished_at) WHERE state = 3 /* dead */;
 
+-- Schedules (Queue.schedule), one row per name: spec is the engine's JSON,
+-- revision a fingerprint of spec and payload; updated_at and last_tick are
+-- instants of the engine's clock, kept as given (migrations/005).
+CREATE TABLE IF NOT EXISTS ferry_schedules (
+  name TEXT PRIMARY KEY,
+  revision TEXT NOT NULL,
+  spec TEXT NOT NULL,
+  payload BLOB NOT NULL,
+  updated_at INTEGER NOT NULL,
+  last_tick INTEGER
+) WITHOUT ROWID;
+
 -- The janitor lease: one row, held by one store handle at a time (janitor.sql).
 CREATE TABLE IF NOT EXISTS ferry_janitor (
   name TEXT PRIMARY KEY,

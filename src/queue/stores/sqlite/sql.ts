@@ -44,6 +44,10 @@ const STORE_STATEMENTS = [
   'listTopicGroups',
   'listMessages',
   'janitor',
+  'putSchedule',
+  'deleteSchedule',
+  'listSchedules',
+  'advanceSchedule',
 ] as const;
 
 /** The poll query's (due-pairs.ts), prepared on its first use. */

@@ -3,9 +3,9 @@
  * process, better-sqlite3 loaded only when this store is opened.
  *
  * Rows (schema.sql): `ferry_groups` (topic, group and its cursor),
- * `ferry_messages` (one per message; its `seq` is publish order) and
+ * `ferry_messages` (one per message; its `seq` is publish order),
  * `ferry_deliveries` (one per message and group, keyed by (message_seq, grp)
- * and carrying its `deliveryId`). A publish writes only the message; a claim
+ * and carrying its `deliveryId`) and `ferry_schedules` (one per schedule). A publish writes only the message; a claim
  * makes the deliveries of the messages past its group's cursor before it
  * looks for due ones (`#advance`). A delivery's `state` is a code of
  * ../delivery-state.ts; partial indexes over live rows keep claims
@@ -32,6 +32,8 @@ import { LEASED } from '../delivery-state.js';
 import { setUpSchema } from './migrate.js';
 import { SqliteDuePairs } from './due-pairs.js';
 import { prepareStatements, type Statements } from './sql.js';
+import { scheduleFromRow, scheduleValues, type ScheduleRow } from './schedule-rows.js';
+import type { ScheduleRecord } from '../../schedules/types.js';
 import type { AckAndClaimed, ClaimRequest, Claimed, ConsumerGroup, KillOptions, MessagePage, PurgePolicy, StartFrom, Store, StoreStats, StoredMessage } from '../../types.js';
 
 type Database = BetterSqlite3.Database;
@@ -456,6 +458,28 @@ export class SqliteStore implements Store {
 
   async acquireJanitor(holder: string, ttlMs: number): Promise<boolean> {
     return this.#write((now) => this.#q.janitor.run({ holder, now, ttlMs }).changes === 1);
+  }
+
+  /** See `Store.putSchedule` (put-schedule.sql). */
+  async putSchedule(r: ScheduleRecord): Promise<boolean> {
+    const values = scheduleValues(r);
+    return this.#write(() => this.#q.putSchedule.run(values).changes === 1);
+  }
+
+  /** See `Store.deleteSchedule` (delete-schedule.sql). */
+  async deleteSchedule(name: string): Promise<boolean> {
+    return this.#write(() => this.#q.deleteSchedule.run({ name }).changes === 1);
+  }
+
+  /** See `Store.listSchedules` (list-schedules.sql). */
+  async listSchedules(): Promise<ScheduleRecord[]> {
+    if (this.#closed) throw new ClosedError('sqlite store is closed');
+    return (this.#q.listSchedules.all() as ScheduleRow[]).map(scheduleFromRow);
+  }
+
+  /** See `Store.advanceSchedule` (advance-schedule.sql). */
+  async advanceSchedule(name: string, revision: string, tick: Date): Promise<boolean> {
+    return this.#write(() => this.#q.advanceSchedule.run({ name, revision, tick: tick.getTime() }).changes === 1);
   }
 
   /**
