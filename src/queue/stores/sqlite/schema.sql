@@ -68,6 +68,8 @@ CREATE TABLE IF NOT EXISTS ferry_deliveries (
 ) WITHOUT ROWID;
 -- Claims: live work only, highest priority first, then in publish order.
 CREATE INDEX IF NOT EXISTS ferry_deliveries_live ON ferry_deliveries (topic, grp, priority DESC, message_seq) WHERE state < 2 /* acked */;
+-- Leased rows by lease end: maxInFlight's count (in-flight.sql).
+CREATE INDEX IF NOT EXISTS ferry_deliveries_leased ON ferry_deliveries (topic, grp, lease_until) WHERE state = 1 /* leased */;
 -- The head-of-lane test of keyed deliveries.
 CREATE INDEX IF NOT EXISTS ferry_deliveries_lane ON ferry_deliveries (topic, grp, msg_key, message_seq) WHERE state < 2 /* acked */ AND msg_key IS NOT NULL;
 -- Dead rows: counted per group, purged by age.

@@ -14,6 +14,10 @@ ALTER TABLE ferry_deliveries ADD COLUMN priority INTEGER NOT NULL DEFAULT 0;
 -- before message_seq. Made again over the live rows only.
 DROP INDEX IF EXISTS ferry_deliveries_live;
 CREATE INDEX IF NOT EXISTS ferry_deliveries_live ON ferry_deliveries (topic, grp, priority DESC, message_seq) WHERE state < 2 /* acked */;
+-- Leased rows by group and lease end, for maxInFlight (in-flight.sql): a
+-- claim counts the unexpired leases in one range however many pending rows
+-- the group has (a claim that makes rows ahead, for priorities, leaves many).
+CREATE INDEX IF NOT EXISTS ferry_deliveries_leased ON ferry_deliveries (topic, grp, lease_until) WHERE state = 1 /* leased */;
 -- The newest message above priority 0 of a topic (newest-raised-seq.sql): a
 -- claim makes the deliveries up to it before it chooses. Only raised
 -- messages have an entry, so a topic that never uses priorities pays nothing.
