@@ -20,7 +20,7 @@ import { claimReq, msg } from '../stores/helpers.js';
 /** Every statement of a claim transaction, in the order claim.ts runs them. */
 const CLAIM_STATEMENTS: StatementName[] = [
   'ack', 'groupState', 'inFlight', 'pruneClaimStarts', 'claimsInWindow', 'newestRaisedSeq', 'groupCursor', 'messagesPastCursor', 'makeDelivery',
-  'moveCursor', 'claimableByPriority', 'claimable', 'lease', 'recordClaimStarts',
+  'moveCursor', 'claimableByPriority', 'claimable', 'lease', 'recordClaimStarts', 'claimStarts',
 ];
 
 /** A value for each named parameter a statement takes. */

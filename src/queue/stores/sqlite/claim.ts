@@ -65,6 +65,13 @@ export interface ClaimStep {
   more: boolean;
   /** Where the next transaction searches new rows from (claimable.sql's @after). */
   cursor: number;
+  /**
+   * Set when the rate limit held the claim back (it leased all the window
+   * allowed, less than it could have otherwise): ms until the window has room
+   * for another claim, for `ClaimRequest.onRateLimited`, which the caller
+   * calls once the transaction committed.
+   */
+  rateWaitMs?: number;
 }
 
 /**
@@ -87,18 +94,37 @@ function advance(q: Statements, topic: string, group: string, max: number): { fr
   return { from, to, made: rows.length };
 }
 
-/** How many deliveries the claim may lease at most: `req.max`, less what `maxInFlight` and the rate limit leave. */
-function claimLimit(q: Statements, req: ClaimRequest, now: number): number {
+/**
+ * How many deliveries the claim may lease: `cap`, `req.max` less what
+ * `maxInFlight` leaves, and `room`, what the rate limit leaves (Infinity
+ * without one). An exact sliding window: the claims started after now -
+ * intervalMs count; older records are pruned.
+ */
+function claimRoom(q: Statements, req: ClaimRequest, now: number): { cap: number; room: number } {
   const key = { topic: req.topic, grp: req.group };
-  let limit = req.max;
-  if (req.maxInFlight > 0) limit = Math.min(limit, req.maxInFlight - (q.inFlight.get({ ...key, now }) as number));
-  if (req.rateLimit !== undefined && limit > 0) {
-    // An exact sliding window: claims started after now - intervalMs count.
-    const since = now - req.rateLimit.intervalMs;
-    q.pruneClaimStarts.run({ ...key, since });
-    limit = Math.min(limit, req.rateLimit.max - (q.claimsInWindow.get({ ...key, since }) as number));
+  let cap = req.max;
+  if (req.maxInFlight > 0) cap = Math.min(cap, req.maxInFlight - (q.inFlight.get({ ...key, now }) as number));
+  if (req.rateLimit === undefined || cap <= 0) return { cap, room: Infinity };
+  const since = now - req.rateLimit.intervalMs;
+  q.pruneClaimStarts.run({ ...key, since });
+  return { cap, room: req.rateLimit.max - (q.claimsInWindow.get({ ...key, since }) as number) };
+}
+
+/**
+ * Ms from `now` until the group's rate-limit window has room for one more
+ * claim: when all but max - 1 of the starts in it have left, that is when
+ * the oldest start that must leave is intervalMs old. At least 1.
+ */
+function rateWait(q: Statements, req: ClaimRequest, now: number): number {
+  const { max, intervalMs } = req.rateLimit!;
+  const rows = q.claimStarts.all({ topic: req.topic, grp: req.group, since: now - intervalMs }) as Array<{ started_at: number; claims: number }>;
+  const leaving = rows.reduce((n, r) => n + r.claims, 0) - max + 1; // how many must leave
+  let seen = 0;
+  for (const r of rows) {
+    seen += r.claims;
+    if (seen >= leaving) return Math.max(1, r.started_at + intervalMs - now);
   }
-  return limit;
+  return 1;
 }
 
 /**
@@ -110,8 +136,9 @@ export function claimStep(q: Statements, req: ClaimRequest, after: number, now: 
   const nothing = { claimed: [], more: false, cursor: after };
   const group = q.groupState.get({ topic: req.topic, grp: req.group }) as { cursor_seq: number; paused: number } | undefined;
   if (group === undefined || group.paused !== 0) return nothing;
-  const limit = claimLimit(q, req, now);
-  if (limit <= 0) return nothing;
+  const { cap, room } = claimRoom(q, req, now);
+  const limit = Math.min(cap, room);
+  if (limit <= 0) return room < cap ? { ...nothing, rateWaitMs: rateWait(q, req, now) } : nothing;
 
   // Every raised message gets its row before the claim chooses; a long way to go takes several transactions.
   const raised = q.newestRaisedSeq.get({ topic: req.topic }) as number;
@@ -134,18 +161,18 @@ export function claimStep(q: Statements, req: ClaimRequest, after: number, now: 
       rows.push(r);
     }
   };
-  const room = () => !stopped && rows.length < limit;
+  const hasRoom = () => !stopped && rows.length < limit;
   const byPriority = (low: number, high: number) =>
     take(q.claimableByPriority.all({ topic: req.topic, grp: req.group, now, low, high, limit: limit - rows.length }) as ClaimRowDb[]);
   const flat = (from: number) => take(q.claimable.all({ topic: req.topic, grp: req.group, now, after: from, limit: limit - rows.length }) as ClaimRowDb[]);
 
   byPriority(1, MAX_PRIORITY);
-  if (room()) flat(after);
+  if (hasRoom()) flat(after);
   const chunk = Math.max(ADVANCE_MIN, 4 * limit);
   let more = false;
   let cursor = after;
   let reachedNewest = false;
-  for (let i = 0; i < ADVANCE_ROUNDS && room(); i++) {
+  for (let i = 0; i < ADVANCE_ROUNDS && hasRoom(); i++) {
     const { from, to, made } = advance(q, req.topic, req.group, chunk);
     if (made > 0) flat(from);
     cursor = to;
@@ -155,7 +182,7 @@ export function claimStep(q: Statements, req: ClaimRequest, after: number, now: 
       break;
     }
   }
-  if (reachedNewest && room()) byPriority(MIN_PRIORITY, -1);
+  if (reachedNewest && hasRoom()) byPriority(MIN_PRIORITY, -1);
 
   const claimed = rows.map((r) => {
     const token = randomUUID();
@@ -164,6 +191,9 @@ export function claimStep(q: Statements, req: ClaimRequest, after: number, now: 
     if (r.state === LEASED) c.recovered = true;
     return c;
   });
-  if (req.rateLimit !== undefined && claimed.length > 0) q.recordClaimStarts.run({ topic: req.topic, grp: req.group, now, claims: claimed.length });
+  if (req.rateLimit === undefined) return { claimed, more, cursor };
+  if (claimed.length > 0) q.recordClaimStarts.run({ topic: req.topic, grp: req.group, now, claims: claimed.length });
+  // Held back: the window let it lease fewer than it could have otherwise, and it took them all.
+  if (room < cap && claimed.length === room) return { claimed, more, cursor, rateWaitMs: rateWait(q, req, now) };
   return { claimed, more, cursor };
 }

@@ -29,6 +29,7 @@ const STORE_STATEMENTS = [
   'claimable',
   'claimableByPriority',
   'claimsInWindow',
+  'claimStarts',
   'recordClaimStarts',
   'pruneClaimStarts',
   'forgetClaimStarts',

@@ -257,11 +257,14 @@ export class SqliteStore implements Store {
   async #claim(req: ClaimRequest, acks: Claimed[]): Promise<{ acked: Claimed[]; claimed: Claimed[] }> {
     const first = this.#claimOnce(req, 0, acks);
     this.#notify(first.acked.filter((c) => c.message.key !== undefined)); // their lanes moved on
-    for (let { claimed, more, cursor } = first; ; ) {
-      if (claimed.length > 0 || !more) return { acked: first.acked, claimed };
+    for (let { claimed, more, cursor, rateWaitMs } = first; ; ) {
+      if (claimed.length > 0 || !more) {
+        if (rateWaitMs !== undefined) req.onRateLimited?.(rateWaitMs); // after the commit: it cannot undo the claim
+        return { acked: first.acked, claimed };
+      }
       await new Promise<void>((resolve) => setImmediate(resolve));
       try {
-        ({ claimed, more, cursor } = this.#claimOnce(req, cursor));
+        ({ claimed, more, cursor, rateWaitMs } = this.#claimOnce(req, cursor));
       } catch (err) {
         // The acks are committed: report them, with nothing claimed (a claim
         // may find nothing); the next claim meets the error again.
