@@ -20,6 +20,7 @@ const dec = (b: Uint8Array) => new TextDecoder().decode(b);
 const EXPECTED = [
   [1, '001_tables.sql'],
   [2, '002_groups_deleted.sql'],
+  [3, '003_schedules.sql'],
 ];
 
 /**
@@ -124,7 +125,7 @@ describe('clickhouse schema migrations on a server', { skip: CLICKHOUSE_SKIP }, 
       assert.deepEqual(await versions(database), EXPECTED);
       assert.deepEqual(await groupsColumns(database), ['topic String', 'grp String', 'created_at UInt64', 'ver UInt64', 'deleted UInt8 DEFAULT 0']);
       const tables = (await adminQuery(`SELECT name FROM system.tables WHERE database = '${database}' ORDER BY name FORMAT TSV`)).trim().split('\n');
-      assert.deepEqual(tables, ['deliveries', 'groups', 'janitor', 'messages', 'migrations', 'topics']);
+      assert.deepEqual(tables, ['deliveries', 'groups', 'janitor', 'messages', 'migrations', 'schedules', 'topics']);
       const rows = await rowCount(database, 'migrations');
       const later = await ClickHouseStore.open({ url: CLICKHOUSE_URL, database });
       await later.close();

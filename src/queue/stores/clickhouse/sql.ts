@@ -57,6 +57,10 @@ export const STATEMENTS = [
   'list-groups',
   'list-messages',
   'tombstone-group-deliveries',
+  'schedule-state',
+  'list-schedules',
+  'insert-schedules',
+  'advance-schedule',
 ] as const;
 
 export type StatementName = (typeof STATEMENTS)[number];

@@ -7,7 +7,8 @@
  * consume on ClickHouse): appends, group registrations and purges lock their
  * topics; claims lock their (topic, group), and so do writes fenced on a
  * claim token (ack, retry, kill, extend, release) when a lease they touch is
- * within a second of expiring (see claim.ts). Without a `locker` the store
+ * within a second of expiring (see claim.ts); schedule writes lock their
+ * schedule (schedules.ts). Without a `locker` the store
  * uses a process-local one, which serialises this instance only: publishing
  * works, consuming is refused with `NoLockerError` (`canConsume`).
  *
@@ -18,7 +19,8 @@
  * on the server's clock (see clock.ts). The statements live in `sql/`, the
  * schema in numbered migrations (`migrations/`, applied on open by
  * migrate.ts). This file holds the store's operations; the connection, its
- * locking and clock are in connection.ts, claims and fenced writes in claim.ts.
+ * locking and clock are in connection.ts, claims and fenced writes in claim.ts,
+ * schedules in schedules.ts.
  */
 import { EventEmitter } from 'node:events';
 import type { ClickHouseClient } from '@clickhouse/client';
@@ -26,6 +28,7 @@ import { ClosedError, InvalidArgumentError, NoLockerError } from '../../../error
 import { MAX_TIMER_MS } from '../../options.js';
 import { deliveryId } from '../../delivery-id.js';
 import type { DistributedLocker } from '../../lockers/types.js';
+import type { ScheduleRecord } from '../../schedules/types.js';
 import type { Claimed, ClaimRequest, ConsumerGroup, KillOptions, MessagePage, PurgePolicy, StartFrom, Store, StoreStats, StoredMessage } from '../../types.js';
 import { parseSeqCursor } from '../seq-cursor.js';
 import { Claims } from './claim.js';
@@ -34,6 +37,7 @@ import type { SqlValue } from './escape.js';
 import { migrate } from './migrate.js';
 import { ACKED, DEAD, deliveryValues, messageValues, PENDING, PURGED, toMessage } from './rows.js';
 import type { DeliveryRow, MessageRecord } from './rows.js';
+import { Schedules } from './schedules.js';
 import { quoteDatabase, statements } from './sql.js';
 
 /** Options of `ClickHouseStore.open`. */
@@ -80,13 +84,14 @@ const wakeEvents = new EventEmitter().setMaxListeners(0);
 /**
  * A `Store` in a ClickHouse database (queue type `clickhouse`). Safe to share
  * between instances when they share a `locker`. Implements `canConsume`,
- * `acquireJanitor`, and a wake source (`listen`) that reaches only the
+ * `acquireJanitor`, the schedule methods, and a wake source (`listen`) that reaches only the
  * handles on the same endpoint and database in this process (other
  * processes poll). Use `ClickHouseStore.open`.
  */
 export class ClickHouseStore implements Store {
   readonly #conn: Connection;
   readonly #claims: Claims;
+  readonly #schedules: Schedules;
   /** Whether the store opened its client (and so closes it). */
   readonly #owns: boolean;
   /** The `wakeEvents` channel of this endpoint and database. */
@@ -97,6 +102,7 @@ export class ClickHouseStore implements Store {
   private constructor(conn: Connection, owns: boolean, channel: string) {
     this.#conn = conn;
     this.#claims = new Claims(conn);
+    this.#schedules = new Schedules(conn);
     this.#owns = owns;
     this.#channel = channel;
   }
@@ -457,6 +463,23 @@ export class ClickHouseStore implements Store {
 
   stats(topic: string, group: string, signal?: AbortSignal): Promise<StoreStats> {
     return this.#abortable('stats', signal, () => this.#stats(topic, group));
+  }
+
+  /** See `Store.putSchedule` (schedules.ts). Instants before 1970 are refused (`InvalidArgumentError`): the table keeps unsigned milliseconds. */
+  putSchedule(r: ScheduleRecord, signal?: AbortSignal): Promise<boolean> {
+    return this.#abortable('putSchedule', signal, () => this.#schedules.put(r));
+  }
+
+  deleteSchedule(name: string, signal?: AbortSignal): Promise<boolean> {
+    return this.#abortable('deleteSchedule', signal, () => this.#schedules.delete(name));
+  }
+
+  listSchedules(signal?: AbortSignal): Promise<ScheduleRecord[]> {
+    return this.#abortable('listSchedules', signal, () => this.#schedules.list());
+  }
+
+  advanceSchedule(name: string, revision: string, tick: Date, signal?: AbortSignal): Promise<boolean> {
+    return this.#abortable('advanceSchedule', signal, () => this.#schedules.advance(name, revision, tick));
   }
 
   ping(signal?: AbortSignal): Promise<void> {
