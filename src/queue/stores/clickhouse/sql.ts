@@ -57,6 +57,8 @@ export const STATEMENTS = [
   'list-groups',
   'list-messages',
   'tombstone-group-deliveries',
+  'claim-starts',
+  'insert-claim-starts',
   'schedule-state',
   'list-schedules',
   'insert-schedules',
