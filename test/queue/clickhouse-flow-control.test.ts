@@ -16,7 +16,7 @@ import type { ScheduleRecord } from '../../src/queue/schedules/types.js';
 import type { Claimed, Store } from '../../src/queue/types.js';
 import { adminQuery, clickhouseFactory } from '../stores/clickhouse-env.js';
 import type { StoreHarness } from '../stores/factories.js';
-import { claimReq, counts, msg, orHang } from '../stores/helpers.js';
+import { claimReq, counts, msg, orHang, sleep } from '../stores/helpers.js';
 
 const T0 = Date.parse('2026-03-01T00:00:00.000Z');
 const LONG = 10 * 60_000;
@@ -142,7 +142,11 @@ describe('clickhouse flow control', { skip: clickhouseFactory.skip }, () => {
     let total = 0;
     await orHang(
       (async () => {
-        while (total < 9) total += (await Promise.all([a, b, a, b].map((s) => s.claim(claimReq('t', 'g', { max: 2, rateLimit }))))).flat().length;
+        while (total < 9) {
+          const n = (await Promise.all([a, b, a, b].map((s) => s.claim(claimReq('t', 'g', { max: 2, rateLimit }))))).flat().length;
+          if (n === 0) await sleep(20);
+          total += n;
+        }
       })(),
       'the window opening again',
     );
