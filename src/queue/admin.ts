@@ -1,9 +1,10 @@
 /**
  * The engine's side of operating on groups: the optional Store SPI methods
- * `removeGroup`, `listGroups` and `listMessages` are looked up here, and a
- * per-(topic, group) lock orders a group's registration (`subscribe`) and its
- * removal (`removeGroup`) within one queue, so a subscription is never left
- * running on a group removed while it was being registered.
+ * `removeGroup`, `listGroups`, `listMessages` and `setGroupPaused` are looked
+ * up here, and a per-(topic, group) lock orders a group's registration
+ * (`subscribe`), its removal (`removeGroup`), pausing and resuming within one
+ * queue, so a subscription is never left running on a group removed while
+ * it was being registered, and of a pause and a resume the later call wins.
  */
 import { UnsupportedError } from '../errors.js';
 import type { Store } from './types.js';

@@ -25,7 +25,12 @@
  *   store's wake source (other instances' publishes, lane-freeing acks and
  *   dead letters, releases); or, when a slot was the limit, a slot freeing up.
  *   A wake-up costs one claim: when nothing is claimable (a key lane's head
- *   in backoff) the loop sleeps again until the next event.
+ *   in backoff, or the group paused) the loop sleeps again until the next
+ *   event; the poller leaves a paused group out, and resuming wakes this
+ *   queue's subscriptions of the group. A claim the group's `rateLimit` cut
+ *   short is followed by a sleep no wake-up ends, for as long as the store
+ *   says the window needs to have room again (hold-off.ts); a store that
+ *   cannot say leaves that to the poller.
  *   A failed claim is reported and retried after the poll interval: it never
  *   ends the subscription.
  * - **Claim.** Each delivery comes back with a claim token and its 1-based
@@ -159,7 +164,7 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
   readonly #batcher: PublishBatcher<StoredMessage>;
   /** Subscribes under way, which close waits for. */
   readonly #subscribing = new Set<Promise<unknown>>();
-  /** Orders registering and removing each (topic, group) in this queue. */
+  /** Orders registering, removing, pausing and resuming each (topic, group) in this queue. */
   readonly #groupLock = new KeyedLock();
   /** Spans of publishes and handler attempts; `null` when tracing is off (tracing.ts). */
   readonly #tracing: QueueTracing | null;
@@ -487,10 +492,13 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
     validateName('topic', topic);
     validateName('group', group);
     requireStoreOp(this.#store, 'setGroupPaused');
-    const registered = await this.#guarded.setGroupPaused(topic, group, paused);
-    // This queue's subscriptions of the group claim at once; other instances hear it from the store's wake source or their next poll.
-    if (!paused) this.#wake(topic);
-    return registered;
+    // In call order with this queue's other calls on the group (subscribe, removeGroup, pause, resume): the last one called wins.
+    return this.#groupLock.run(groupKey(topic, group), async () => {
+      const registered = await this.#guarded.setGroupPaused(topic, group, paused);
+      // This queue's subscriptions of the group claim at once; other instances hear it from the store's wake source or their next poll.
+      if (!paused) for (const s of this.#subsOf.get(topic) ?? []) if (s.group === group) s.wake();
+      return registered;
+    });
   }
 
   /** See `Queue.ping`. */

@@ -11,6 +11,7 @@ import { equalJitterBackoffMs } from '../backoff.js';
 import { deadLetterCopy, errorText } from './dead-letter.js';
 import type { DuePoller } from './due-poller.js';
 import type { DeadLetterReason, DeliveryEvent, LeaseLostEvent, QueueEvents } from './events.js';
+import { HoldOff, holdOffMs } from './hold-off.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import { checkCloseOptions, type ErrorReporter, type ResolvedSubscribeOptions } from './options.js';
 import { isPermanent } from './permanent.js';
@@ -98,6 +99,8 @@ export class StoreSubscription implements Subscription {
   #woken = false;
   #wakeWait: (() => void) | undefined;
   #waitingForSlot = false;
+  /** The wait for the rate limit's window to have room (hold-off.ts). */
+  readonly #holdOff = new HoldOff();
   /** Removes this subscription from the store's poller. */
   #unpoll: (() => void) | undefined;
   /**
@@ -185,7 +188,12 @@ export class StoreSubscription implements Subscription {
       // brings its delivery back finds the old attempt already aborted.
       this.#leases.giveUpLapsed(leaseStart);
       const req: ClaimRequest = { topic: this.topic, group: this.group, runnerId: this.runnerId, max, leaseMs: o.leaseDurationMs, maxInFlight: o.maxInFlight };
-      if (o.rateLimit !== undefined) req.rateLimit = o.rateLimit;
+      // When the store says the rate limit cut this claim short, and when the window has room again.
+      let limitedForMs: number | undefined;
+      if (o.rateLimit !== undefined) {
+        req.rateLimit = o.rateLimit;
+        req.onRateLimited = (waitMs) => void (limitedForMs = waitMs);
+      }
       // Acks waiting to be written go in the claim's own transaction when the store can (`#flushAcks`).
       const acks = store.inner.ackAndClaim === undefined ? [] : this.#takeAcks();
       let claimed: Claimed[];
@@ -211,6 +219,14 @@ export class StoreSubscription implements Subscription {
       const replyAt = Date.now();
       for (const c of claimed) this.#enqueue(c, leaseStart + o.leaseDurationMs, replyAt + o.leaseDurationMs);
       this.#pump();
+      if (limitedForMs !== undefined) {
+        // Nothing more can start before the window has room, whatever wakes
+        // the loop: claim again then (a store that cannot say when leaves it
+        // to the poller, as for any short claim).
+        await this.#holdOff.wait(holdOffMs(limitedForMs, o.rateLimit!));
+        this.#woken = false; // the next claim sees what the wake-ups heard meanwhile announced
+        continue;
+      }
       if (claimed.length >= max || claimed.some((c) => c.recovered)) {
         // A full batch, or one cut short by a delivery claimed alone (its
         // lease had expired): there may be more, so poll again at once, but
@@ -218,7 +234,9 @@ export class StoreSubscription implements Subscription {
         await new Promise<void>((resolve) => setImmediate(resolve));
         continue;
       }
-      // Nothing more is due: sleep until a wake-up (the poller's included).
+      // Nothing more is due (or the group is paused): sleep until a wake-up
+      // (the poller's included; it leaves a paused group out, and resuming
+      // wakes this queue's subscriptions of the group).
       await this.#wait(undefined);
     }
   }
@@ -549,6 +567,7 @@ export class StoreSubscription implements Subscription {
     this.#closing = true;
     this.#unpoll?.();
     this.wake();
+    this.#holdOff.end();
     const stop = this.#stop; // aborted at the earliest deadline of the close calls (armCloseDeadline)
     try {
       await this.#loopDone; // a claim in flight is cut short at the deadline

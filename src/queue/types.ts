@@ -167,8 +167,10 @@ export interface Queue<T = Uint8Array> extends AsyncDisposable, QueueEventEmitte
    * running finish, and publishing goes on (messages wait). `stats` then
    * reports `paused: true`. Resolves true when the group is registered
    * (paused now, whether or not it was), false when it is not (nothing is
-   * stored). Throws `InvalidNameError`, `UnsupportedError` when the store
-   * keeps no pause state, `ClosedError`, or the store's error (not retried).
+   * stored). On one queue, `subscribe`, `removeGroup`, `pauseGroup` and
+   * `resumeGroup` of a group take effect in call order. Throws
+   * `InvalidNameError`, `UnsupportedError` when the store keeps no pause
+   * state, `ClosedError`, or the store's error (not retried).
    */
   pauseGroup(topic: string, group: string): Promise<boolean>;
   /**
@@ -315,6 +317,17 @@ export interface ClaimRequest {
    * is true.
    */
   rateLimit?: RateLimit;
+  /**
+   * Set by the engine beside `rateLimit`. A store may call it once, before
+   * the claim resolves, when the rate limit kept the claim short of what it
+   * would otherwise have leased, with how long from now (ms on the store's
+   * clock, ≥ 1, at most `rateLimit.intervalMs`) until the window has room
+   * for another claim. The subscription then claims again after that long
+   * and not before (other wake-ups cannot make room). A store that never
+   * calls it leaves the next try to the poller (`pollIntervalMs`); one that
+   * calls it when nothing more was due costs one claim that finds nothing.
+   */
+  onRateLimited?: (waitMs: number) => void;
 }
 
 /** What `Store.ackAndClaim` resolves with. */
@@ -397,14 +410,16 @@ export interface Store {
   /** Stores messages (IDs and publish times set) and one pending delivery per group registered on each topic. Idempotent: existing messages and deliveries keep their state. */
   append(msgs: StoredMessage[], signal?: AbortSignal): Promise<void>;
   /**
-   * Leases up to `req.max` due deliveries in publish order, each with a new
-   * token and attempt + 1. Due: its `deliverAt` and retry backoff have passed
-   * or its lease expired, and, when keyed, no earlier delivery with the same
-   * key is pending or leased. Honours `req.maxInFlight`.
+   * Leases up to `req.max` due deliveries in publish order (in priority
+   * order, then publish order, on a store with `capabilities.priority`),
+   * each with a new token and attempt + 1. Due: its `deliverAt` and retry
+   * backoff have passed or its lease expired, and, when keyed, no earlier
+   * delivery with the same key is pending or leased. Honours
+   * `req.maxInFlight`, `req.rateLimit` and a pause (`setGroupPaused`).
    *
    * A delivery whose lease expired (`Claimed.recovered`) is claimed alone:
-   * when the first due delivery is one, the claim returns just it; otherwise
-   * the claim stops before the first one. Its holder may have crashed because
+   * when the first due delivery (in that order) is one, the claim returns
+   * just it; otherwise the claim stops before the first one. Its holder may have crashed because
    * of it, and a crash it causes again must not spend the attempts of
    * deliveries that were merely claimed in the same batch (they come back
    * one at a time, each running before it can be blamed again).

@@ -4,21 +4,25 @@ import { createStoreQueue } from '../../src/queue/engine.js';
 import type { StoreQueue } from '../../src/queue/engine.js';
 import type { EngineConfig, SubscribeOptions } from '../../src/queue/options.js';
 import type { StoreFactory, StoreHarness } from './factories.js';
-import { InstrumentedStore } from './helpers.js';
+import { InstrumentedStore, waitFor } from './helpers.js';
 
 export const enc = (s: string) => new TextEncoder().encode(s);
 export const dec = (b: Uint8Array) => new TextDecoder().decode(b);
 /** Quick options for tests: short polls, leases and backoffs. */
 export const FAST: SubscribeOptions = { pollIntervalMs: 20, leaseDurationMs: 2000, backoffBaseMs: 5, backoffMaxMs: 20 };
 
+/** What `EngineHarness.instance` can hide of a store. */
+export type Hideable = 'listen' | 'duePairs' | 'setGroupPaused' | 'capabilities';
+
 export interface EngineHarness {
   /**
    * A queue over a new handle on this test's data (another instance),
    * instrumented; closed after the test. `hide` removes optional store
    * methods before the queue sees the store (e.g. `listen`, so only polling
-   * finds another instance's work).
+   * finds another instance's work; `capabilities`, so it orders by no
+   * priority and counts no rate limit).
    */
-  instance(cfg?: EngineConfig, hide?: ReadonlyArray<'listen' | 'duePairs'>): Promise<{ q: StoreQueue; store: InstrumentedStore }>;
+  instance(cfg?: EngineConfig, hide?: ReadonlyArray<Hideable>): Promise<{ q: StoreQueue; store: InstrumentedStore }>;
   /** The store harness of the running test. */
   readonly h: StoreHarness;
   /** Errors the queues of the running test reported through `onError`. */
@@ -42,7 +46,7 @@ export function engineHarness(factory: StoreFactory): EngineHarness {
     await h.cleanup();
   });
   return {
-    async instance(cfg: EngineConfig = {}, hide: ReadonlyArray<'listen' | 'duePairs'> = []) {
+    async instance(cfg: EngineConfig = {}, hide: ReadonlyArray<Hideable> = []) {
       const store = new InstrumentedStore(await h.open());
       for (const method of hide) Object.defineProperty(store, method, { value: undefined });
       const q = createStoreQueue(store, { onError: (err, op) => errors.push({ op, err }), ...cfg });
@@ -57,4 +61,11 @@ export function engineHarness(factory: StoreFactory): EngineHarness {
     },
     ms: (ms: number) => ms * (factory.slowness ?? 1),
   };
+}
+
+/** Resolves once the queue over `store` has run `n` more polls (or, on a store without `duePairs`, made `n` more claims). */
+export async function polls(store: InstrumentedStore, n = 3): Promise<void> {
+  const op = store.duePairs ? 'duePairs' : 'claim';
+  const from = store.count(op);
+  await waitFor(() => store.count(op) >= from + n, 5000, `${n} polls`);
 }

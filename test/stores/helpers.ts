@@ -68,7 +68,7 @@ export function deferred<T = void>() {
   return { promise, resolve };
 }
 
-type Op = keyof Omit<Store, 'listen' | 'canConsume' | 'acquireJanitor' | 'duePairs'> | 'acquireJanitor' | 'duePairs';
+type Op = keyof Omit<Store, 'listen' | 'canConsume' | 'acquireJanitor' | 'duePairs' | 'setGroupPaused' | 'capabilities'> | 'acquireJanitor' | 'duePairs' | 'setGroupPaused';
 
 /**
  * Wraps a store, counting calls and letting a test inject faults: `before[op]`
@@ -84,10 +84,17 @@ export class InstrumentedStore implements Store {
   readonly listen?: Store['listen'];
   /** Present when the inner store has it (the engine's poller then asks it, else wakes every subscription each tick). */
   readonly duePairs?: Store['duePairs'];
+  /** Present when the inner store has it, as are its `capabilities`. */
+  readonly setGroupPaused?: Store['setGroupPaused'];
+  readonly capabilities?: Store['capabilities'];
 
   constructor(readonly inner: Store) {
     if (inner.listen) this.listen = (signal, wake) => inner.listen!(signal, wake);
     if (inner.duePairs) this.duePairs = (pairs, signal) => this.#call('duePairs', [pairs, signal], () => inner.duePairs!(pairs, signal));
+    if (inner.setGroupPaused) {
+      this.setGroupPaused = (topic, group, paused) => this.#call('setGroupPaused', [topic, group, paused], () => inner.setGroupPaused!(topic, group, paused));
+    }
+    if (inner.capabilities) this.capabilities = inner.capabilities;
   }
 
   async #call<T>(op: Op, args: unknown[], run: () => Promise<T>): Promise<T> {

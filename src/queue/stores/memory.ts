@@ -4,20 +4,21 @@
  * handles may share one `MemoryBacking`, which is how tests model several
  * instances of a service consuming one group.
  *
- * Each (topic, group) keeps its pending and leased deliveries in one `Set`
- * whose insertion order is publish order (deliveries are only ever added at
- * the end: by `append`, or by an `earliest` backfill while the group's set is
- * still empty). A claim walks that set once; the first delivery seen for a key
- * is the head of that key's lane, and later ones with the same key are skipped.
+ * Each (topic, group) keeps its pending and leased deliveries in claim
+ * order, priority then publish order, with its pause flag and rate-limit
+ * window (memory-group.ts). A claim walks them once, taking due deliveries
+ * that head their key lane. The rate limit is counted per backing, so every
+ * handle on it (every "instance") shares one window.
  */
 import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { ClosedError } from '../../errors.js';
 import { deliveryId } from '../delivery-id.js';
 import type { DeliveryState } from './delivery-state.js';
+import { GroupDeliveries } from './memory-group.js';
 import { parseSeqCursor } from './seq-cursor.js';
 import type { ScheduleRecord } from '../schedules/types.js';
-import type { ClaimRequest, Claimed, ConsumerGroup, KillOptions, MessagePage, PurgePolicy, StartFrom, Store, StoreStats, StoredMessage } from '../types.js';
+import type { ClaimRequest, Claimed, ConsumerGroup, KillOptions, MessagePage, PurgePolicy, StartFrom, Store, StoreCapabilities, StoreStats, StoredMessage } from '../types.js';
 
 interface MessageRow {
   /** Publish order across the backing: the `listMessages` cursor. */
@@ -32,6 +33,9 @@ interface DeliveryRow {
   id: string;
   row: MessageRow;
   laneKey: string; // topic + "\0" + group
+  /** The message's, copied here for the group's order (memory-group.ts). */
+  priority: number;
+  key: string | undefined;
   state: DeliveryState;
   attempt: number;
   availableAt: number;
@@ -52,8 +56,8 @@ class MemoryState {
   readonly messages = new Map<string, MessageRow>();
   readonly topicMessages = new Map<string, Set<MessageRow>>();
   readonly deliveries = new Map<string, DeliveryRow>();
-  /** Pending and leased deliveries per (topic, group), in publish order. */
-  readonly active = new Map<string, Set<DeliveryRow>>();
+  /** Pending and leased deliveries per (topic, group), in claim order, with the group's pause flag and rate-limit window. */
+  readonly active = new Map<string, GroupDeliveries<DeliveryRow>>();
   /** Dead deliveries, in order of death. */
   readonly dead = new Set<DeliveryRow>();
   readonly deadCount = new Map<string, number>();
@@ -68,9 +72,9 @@ class MemoryState {
     this.events.setMaxListeners(0);
   }
 
-  activeSet(lane: string): Set<DeliveryRow> {
+  activeSet(lane: string): GroupDeliveries<DeliveryRow> {
     let s = this.active.get(lane);
-    if (!s) this.active.set(lane, (s = new Set()));
+    if (!s) this.active.set(lane, (s = new GroupDeliveries()));
     return s;
   }
 }
@@ -105,18 +109,26 @@ function copyMessage(m: StoredMessage): StoredMessage {
   if (m.key !== undefined) out.key = m.key;
   if (m.headers !== undefined) out.headers = { ...m.headers };
   if (m.deliverAt !== undefined) out.deliverAt = new Date(m.deliverAt);
+  if (m.priority !== undefined && m.priority !== 0) out.priority = m.priority;
   return out;
+}
+
+/** A claimable delivery at `now`: pending and due, or leased with its lease run out. */
+function isDue(d: DeliveryRow, now: number): boolean {
+  return d.state === 'pending' ? d.availableAt <= now : d.leaseUntil <= now;
 }
 
 /**
  * A `Store` kept in process memory (queue type `memory`). Single process;
  * nothing survives a restart. Implements the optional `listen` (wake-ups from
- * the other handles on the same backing), `acquireJanitor` and the schedule
- * methods.
+ * the other handles on the same backing), `acquireJanitor`, `setGroupPaused`
+ * and the schedule methods, and orders claims by priority and counts rate
+ * limits (`capabilities`).
  */
 export class MemoryStore implements Store {
   /** The data this handle works on. */
   readonly backing: MemoryBacking;
+  readonly capabilities: StoreCapabilities = { priority: true, rateLimit: true };
   readonly #state: MemoryState;
   #closed = false;
 
@@ -135,7 +147,7 @@ export class MemoryStore implements Store {
     if (b.deliveries.has(id)) return;
     const lane = laneOf(row.msg.topic, group);
     const d: DeliveryRow = {
-      id, row, laneKey: lane, state: 'pending', attempt: 0, availableAt: row.msg.deliverAt?.getTime() ?? 0,
+      id, row, laneKey: lane, priority: row.msg.priority ?? 0, key: row.msg.key, state: 'pending', attempt: 0, availableAt: row.msg.deliverAt?.getTime() ?? 0,
       leaseUntil: 0, token: undefined, holder: undefined, lastError: undefined, finishedAt: 0,
     };
     b.deliveries.set(id, d);
@@ -177,27 +189,27 @@ export class MemoryStore implements Store {
 
   async claim(req: ClaimRequest): Promise<Claimed[]> {
     const b = this.#open();
-    const set = b.active.get(laneOf(req.topic, req.group));
-    if (!set) return [];
+    const group = b.active.get(laneOf(req.topic, req.group));
+    if (!group || group.paused) return [];
     const now = b.now();
-    let limit = req.max;
+    let cap = req.max;
     if (req.maxInFlight > 0) {
       let held = 0;
-      for (const d of set) if (d.state === 'leased' && d.leaseUntil > now) held++;
-      limit = Math.min(limit, req.maxInFlight - held);
+      for (const d of group) if (d.state === 'leased' && d.leaseUntil > now) held++;
+      cap = Math.min(cap, req.maxInFlight - held);
     }
+    const rate = req.rateLimit;
+    const room = rate === undefined ? Infinity : group.rateRoom(rate, now);
+    const limit = Math.min(cap, room);
     const out: Claimed[] = [];
-    const seenKeys = new Set<string>();
-    for (const d of set) {
-      if (out.length >= limit) break;
-      const key = d.row.msg.key;
-      if (key !== undefined) {
-        if (seenKeys.has(key)) continue; // not the head of its lane
-        seenKeys.add(key);
+    let heldBack = false; // a due delivery was left for want of room
+    for (const d of group) {
+      if (!isDue(d, now) || !group.isHead(d)) continue;
+      if (out.length >= limit) {
+        heldBack = true;
+        break;
       }
-      const due = d.state === 'pending' ? d.availableAt <= now : d.leaseUntil <= now;
-      if (!due) continue;
-      // A delivery whose lease expired is claimed alone (recovered.ts).
+      // A delivery whose lease expired is claimed alone (recovered.ts), in claim order.
       const recovered = d.state === 'leased';
       if (recovered && out.length > 0) break;
       d.state = 'leased';
@@ -206,37 +218,42 @@ export class MemoryStore implements Store {
       d.holder = req.runnerId;
       d.leaseUntil = now + req.leaseMs;
       const c: Claimed = { deliveryId: d.id, claimToken: d.token, group: req.group, attempt: d.attempt, message: copyMessage(d.row.msg) };
-      if (recovered) {
-        c.recovered = true;
-        return [c];
-      }
+      if (recovered) c.recovered = true;
       out.push(c);
+      if (recovered) break;
+    }
+    if (rate !== undefined) {
+      if (out.length > 0) group.recordStarts(now, out.length);
+      if (heldBack && room < cap) req.onRateLimited?.(group.rateWait(rate, now));
     }
     return out;
   }
 
-  /** See `Store.duePairs`: the pairs with a delivery a claim would take now (ignoring `maxInFlight`). */
+  /** See `Store.duePairs`: the pairs with a delivery a claim would take now (ignoring `maxInFlight` and rate limits); paused groups are left out. */
   async duePairs(pairs: readonly ConsumerGroup[]): Promise<ConsumerGroup[]> {
     const b = this.#open();
     const now = b.now();
     const out: ConsumerGroup[] = [];
     for (const p of pairs) {
-      const set = b.active.get(laneOf(p.topic, p.group));
-      if (!set) continue;
-      const seenKeys = new Set<string>();
-      for (const d of set) {
-        const key = d.row.msg.key;
-        if (key !== undefined) {
-          if (seenKeys.has(key)) continue; // not the head of its lane
-          seenKeys.add(key);
-        }
-        if (d.state === 'pending' ? d.availableAt <= now : d.leaseUntil <= now) {
+      const group = b.active.get(laneOf(p.topic, p.group));
+      if (!group || group.paused) continue;
+      for (const d of group) {
+        if (isDue(d, now) && group.isHead(d)) {
           out.push({ topic: p.topic, group: p.group });
           break;
         }
       }
     }
     return out;
+  }
+
+  /** See `Store.setGroupPaused`. Resuming wakes the other handles on this backing (`listen`). */
+  async setGroupPaused(topic: string, group: string, paused: boolean): Promise<boolean> {
+    const b = this.#open();
+    if (b.groups.get(topic)?.has(group) !== true) return false;
+    b.activeSet(laneOf(topic, group)).paused = paused;
+    if (!paused) this.#notify(b, topic);
+    return true;
   }
 
   /** The live row `c` still holds, or undefined when its token is stale. */
@@ -376,7 +393,7 @@ export class MemoryStore implements Store {
       if (due <= now && due < oldestDue) oldestDue = due;
     }
     const oldestPendingAgeMs = oldestDue === Infinity ? 0 : now - oldestDue;
-    return { pending, leased, dead: b.deadCount.get(lane) ?? 0, oldestPendingAgeMs };
+    return { pending, leased, dead: b.deadCount.get(lane) ?? 0, oldestPendingAgeMs, paused: b.active.get(lane)?.paused === true };
   }
 
   async ping(): Promise<void> {
@@ -463,7 +480,8 @@ export class MemoryStore implements Store {
   /**
    * Calls `wake(topic)` whenever another handle on this backing publishes to
    * `topic`, acks or kills a keyed delivery on it (freeing the next of its
-   * lane), or releases deliveries of it; until `signal` aborts. This handle's
+   * lane), releases deliveries of it or resumes one of its groups; until
+   * `signal` aborts. This handle's
    * own writes are left out: the queue that made them wakes its own
    * subscriptions.
    */
