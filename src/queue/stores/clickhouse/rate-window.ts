@@ -6,10 +6,10 @@
  * the next version under the group's lock, so claims of every instance see
  * each other's starts.
  *
- * A claim made at `at` counts every start `s` with `at - s <= intervalMs` (a
- * start exactly one interval old still counts, so two starts an interval
- * apart never share a window whichever way its ends are read), leases at most
- * `max` minus that, and records its deliveries as started at `at`. `at` never
+ * A claim made at `at` counts every start `s` with `at - s < intervalMs`
+ * (the window `(at - intervalMs, at]`, as the memory store counts it),
+ * leases at most `max` minus that, and records its deliveries as started at
+ * `at`. `at` never
  * goes below the newest recorded start, so starts are recorded in order even
  * when two instances' estimates of the server clock differ by a few
  * milliseconds. Then any window of `intervalMs` holds at most `max` starts:
@@ -41,7 +41,7 @@ export function openWindow(recent: ClaimStarts, now: number, limit: RateLimit): 
   const kept: ClaimStarts = { starts: [], counts: [] };
   let used = 0;
   for (let i = 0; i < recent.starts.length; i++) {
-    if (at - recent.starts[i]! > limit.intervalMs) continue;
+    if (at - recent.starts[i]! >= limit.intervalMs) continue;
     kept.starts.push(recent.starts[i]!);
     kept.counts.push(recent.counts[i]!);
     used += recent.counts[i]!;
@@ -56,4 +56,18 @@ export function recordStarts(w: Window, n: number): ClaimStarts {
   if (starts.length > 0 && starts[starts.length - 1] === w.at) counts[counts.length - 1]! += n;
   else (starts.push(w.at), counts.push(n));
   return { starts, counts };
+}
+
+/**
+ * How long after `at` (ms, 1 to `intervalMs`) the window has room for one
+ * more start, given the starts `recent` (all in the window at `at`): until
+ * all but `max - 1` of them are `intervalMs` old.
+ */
+export function rateWait(recent: ClaimStarts, at: number, limit: RateLimit): number {
+  let leaving = recent.counts.reduce((sum, n) => sum + n, 0) - (limit.max - 1);
+  for (let i = 0; i < recent.starts.length && leaving > 0; i++) {
+    leaving -= recent.counts[i]!;
+    if (leaving <= 0) return Math.max(1, recent.starts[i]! + limit.intervalMs - at);
+  }
+  return 1;
 }
