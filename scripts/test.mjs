@@ -31,7 +31,7 @@ const files = (roots.length ? roots : ['test']).flatMap((r) => collect(r, []));
 const res = spawnSync(
   process.execPath,
   [
-    '--import', 'tsx', '--test', '--test-concurrency=2', '--test-timeout=600000', '--test-force-exit',
+    '--import', 'tsx', '--import', fileURLToPath(new URL('./test-child.mjs', import.meta.url)), '--test', '--test-concurrency=2', '--test-timeout=600000', '--test-force-exit',
     // TAP on stdout as before; the slowest files, from scripts/file-times.mjs, on stderr at the end.
     '--test-reporter=tap', '--test-reporter-destination=stdout',
     `--test-reporter=${fileURLToPath(new URL('./file-times.mjs', import.meta.url))}`, '--test-reporter-destination=stderr',

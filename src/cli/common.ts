@@ -3,17 +3,31 @@
  * a queue the way a command line means it, and the one-line summaries.
  */
 import { stat } from 'node:fs/promises';
+import { InvalidArgumentError } from 'commander';
 import { DiskQueue, LockedError, SegmentSizeMismatchError, type DiskQueueOptions } from '../diskqueue/index.js';
 
-/** Exit statuses (docs/CLI.md, "Exit status"). */
 /** Payload bytes after which push stores, and drain writes, a batch before it reaches its record count. */
 export const BATCH_BYTES = 4 * 1024 * 1024;
 
+// Exit statuses (docs/CLI.md, "Exit status").
 export const EXIT_OK = 0;
 /** The command ran and failed part-way, or found damage: partial input, a failed `--exec`, a full queue. */
 export const EXIT_FAILED = 1;
 /** The command could not start: bad usage, a missing or unreadable path, a locked queue. */
 export const EXIT_USAGE = 2;
+/** `ferry queue`: the group or schedule the command names does not exist; nothing was changed. */
+export const EXIT_NOT_FOUND = 3;
+
+/** A commander argument parser for a whole number of at least `min`. */
+export function integer(min: number) {
+  return (value: string): number => {
+    const n = Number(value);
+    if (!/^\d+$/.test(value) || !Number.isSafeInteger(n) || n < min) {
+      throw new InvalidArgumentError(`expected a whole number${min > 0 ? ` of at least ${min}` : ''}`);
+    }
+    return n;
+  };
+}
 
 /** An error meant for the user: printed as one line, then the process exits with `exitCode`. */
 export class CliError extends Error {

@@ -1,13 +1,13 @@
 /**
  * `ferry dashboard`: serves the dashboard page (src/dashboard/) for a queue
  * built from a `createQueue` config file, or for a DiskQueue or spool
- * directory, until SIGINT or SIGTERM.
+ * directory, until SIGINT or SIGTERM. The queue it opens fires no
+ * schedules (see queue-config.ts).
  */
-import { readFile } from 'node:fs/promises';
-import { createQueue, type QueueConfig } from '../queue/index.js';
 import type { Queue } from '../queue/types.js';
 import { startDashboard } from '../dashboard/server.js';
 import { CliError, EXIT_USAGE, describe, note, requireDirectory } from './common.js';
+import { openConfiguredQueue } from './queue-config.js';
 
 /** Options of `ferry dashboard`. */
 export interface DashboardCommandOptions {
@@ -20,33 +20,14 @@ export interface DashboardCommandOptions {
   refreshMs?: number;
 }
 
-async function readConfig(path: string): Promise<QueueConfig> {
-  let text: string;
-  try {
-    text = await readFile(path, 'utf8');
-  } catch (err) {
-    throw new CliError(`cannot read ${path}: ${describe(err)}`, EXIT_USAGE);
-  }
-  try {
-    return JSON.parse(text) as QueueConfig;
-  } catch (err) {
-    throw new CliError(`${path} is not JSON: ${describe(err)}`, EXIT_USAGE);
-  }
-}
-
 /** Runs `ferry dashboard`; resolves to the exit status once stopped by a signal. */
 export async function dashboard(o: DashboardCommandOptions): Promise<number> {
   if ((o.queue === undefined) === (o.dir === undefined)) throw new CliError('give either --queue CONFIG.json or --dir DIR', EXIT_USAGE);
   const token = o.token ?? process.env.FERRY_DASHBOARD_TOKEN;
   let queue: Queue | undefined;
   if (o.queue !== undefined) {
-    const config = await readConfig(o.queue);
-    try {
-      queue = await createQueue(config);
-    } catch (err) {
-      throw new CliError(`cannot open the queue of ${o.queue}: ${describe(err)}`, EXIT_USAGE);
-    }
-    if (!queue) throw new CliError(`${o.queue} builds no queue: set "enabled": true`, EXIT_USAGE);
+    // A watcher, not an instance of the application: it fires no schedules.
+    queue = await openConfiguredQueue(o.queue, { existing: false });
   } else {
     await requireDirectory(o.dir!);
   }

@@ -1,6 +1,6 @@
 /**
  * `ferry drain` on a spool directory: pop a batch, deliver it (stdout or
- * `--exec`), then commit it, record by record in order. A failed delivery
+ * `--exec`), then commit it with one cursor write. A failed delivery
  * stops the drain and commits nothing of its batch: those records are the
  * head of the spool for the next drain. Damage met on the way was dropped and
  * counted by the spool; it is reported and the drain goes on.
@@ -52,7 +52,7 @@ export async function drainSpool(dir: string, o: DrainOptions): Promise<number> 
         failure = new CliError(`${err.message}; ${batch.length === 1 ? 'the record stays' : `those ${batch.length} records stay`} queued; ${delivered} records were delivered and committed before it`);
         break;
       }
-      for (const p of batch) await p.commit();
+      await spool.commitBatch(batch); // one cursor write for the batch
       delivered += batch.length;
       for (const v of values) bytes += v.length;
     }

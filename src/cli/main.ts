@@ -6,25 +6,16 @@
  * (set FERRY_DEBUG=1 to see one).
  */
 import { readFileSync } from 'node:fs';
-import { Command, CommanderError, InvalidArgumentError } from 'commander';
-import { CliError, EXIT_FAILED, EXIT_USAGE, describe } from './common.js';
+import { Command, CommanderError } from 'commander';
+import { CliError, EXIT_FAILED, EXIT_USAGE, describe, integer } from './common.js';
 import { push, DEFAULT_PUSH_BATCH } from './push.js';
 import { drain } from './drain.js';
 import { DEFAULT_DRAIN_BATCH, DEFAULT_POLL_MS } from './drain-delivery.js';
 import { stats } from './stats.js';
 import { verify } from './verify.js';
 import { dashboard } from './dashboard.js';
+import { addQueueCommand } from './queue-command.js';
 import { forward, DEFAULT_HTTP_CONCURRENCY, DEFAULT_SYNC_BATCH, DEFAULT_TIMEOUT_MS, DEFAULT_RETRY_BASE_MS, DEFAULT_RETRY_MAX_MS } from './forward.js';
-
-function integer(min: number) {
-  return (value: string): number => {
-    const n = Number(value);
-    if (!/^\d+$/.test(value) || !Number.isSafeInteger(n) || n < min) {
-      throw new InvalidArgumentError(`expected a whole number${min > 0 ? ` of at least ${min}` : ''}`);
-    }
-    return n;
-  };
-}
 
 function version(): string {
   try {
@@ -37,7 +28,7 @@ function version(): string {
 /** Builds the command tree; each action stores its exit status in `status.code`. */
 export function buildProgram(status: { code: number }): Command {
   const program = new Command('ferry')
-    .description('Durable queues on disk: push records in, drain them out, check the files, watch a queue.')
+    .description('Durable queues on disk: push records in, drain them out, check the files, watch and operate a queue.')
     .version(version())
     .exitOverride()
     .showHelpAfterError('(run ferry --help for usage)')
@@ -133,6 +124,8 @@ export function buildProgram(status: { code: number }): Command {
     .action(async (o) => {
       status.code = await dashboard(o);
     });
+
+  addQueueCommand(program, status);
 
   return program;
 }

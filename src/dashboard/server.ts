@@ -7,6 +7,9 @@
  * body. A background loop samples the queue every `refreshMs`; the page's
  * polls read that sample, so any number of open pages cost the store one
  * round of `stats()` per interval.
+ *
+ * The changes: `redrive`, `remove-group`, `pause-group` and `resume-group`
+ * (404 for a group that is not registered, 501 when the store cannot).
  */
 import { readFile } from 'node:fs/promises';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
@@ -191,6 +194,11 @@ export async function startDashboard(o: DashboardOptions): Promise<Dashboard> {
         sampling = undefined;
       }
     })());
+  /** A sample begun after this call: one already running may have read the queue before a change. */
+  const resample = async (): Promise<void> => {
+    await sampling;
+    await sample();
+  };
   await sample();
   const timer = setInterval(() => void sample(), refreshMs);
   timer.unref();
@@ -248,6 +256,15 @@ export async function startDashboard(o: DashboardOptions): Promise<Dashboard> {
       await source.removeGroup(topic, group);
       void sample();
       return json(res, 200, { removed: { topic, group } });
+    }
+    if (path === '/api/pause-group' || path === '/api/resume-group') {
+      const topic = name('topic', body.topic);
+      const group = name('group', body.group);
+      const paused = path === '/api/pause-group';
+      if (!(await source.setPaused(topic, group, paused))) throw new HttpError(404, `no group ${group} on topic ${topic}`);
+      // Answer once the sample shows the change, so the page's next poll does not show the old state.
+      await resample();
+      return json(res, 200, { topic, group, paused });
     }
     throw new HttpError(404, 'not found');
   }

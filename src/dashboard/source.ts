@@ -1,9 +1,9 @@
 /**
  * The dashboard's one view of a `Queue`: every call it makes on the queue
  * API goes through here, so the rest of the dashboard never depends on the
- * exact shape of `listGroups`, `removeGroup`, `redrive`, `listMessages`, the
- * `completed`/`deadLettered` events or
- * `oldestPendingAgeMs`.
+ * exact shape of `listGroups`, `removeGroup`, `pauseGroup`, `resumeGroup`,
+ * `redrive`, `listMessages`, the `completed`/`deadLettered` events,
+ * `oldestPendingAgeMs` or `paused`.
  *
  * Each of those is looked up when the dashboard starts; a queue without one
  * gets a page without the matching control (`features`), never an error.
@@ -21,6 +21,8 @@ export interface GroupRow {
   dead: number;
   /** Milliseconds the longest-waiting due pending delivery has waited (`QueueStats.oldestPendingAgeMs`); null when none is pending or the queue cannot say. */
   oldestPendingAgeMs: number | null;
+  /** Whether the group is paused (`QueueStats.paused`); null when the queue does not say. */
+  paused: boolean | null;
 }
 
 /** One dead-letter copy, cut down for the page. */
@@ -51,6 +53,8 @@ export interface Features {
   deadLetters: boolean;
   redrive: boolean;
   removeGroup: boolean;
+  /** Whether groups can be paused and resumed: the queue has `pauseGroup` and `resumeGroup`, and its store has not refused them (`UnsupportedError`) yet. */
+  pause: boolean;
   /** Whether completions and dead letters are counted from the queue's events (same process) rather than sampled from stats. */
   events: boolean;
 }
@@ -93,6 +97,8 @@ export class QueueSource {
   readonly #listGroups?: AnyFn;
   readonly #removeGroup?: AnyFn;
   readonly #redrive?: AnyFn;
+  readonly #pauseGroup?: AnyFn;
+  readonly #resumeGroup?: AnyFn;
   readonly #off: (() => void)[] = [];
 
   constructor(queue: Queue<unknown>, onOutcome?: (kind: 'completed' | 'deadLettered') => void) {
@@ -100,6 +106,8 @@ export class QueueSource {
     this.#listGroups = method(queue, 'listGroups');
     this.#removeGroup = method(queue, 'removeGroup');
     this.#redrive = method(queue, 'redrive');
+    this.#pauseGroup = method(queue, 'pauseGroup');
+    this.#resumeGroup = method(queue, 'resumeGroup');
     const on = method(queue, 'on');
     const off = method(queue, 'off');
     let events = false;
@@ -116,6 +124,7 @@ export class QueueSource {
       deadLetters: !!this.#redrive,
       redrive: !!this.#redrive,
       removeGroup: !!this.#removeGroup,
+      pause: !!this.#pauseGroup && !!this.#resumeGroup,
       events,
     };
   }
@@ -142,6 +151,7 @@ export class QueueSource {
       leased: Number(s.leased),
       dead: Number(s.dead),
       oldestPendingAgeMs: typeof age === 'number' && Number.isFinite(age) && Number(s.pending) > 0 ? age : null,
+      paused: typeof s.paused === 'boolean' ? s.paused : null,
     };
   }
 
@@ -179,6 +189,27 @@ export class QueueSource {
   async removeGroup(topic: string, group: string): Promise<void> {
     if (!this.#removeGroup) throw new UnsupportedError('this queue cannot remove a group');
     await (this.#removeGroup as (t: string, g: string) => Promise<unknown>)(topic, group);
+  }
+
+  /**
+   * Pauses (`paused` true) or resumes `group` of `topic` for every instance
+   * (`Queue.pauseGroup`, `Queue.resumeGroup`). Resolves false when the group
+   * is not registered. Once the store refuses with `UnsupportedError`,
+   * `features.pause` turns false, so the page stops offering it.
+   *
+   * @throws UnsupportedError the queue or its store cannot pause a group.
+   */
+  async setPaused(topic: string, group: string, paused: boolean): Promise<boolean> {
+    const verb = paused ? 'pause' : 'resume';
+    const op = paused ? this.#pauseGroup : this.#resumeGroup;
+    if (!op || !this.features.pause) throw new UnsupportedError(`cannot ${verb} group ${group}: this queue cannot pause a group`);
+    try {
+      return Boolean(await (op as (t: string, g: string) => Promise<unknown>)(topic, group));
+    } catch (err) {
+      if (!(err instanceof UnsupportedError)) throw err;
+      this.features.pause = false;
+      throw new UnsupportedError(`cannot ${verb} group ${group}: ${err.message}`, { cause: err });
+    }
   }
 
   /** Stops listening to the queue's events (the queue itself is the caller's). */

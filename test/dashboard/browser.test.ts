@@ -3,8 +3,10 @@
  * playwright-core. A SQLite queue gets messages, some of which fail into a
  * dead-letter topic; the page's counts must equal `stats()`, an untrusted
  * payload must show as text, a redrive from the page must reach the
- * consumer, a group removed from the page must be gone, and requests
- * without the access token or the CSRF token must be refused.
+ * consumer, Pause and Resume must stop and restart the group's consumer
+ * (the state shown and `stats().paused` agreeing), a group removed from the
+ * page must be gone, and requests without the access token or the CSRF
+ * token must be refused.
  */
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
@@ -188,6 +190,36 @@ test('requests without the token or the CSRF token are refused', async () => {
   const bad = await fetch(api, { method: 'POST', headers: { ...auth, 'x-csrf-token': csrf! }, body: JSON.stringify({ topic: '../etc', ids: 'all' }) });
   assert.equal(bad.status, 400);
   assert.equal(delivered.length, 1, 'no refused request redrove anything');
+});
+
+test('Pause and Resume on the page stop and restart the group\'s consumer, as stats() says', async () => {
+  const row = page.locator(`#groups tbody tr[data-topic="${TOPIC}"][data-group="billing"]`);
+  const state = row.locator('td[data-field="state"]');
+  const pause = row.locator('button[data-action="pause"]');
+  const resume = row.locator('button[data-action="resume"]');
+  await until('billing shown running', async () => (await state.textContent()) === 'running');
+  assert.equal(await resume.isDisabled(), true, 'a running group offers Pause only');
+  delivered.length = 0;
+
+  await pause.click();
+  await until('billing shown paused', async () => (await state.textContent()) === 'paused');
+  assert.equal((await queue.stats(TOPIC, 'billing')).paused, true);
+  assert.equal(await pause.isDisabled(), true);
+  await until('the pause notice', async () => /paused group billing of orders/.test((await page.locator('#notice').textContent()) ?? ''));
+  // Publishing goes on; the paused group's consumer (in this process, polling every 20 ms) claims nothing.
+  await queue.publish({ topic: TOPIC, payload: Buffer.from('while paused') });
+  await until('the message shown pending', async () => (await rowOnPage(TOPIC, 'billing'))?.pending === 1);
+  assert.equal(delivered.length, 0, 'nothing delivered while paused');
+
+  await resume.click();
+  await until('billing shown running again', async () => (await state.textContent()) === 'running');
+  assert.equal((await queue.stats(TOPIC, 'billing')).paused, false);
+  await until('the message published while paused to be delivered', () => delivered.length === 1);
+  assert.deepEqual(
+    delivered.map((d) => d.payload),
+    ['while paused'],
+  );
+  await until('billing shown with nothing pending', async () => (await rowOnPage(TOPIC, 'billing'))?.pending === 0);
 });
 
 test('screenshot', async () => {

@@ -260,7 +260,7 @@ test('ferry dashboard serves a queue from its config file until SIGTERM', async 
     assert.equal((await fetch(new URL('/api/overview', url), { headers: { authorization: 'bearer serve-token-1' } })).status, 200, 'the scheme is case-insensitive');
     assert.equal(o.groups.length, 1);
     const { oldestPendingAgeMs, ...counts } = o.groups[0]!;
-    assert.deepEqual(counts, { topic: 't', group: 'g', pending: 2, leased: 0, dead: 0 });
+    assert.deepEqual(counts, { topic: 't', group: 'g', pending: 2, leased: 0, dead: 0, paused: false });
     assert.equal(typeof oldestPendingAgeMs, 'number');
   } finally {
     const code = new Promise<number | null>((resolve) => child.on('exit', (c) => resolve(c)));

@@ -3,7 +3,7 @@ import assert from 'node:assert/strict';
 import { Throughput, WINDOW_S } from '../../src/dashboard/throughput.js';
 import type { GroupRow } from '../../src/dashboard/source.js';
 
-const row = (group: string, dead: number, pending = 0, leased = 0): GroupRow => ({ topic: 't', group, pending, leased, dead, oldestPendingAgeMs: null });
+const row = (group: string, dead: number, pending = 0, leased = 0): GroupRow => ({ topic: 't', group, pending, leased, dead, oldestPendingAgeMs: null, paused: false });
 const sum = (xs: (number | null)[]) => xs.reduce<number>((n, x) => n + (x ?? 0), 0);
 
 test('events: each completion and dead letter counts in its own second, for 15 minutes', () => {

@@ -126,6 +126,10 @@ const ROWS: Row[] = [
     coveredBy: 'test/queue/clickhouse.test.ts',
   },
   {
+    doc: 'docs/QUEUE.md', claim: 'a message with a non-zero `priority` rejects with `UnsupportedError`', error: 'UnsupportedError',
+    coveredBy: 'test/queue/clickhouse-flow-control.test.ts',
+  },
+  {
     doc: 'docs/QUEUE.md', claim: 'rejects a waiting `acquire` with `LockedError`', error: 'LockedError',
     coveredBy: 'test/queue/lockers.test.ts',
   },

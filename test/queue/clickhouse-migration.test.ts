@@ -3,15 +3,16 @@
  * numbered migration once however many handles open it together; a database
  * made before versions were recorded (built here by hand, with and without
  * the groups table's `deleted` column) migrates in place and its rows are
- * still served; and every migration statement has a form the runner can
- * apply twice, since nothing serialises two opens.
+ * still served; a database at version 2 gets migrations 3 and 4 (schedules,
+ * pause and rate limits) and keeps its rows; and every migration statement
+ * has a form the runner can apply twice, since nothing serialises two opens.
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import { deliveryId } from '../../src/queue/index.js';
 import { ProcessLocker } from '../../src/queue/lockers/process.js';
 import { ADD_COLUMN } from '../../src/queue/stores/clickhouse/migrate.js';
-import { migrations } from '../../src/queue/stores/clickhouse/sql.js';
+import { insertRows, migrations, statements } from '../../src/queue/stores/clickhouse/sql.js';
 import { ClickHouseStore } from '../../src/queue/stores/clickhouse/store.js';
 import { CLICKHOUSE_SKIP, CLICKHOUSE_URL, adminQuery, dropDatabase, testDatabase } from '../stores/clickhouse-env.js';
 import { claimReq, counts } from '../stores/helpers.js';
@@ -20,6 +21,8 @@ const dec = (b: Uint8Array) => new TextDecoder().decode(b);
 const EXPECTED = [
   [1, '001_tables.sql'],
   [2, '002_groups_deleted.sql'],
+  [3, '003_schedules.sql'],
+  [4, '004_pause_and_rate_limit.sql'],
 ];
 
 /**
@@ -74,6 +77,18 @@ async function oldRows(db: string): Promise<void> {
   );
 }
 
+/** A database at version 2 as this code's migrations 1 and 2 make it, recorded, before 3 and 4 existed. */
+async function version2(db: string): Promise<void> {
+  const quoted = `\`${db}\``;
+  const sql = statements(quoted);
+  await adminQuery(sql['create-database']);
+  await adminQuery(sql['create-migrations']);
+  for (const m of migrations(quoted).filter((m) => m.version <= 2)) {
+    for (const statement of m.statements) await adminQuery(statement);
+    await adminQuery(insertRows(sql['insert-migration'], [[m.version, m.name]]));
+  }
+}
+
 /** The recorded versions of `db`, one per version however many rows recorded it. */
 async function versions(db: string): Promise<Array<[number, string]>> {
   const text = await adminQuery(`SELECT version, any(name) FROM \`${db}\`.migrations GROUP BY version ORDER BY version FORMAT TSV`);
@@ -122,9 +137,9 @@ describe('clickhouse schema migrations on a server', { skip: CLICKHOUSE_SKIP }, 
     const stores = await Promise.all(Array.from({ length: 4 }, () => ClickHouseStore.open({ url: CLICKHOUSE_URL, database, locker: new ProcessLocker() })));
     try {
       assert.deepEqual(await versions(database), EXPECTED);
-      assert.deepEqual(await groupsColumns(database), ['topic String', 'grp String', 'created_at UInt64', 'ver UInt64', 'deleted UInt8 DEFAULT 0']);
+      assert.deepEqual(await groupsColumns(database), ['topic String', 'grp String', 'created_at UInt64', 'ver UInt64', 'deleted UInt8 DEFAULT 0', 'paused UInt8 DEFAULT 0']);
       const tables = (await adminQuery(`SELECT name FROM system.tables WHERE database = '${database}' ORDER BY name FORMAT TSV`)).trim().split('\n');
-      assert.deepEqual(tables, ['deliveries', 'groups', 'janitor', 'messages', 'migrations', 'topics']);
+      assert.deepEqual(tables, ['claim_starts', 'deliveries', 'groups', 'janitor', 'messages', 'migrations', 'schedules', 'topics']);
       const rows = await rowCount(database, 'migrations');
       const later = await ClickHouseStore.open({ url: CLICKHOUSE_URL, database });
       await later.close();
@@ -178,4 +193,42 @@ describe('clickhouse schema migrations on a server', { skip: CLICKHOUSE_SKIP }, 
       }
     });
   }
+
+  it('a database at version 2 migrates to 4 and keeps its rows: groups read not paused, claims, pauses, rate limits and schedules work on it', async () => {
+    const database = db();
+    await version2(database);
+    await oldRows(database);
+    const locker = new ProcessLocker();
+    const [a, b] = await Promise.all([
+      ClickHouseStore.open({ url: CLICKHOUSE_URL, database, locker }),
+      ClickHouseStore.open({ url: CLICKHOUSE_URL, database, locker }),
+    ]);
+    try {
+      assert.deepEqual(await versions(database), EXPECTED);
+      assert.deepEqual(await a.listGroups(), [{ topic: 't', group: 'g' }]);
+      const before = await b.stats('t', 'g');
+      assert.deepEqual([counts(before), before.paused], [{ pending: 3, leased: 0, dead: 1 }, false]);
+      assert.deepEqual(await a.duePairs([{ topic: 't', group: 'g' }]), [{ topic: 't', group: 'g' }]);
+      // The expired lease comes back alone, under a rate limit that counts it.
+      const rateLimit = { max: 2, intervalMs: 600_000 };
+      const [m3, ...rest] = await b.claim(claimReq('t', 'g', { max: 10, rateLimit }));
+      assert.deepEqual([m3?.message.id, m3?.recovered, rest.length], ['m3', true, 0]);
+      assert.deepEqual(await b.ack([m3!]), [m3!.deliveryId]);
+      assert.equal(await a.setGroupPaused('t', 'g', true), true);
+      assert.deepEqual(await b.claim(claimReq('t', 'g', { rateLimit })), []);
+      assert.deepEqual(await b.duePairs([{ topic: 't', group: 'g' }]), []);
+      assert.equal(await b.setGroupPaused('t', 'g', false), true);
+      const m4 = await a.claim(claimReq('t', 'g', { max: 10, rateLimit }));
+      assert.deepEqual(m4.map((c) => c.message.id), ['m4'], 'm5 waits behind its lane');
+      assert.deepEqual(await a.ack(m4), [m4[0]!.deliveryId]);
+      assert.deepEqual(await a.claim(claimReq('t', 'g', { max: 10, rateLimit })), [], 'the window is full (m3, m4)');
+      assert.deepEqual((await a.claim(claimReq('t', 'g'))).map((c) => c.message.id), ['m5']);
+      const page = await a.listMessages('t', { limit: 10 });
+      assert.deepEqual(page.messages.map((m) => m.id), ['m1', 'm2', 'm3', 'm4', 'm5']);
+      assert.equal(await a.putSchedule({ name: 's', revision: 'r', spec: { everyMs: 1000, topic: 't', catchUp: 'none' }, payload: new Uint8Array([1]), updatedAt: new Date(1) }), true);
+      assert.deepEqual((await b.listSchedules()).map((r) => r.name), ['s']);
+    } finally {
+      await Promise.all([a.close(), b.close()]);
+    }
+  });
 });

@@ -23,6 +23,7 @@ import { counts } from '../stores/helpers.js';
 const fixture = join(dirname(fileURLToPath(import.meta.url)), 'fixtures', 'sqlite-v1.db');
 const fixtureV2 = join(dirname(fileURLToPath(import.meta.url)), 'fixtures', 'sqlite-v2.db');
 const fixtureV3 = join(dirname(fileURLToPath(import.meta.url)), 'fixtures', 'sqlite-v3.db');
+const fixtureV4 = join(dirname(fileURLToPath(import.meta.url)), 'fixtures', 'sqlite-v4.db');
 const enc = (s: string) => new TextEncoder().encode(s);
 const req = (group: string) => ({ topic: 'jobs', group, runnerId: 'new', max: 100, leaseMs: 60_000, maxInFlight: 0 });
 
@@ -156,7 +157,7 @@ describe('sqlite store: a database from an earlier schema version', () => {
     assert.doesNotMatch(raw.prepare(`SELECT sql FROM sqlite_master WHERE name = 'ferry_messages'`).pluck().get() as string, /AUTOINCREMENT/);
     assert.deepEqual(raw.prepare(`SELECT seq, id, topic, msg_key, payload, headers, published_at, deliver_at, due_at FROM ferry_messages ORDER BY seq`).all(), rows0);
     assert.deepEqual(raw.prepare(`SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = 'ferry_messages' ORDER BY name`).pluck().all(),
-      ['ferry_messages_due', 'ferry_messages_topic', 'sqlite_autoindex_ferry_messages_1']);
+      ['ferry_messages_due', 'ferry_messages_raised', 'ferry_messages_topic', 'sqlite_autoindex_ferry_messages_1']); // _raised: version 6
     assert.equal(raw.prepare(`SELECT value FROM ferry_meta WHERE name = 'purged_seq'`).pluck().get(), 6);
     raw.close();
 
@@ -173,6 +174,56 @@ describe('sqlite store: a database from an earlier schema version', () => {
     assert.deepEqual(await s.ack([{ ...a, claimToken: 'stale' }]), []);
     assert.deepEqual(await s.ack([a]), [a.deliveryId]);
     assert.deepEqual((await s.claim({ ...req('slow'), topic: 'keep' })).map((c) => c.message.id), ['k1', 'k2']);
+    await s.close();
+  });
+
+  it('a version 4 database gains the schedules table and keeps every row, cursor and claim', async () => {
+    // fixtures/sqlite-v4.db, written by the version 4 store: topic `jobs`
+    // (messages a-f; a and b on key k1, e scheduled for 2099) with group
+    // `workers` (cursor past f: a leased for a century, b pending behind it,
+    // c acked, d dead, e scheduled, f released) and group `audit` (cursor 0,
+    // no rows yet); topic `late` with l1 published before group `tail`
+    // ('latest') and l2 after.
+    const p = join(dir, 'v4.db');
+    copyFileSync(fixtureV4, p);
+    const raw0 = new Database(p, { readonly: true });
+    assert.equal(raw0.pragma('user_version', { simple: true }), 4);
+    const messages0 = raw0.prepare(`SELECT * FROM ferry_messages ORDER BY seq`).all();
+    const groups0 = raw0.prepare(`SELECT * FROM ferry_groups ORDER BY topic, grp`).all();
+    const deliveries0 = raw0.prepare(`SELECT * FROM ferry_deliveries ORDER BY message_seq, grp`).all();
+    const aToken = raw0.prepare(`SELECT claim_token FROM ferry_deliveries WHERE delivery_id = ?`).pluck().get(deliveryId('a', 'workers')) as string;
+    raw0.close();
+    assert.ok(aToken);
+
+    const s = await SqliteStore.open({ path: p });
+    const raw = new Database(p, { readonly: true });
+    assert.equal(raw.pragma('user_version', { simple: true }), SCHEMA_VERSION);
+    // Every old row keeps its values (later versions only add columns, with defaults).
+    const pick = (rows: unknown[], like: unknown[]) => rows.map((r, i) => Object.fromEntries(Object.keys(like[i] as object).map((k) => [k, (r as Record<string, unknown>)[k]])));
+    assert.deepEqual(pick(raw.prepare(`SELECT * FROM ferry_messages ORDER BY seq`).all(), messages0), messages0);
+    assert.deepEqual(pick(raw.prepare(`SELECT * FROM ferry_groups ORDER BY topic, grp`).all(), groups0), groups0);
+    assert.deepEqual(pick(raw.prepare(`SELECT * FROM ferry_deliveries ORDER BY message_seq, grp`).all(), deliveries0), deliveries0);
+    assert.equal(raw.prepare(`SELECT count(*) FROM ferry_schedules`).pluck().get(), 0);
+    raw.close();
+
+    assert.deepEqual(counts(await s.stats('jobs', 'workers')), { pending: 3, leased: 1, dead: 1 });
+    assert.deepEqual(counts(await s.stats('jobs', 'audit')), { pending: 6, leased: 0, dead: 0 });
+    assert.deepEqual(counts(await s.stats('late', 'tail')), { pending: 1, leased: 0, dead: 0 });
+
+    // Schedules work on the migrated file.
+    const sched = { name: 'nightly', revision: 'r1', spec: { everyMs: 60_000, topic: 'jobs', catchUp: 'none' as const }, payload: enc('tick'), updatedAt: new Date(1000) };
+    assert.equal(await s.putSchedule!(sched), true);
+    assert.equal(await s.advanceSchedule!('nightly', 'r1', new Date(60_000)), true);
+    assert.deepEqual((await s.listSchedules!()).map((r) => [r.name, r.lastTick?.getTime()]), [['nightly', 60_000]]);
+
+    // The old claim is still fenced; the lanes, cursors and the scheduled message are as they were.
+    const a: Claimed = { deliveryId: deliveryId('a', 'workers'), claimToken: aToken, group: 'workers', attempt: 1, message: { id: 'a', topic: 'jobs', payload: enc(''), publishedAt: new Date() } };
+    assert.deepEqual((await s.claim(req('workers'))).map((c) => c.message.id), ['f']); // b waits behind a on k1
+    assert.deepEqual(await s.ack([{ ...a, claimToken: 'stale' }]), []);
+    assert.deepEqual(await s.ack([a]), [a.deliveryId]);
+    assert.deepEqual((await s.claim(req('workers'))).map((c) => c.message.id), ['b']);
+    assert.deepEqual((await s.claim(req('audit'))).map((c) => [c.message.id, c.deliveryId]), ['a', 'c', 'd', 'f'].map((id) => [id, deliveryId(id, 'audit')]));
+    assert.deepEqual((await s.claim({ ...req('tail'), topic: 'late' })).map((c) => c.message.id), ['l2']);
     await s.close();
   });
 

@@ -78,7 +78,7 @@
   let features = {};
 
   /**
-   * Updates the groups table in place: a group's row (and its Remove button)
+   * Updates the groups table in place: a group's row (and its buttons)
    * stays the same element from one refresh to the next, so a click is never
    * lost to a row rebuilt under the pointer. Rows of groups that are gone are
    * removed; new ones are added in the server's order.
@@ -96,7 +96,15 @@
       cell('dead').textContent = String(g.dead);
       cell('dead').className = g.dead > 0 ? 'num warn' : 'num';
       cell('oldest').textContent = age(g.oldestPendingAgeMs);
-      row.querySelector('button').hidden = !features.removeGroup;
+      cell('state').textContent = g.paused === null ? '—' : g.paused ? 'paused' : 'running';
+      cell('state').className = g.paused ? 'warn' : '';
+      row.dataset.paused = String(g.paused);
+      const button = (action) => row.querySelector(`button[data-action="${action}"]`);
+      // Both stay on the page while the store can pause; the one that would change nothing is disabled.
+      button('pause').hidden = button('resume').hidden = !features.pause;
+      button('pause').disabled = g.paused === true;
+      button('resume').disabled = g.paused === false;
+      button('remove').hidden = !features.removeGroup;
       return row;
     });
     for (const gone of rows.values()) gone.remove();
@@ -107,11 +115,17 @@
     $('no-groups').hidden = groups.length > 0;
   }
 
-  /** A new row for a group; renderGroups fills in its counts. */
+  /** A new row for a group; renderGroups fills in its counts and state. */
   function groupRow(g) {
-    const remove = el('button', { text: 'Remove', cls: 'danger small' });
-    remove.type = 'button';
-    remove.addEventListener('click', () => removeGroup(g.topic, g.group));
+    const button = (text, action, cls, onClick) => {
+      const b = el('button', { text, cls, data: { action } });
+      b.type = 'button';
+      b.addEventListener('click', onClick);
+      return b;
+    };
+    const pause = button('Pause', 'pause', 'small', () => setPaused(g.topic, g.group, true));
+    const resume = button('Resume', 'resume', 'small', () => setPaused(g.topic, g.group, false));
+    const remove = button('Remove', 'remove', 'danger small', () => removeGroup(g.topic, g.group));
     return el(
       'tr',
       { data: { topic: g.topic, group: g.group } },
@@ -121,8 +135,21 @@
       el('td', { cls: 'num', data: { field: 'leased' } }),
       el('td', { cls: 'num', data: { field: 'dead' } }),
       el('td', { cls: 'num', data: { field: 'oldest' } }),
-      el('td', {}, remove),
+      el('td', { data: { field: 'state' } }),
+      el('td', { cls: 'actions' }, pause, resume, remove),
     );
+  }
+
+  /** Pauses or resumes a group for every instance; the answer comes once the server's sample shows it. */
+  async function setPaused(topic, group, paused) {
+    const verb = paused ? 'pause' : 'resume';
+    try {
+      await postJson(`/api/${verb}-group`, { topic, group });
+      notice(`${paused ? 'paused' : 'resumed'} group ${group} of ${topic}`);
+    } catch (err) {
+      notice(`${verb} failed: ${err.message}`, true);
+    }
+    await refresh();
   }
 
   async function removeGroup(topic, group) {

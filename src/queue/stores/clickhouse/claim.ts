@@ -18,6 +18,15 @@ import { groupKey, wrap } from './connection.js';
 import type { SqlValue } from './escape.js';
 import { deliveryValues, LEASED, PENDING, PURGED, toDeliveryRow, toMessage } from './rows.js';
 import type { DeliveryRecord, DeliveryRow, MessageRecord } from './rows.js';
+import { openWindow, rateWait, recordStarts } from './rate-window.js';
+import type { ClaimStarts, Window } from './rate-window.js';
+
+/** A row of claim-starts.sql (UInt64 arrives as decimal strings). */
+interface StartsRecord {
+  l_starts: string[];
+  l_counts: Array<number | string>;
+  l_ver: string;
+}
 
 /** A fenced write whose leases all have longer than this to run skips the distributed lock (see `fenced`). */
 const FAST_MARGIN_MS = 1000;
@@ -32,31 +41,61 @@ export class Claims {
     this.#conn = conn;
   }
 
-  /** Leases up to `req.max` due deliveries of the group (see `Store.claim`). */
+  /**
+   * Leases up to `req.max` due deliveries of the group (see `Store.claim`):
+   * none while the group is paused, and under `req.rateLimit` at most what
+   * the group's window has room for (rate-window.ts), recorded before the
+   * leases are written (a failure in between over-counts, never under).
+   * When the window left a due delivery behind, `req.onRateLimited` hears
+   * how long until it has room again.
+   */
   async claim(req: ClaimRequest): Promise<Claimed[]> {
     const conn = this.#conn;
-    const due = async (now: number) => {
-      const live = (await conn.rows<DeliveryRecord>('live-deliveries', { topic: req.topic, grp: req.group })).map((r) => toDeliveryRow(req.topic, req.group, r));
+    const look = async (now: number): Promise<{ picked: DeliveryRow[]; window?: Window; startsVer?: number; short?: boolean }> => {
+      const [live, [reg], [starts]] = await Promise.all([
+        conn.rows<DeliveryRecord>('live-deliveries', { topic: req.topic, grp: req.group }),
+        conn.rows<{ l_paused: number }>('group-exists', { topic: req.topic, grp: req.group }),
+        req.rateLimit ? conn.rows<StartsRecord>('claim-starts', { topic: req.topic, grp: req.group }) : Promise.resolve([]),
+      ]);
+      if (reg && Number(reg.l_paused) === 1) return { picked: [] };
       let limit = req.max;
       if (req.maxInFlight > 0) {
-        const inFlight = live.filter((d) => d.state === LEASED && d.leaseUntil > now).length;
+        const inFlight = live.filter((r) => Number(r.l_state) === LEASED && Number(r.l_lease_until) > now).length;
         limit = Math.min(limit, req.maxInFlight - inFlight);
       }
+      if (limit <= 0) return { picked: [] };
+      const rows = live.map((r) => toDeliveryRow(req.topic, req.group, r));
       // A delivery whose lease expired is claimed alone (recovered.ts).
-      return limit > 0 ? takeClaimable(pickDue(live, now, limit), (d) => d.state === LEASED) : [];
+      const picked = takeClaimable(pickDue(rows, now, limit), (d) => d.state === LEASED);
+      if (!req.rateLimit) return { picked };
+      // Taking the window's room as a prefix of what the claim would take
+      // without it is the same as picking with the smaller limit.
+      const recent = starts ? { starts: starts.l_starts.map(Number), counts: starts.l_counts.map(Number) } : { starts: [], counts: [] };
+      const window = openWindow(recent, Math.max(now, conn.clock.now()), req.rateLimit);
+      return { picked: picked.slice(0, window.room), window, startsVer: Number(starts?.l_ver ?? 0), short: picked.length > window.room };
     };
+    const rateLimited = (recent: ClaimStarts, at: number) => req.onRateLimited?.(rateWait(recent, at, req.rateLimit!));
     // When the group's last claim here found nothing, look without the lock
     // first: a claim that finds nothing due is the same as one made a moment
     // earlier, and idle pollers then never hold up the group's heartbeats and
     // acks. While claims find work, they go straight to the lock.
     conn.assertOpen();
     const key = groupKey(conn.db, req.topic, req.group);
-    if (!this.#busy.has(key) && (await due(await conn.now())).length === 0) return [];
+    if (!this.#busy.has(key)) {
+      const first = await look(await conn.now());
+      if (first.picked.length === 0) {
+        if (first.short) rateLimited(first.window!.kept, first.window!.at);
+        return [];
+      }
+    }
     return conn.locked([key], async (now, held) => {
-      const picked = await due(now);
+      const { picked, window, startsVer, short } = await look(now);
       if (picked.length === 0) this.#busy.delete(key);
       else if (this.#busy.size < 10_000) this.#busy.add(key);
-      if (picked.length === 0) return [];
+      if (picked.length === 0) {
+        if (short) rateLimited(window!.kept, window!.at);
+        return [];
+      }
       const messages = new Map(
         (await conn.rows<MessageRecord>('messages-by-id', { topic: req.topic, ids: picked.map((d) => d.messageId) })).map((r) => [r.id, toMessage(req.topic, r)]),
       );
@@ -81,8 +120,15 @@ export class Claims {
         if (d.state === LEASED) c.recovered = true;
         out.push(c);
       }
+      let recent = window?.kept;
+      if (window && out.length > 0) {
+        recent = recordStarts(window, out.length);
+        held();
+        await conn.insert('insert-claim-starts', [[req.topic, req.group, recent.starts, recent.counts, Math.max(now * 1000, startsVer! + 1)]]);
+      }
       held();
       await conn.insert('insert-deliveries', writes);
+      if (short) rateLimited(recent!, window!.at);
       return out;
     });
   }

@@ -77,6 +77,8 @@ const processLocks = new ProcessLocker();
 /** Lock keys. Topic and group names are `[A-Za-z0-9._-]`, so `/` cannot occur inside one. */
 export const topicKey = (db: string, topic: string) => `ferry/${db}/topic/${topic}`;
 export const groupKey = (db: string, topic: string, group: string) => `ferry/${db}/group/${topic}/${group}`;
+/** Schedule names are `[A-Za-z0-9._-]` too. */
+export const scheduleKey = (db: string, name: string) => `ferry/${db}/schedule/${name}`;
 
 /**
  * A store handle's connection to its database. Every call but `close`

@@ -57,6 +57,12 @@ export const STATEMENTS = [
   'list-groups',
   'list-messages',
   'tombstone-group-deliveries',
+  'claim-starts',
+  'insert-claim-starts',
+  'schedule-state',
+  'list-schedules',
+  'insert-schedules',
+  'advance-schedule',
 ] as const;
 
 export type StatementName = (typeof STATEMENTS)[number];

@@ -5,9 +5,11 @@
  * ClickHouse has no row locks and no transactions, so every read-then-write
  * runs under a distributed lock (Bifrost's queue package requires one to
  * consume on ClickHouse): appends, group registrations and purges lock their
- * topics; claims lock their (topic, group), and so do writes fenced on a
- * claim token (ack, retry, kill, extend, release) when a lease they touch is
- * within a second of expiring (see claim.ts). Without a `locker` the store
+ * topics; claims lock their (topic, group) (reading the group's pause and
+ * rate-limit window under it), and so do writes fenced on a claim token
+ * (ack, retry, kill, extend, release) when a lease they touch is within a
+ * second of expiring (see claim.ts); pausing a group locks both; schedule
+ * writes lock their schedule (schedules.ts). Without a `locker` the store
  * uses a process-local one, which serialises this instance only: publishing
  * works, consuming is refused with `NoLockerError` (`canConsume`).
  *
@@ -18,7 +20,8 @@
  * on the server's clock (see clock.ts). The statements live in `sql/`, the
  * schema in numbered migrations (`migrations/`, applied on open by
  * migrate.ts). This file holds the store's operations; the connection, its
- * locking and clock are in connection.ts, claims and fenced writes in claim.ts.
+ * locking and clock are in connection.ts, claims and fenced writes in claim.ts,
+ * the rate-limit window in rate-window.ts, schedules in schedules.ts.
  */
 import { EventEmitter } from 'node:events';
 import type { ClickHouseClient } from '@clickhouse/client';
@@ -26,14 +29,16 @@ import { ClosedError, InvalidArgumentError, NoLockerError } from '../../../error
 import { MAX_TIMER_MS } from '../../options.js';
 import { deliveryId } from '../../delivery-id.js';
 import type { DistributedLocker } from '../../lockers/types.js';
-import type { Claimed, ClaimRequest, ConsumerGroup, KillOptions, MessagePage, PurgePolicy, StartFrom, Store, StoreStats, StoredMessage } from '../../types.js';
+import type { ScheduleRecord } from '../../schedules/types.js';
+import type { Claimed, ClaimRequest, ConsumerGroup, KillOptions, MessagePage, PurgePolicy, StartFrom, Store, StoreCapabilities, StoreStats, StoredMessage } from '../../types.js';
 import { parseSeqCursor } from '../seq-cursor.js';
 import { Claims } from './claim.js';
-import { Connection, loadDriver, serverClock, SETTINGS, topicKey, wrap } from './connection.js';
+import { Connection, groupKey, loadDriver, serverClock, SETTINGS, topicKey, wrap } from './connection.js';
 import type { SqlValue } from './escape.js';
 import { migrate } from './migrate.js';
 import { ACKED, DEAD, deliveryValues, messageValues, PENDING, PURGED, toMessage } from './rows.js';
 import type { DeliveryRow, MessageRecord } from './rows.js';
+import { Schedules } from './schedules.js';
 import { quoteDatabase, statements } from './sql.js';
 
 /** Options of `ClickHouseStore.open`. */
@@ -80,13 +85,23 @@ const wakeEvents = new EventEmitter().setMaxListeners(0);
 /**
  * A `Store` in a ClickHouse database (queue type `clickhouse`). Safe to share
  * between instances when they share a `locker`. Implements `canConsume`,
- * `acquireJanitor`, and a wake source (`listen`) that reaches only the
+ * `acquireJanitor`, `setGroupPaused`, rate limits, the schedule methods,
+ * and a wake source (`listen`) that reaches only the
  * handles on the same endpoint and database in this process (other
  * processes poll). Use `ClickHouseStore.open`.
  */
 export class ClickHouseStore implements Store {
   readonly #conn: Connection;
   readonly #claims: Claims;
+  readonly #schedules: Schedules;
+  /**
+   * Rate limits are counted under the claim's lock. Priorities are not
+   * supported: every read of a delivery takes its latest version from all of
+   * them (a `GROUP BY` over the group's rows), so a claim reads and sorts the
+   * group's whole backlog whatever order it asks for; no index can hand out
+   * the highest priority first (docs/QUEUE.md, "The ClickHouse store").
+   */
+  readonly capabilities: StoreCapabilities = { priority: false, rateLimit: true };
   /** Whether the store opened its client (and so closes it). */
   readonly #owns: boolean;
   /** The `wakeEvents` channel of this endpoint and database. */
@@ -97,6 +112,7 @@ export class ClickHouseStore implements Store {
   private constructor(conn: Connection, owns: boolean, channel: string) {
     this.#conn = conn;
     this.#claims = new Claims(conn);
+    this.#schedules = new Schedules(conn);
     this.#owns = owns;
     this.#channel = channel;
   }
@@ -158,7 +174,7 @@ export class ClickHouseStore implements Store {
 
   async ensureGroup(topic: string, group: string, startFrom: StartFrom): Promise<void> {
     await this.#conn.locked([topicKey(this.#conn.db, topic)], async (now, held) => {
-      const [reg] = await this.#conn.rows<{ l_deleted: number; l_ver: string }>('group-exists', { topic, grp: group });
+      const [reg] = await this.#conn.rows<GroupState>('group-exists', { topic, grp: group });
       if (reg && Number(reg.l_deleted) === 0) return;
       if (startFrom === 'earliest') {
         // Deliveries a failed earlier registration left keep their state;
@@ -189,7 +205,7 @@ export class ClickHouseStore implements Store {
       }
       held();
       // Last: the registration commits the group (above a removal's version).
-      await this.#conn.insert('insert-groups', [[topic, group, now, 0, Math.max(now * 1000, Number(reg?.l_ver ?? 0) + 1)]]);
+      await this.#conn.insert('insert-groups', [[topic, group, now, 0, 0, Math.max(now * 1000, Number(reg?.l_ver ?? 0) + 1)]]);
     });
   }
 
@@ -323,11 +339,36 @@ export class ClickHouseStore implements Store {
 
   async #stats(topic: string, group: string): Promise<StoreStats> {
     const now = await this.#conn.now();
-    const [r] = await this.#conn.rows<{ live: string; leased: string; dead: string; due: string; oldest_due: string }>('stats', { topic, grp: group, now });
+    const [[r], [reg]] = await Promise.all([
+      this.#conn.rows<{ live: string; leased: string; dead: string; due: string; oldest_due: string }>('stats', { topic, grp: group, now }),
+      this.#conn.rows<GroupState>('group-exists', { topic, grp: group }),
+    ]);
     const live = Number(r!.live);
     const leased = Number(r!.leased);
     const oldestPendingAgeMs = Number(r!.due) > 0 ? Math.max(0, now - Number(r!.oldest_due)) : 0;
-    return { pending: live - leased, leased, dead: Number(r!.dead), oldestPendingAgeMs };
+    const paused = reg !== undefined && Number(reg.l_deleted) === 0 && Number(reg.l_paused) === 1;
+    return { pending: live - leased, leased, dead: Number(r!.dead), oldestPendingAgeMs, paused };
+  }
+
+  /**
+   * Writes a version of the group with `paused`, under the topic's lock (as
+   * registrations and removals, which write the same row) and the group's
+   * (as claims, which read it): once this resolves, no claim that read the
+   * group as it was is still to write. A resume wakes the topic's other
+   * handles in this process.
+   */
+  async #setGroupPaused(topic: string, group: string, paused: boolean): Promise<boolean> {
+    const db = this.#conn.db;
+    const registered = await this.#conn.locked([topicKey(db, topic), groupKey(db, topic, group)], async (now, held) => {
+      const [reg] = await this.#conn.rows<GroupState>('group-exists', { topic, grp: group });
+      if (!reg || Number(reg.l_deleted) !== 0) return false;
+      if (Number(reg.l_paused) === (paused ? 1 : 0)) return true;
+      held();
+      await this.#conn.insert('insert-groups', [[topic, group, Number(reg.l_created_at), 0, paused ? 1 : 0, Math.max(now * 1000, Number(reg.l_ver) + 1)]]);
+      return true;
+    });
+    if (registered && !paused) this.#notify([topic]);
+    return registered;
   }
 
   /**
@@ -338,12 +379,12 @@ export class ClickHouseStore implements Store {
    */
   async removeGroup(topic: string, group: string): Promise<boolean> {
     return this.#conn.locked([topicKey(this.#conn.db, topic)], async (now, held) => {
-      const [reg] = await this.#conn.rows<{ l_deleted: number; l_ver: string }>('group-exists', { topic, grp: group });
+      const [reg] = await this.#conn.rows<GroupState>('group-exists', { topic, grp: group });
       held();
       await this.#conn.exec('tombstone-group-deliveries', { topic, grp: group });
       if (!reg || Number(reg.l_deleted) !== 0) return false;
       held();
-      await this.#conn.insert('insert-groups', [[topic, group, now, 1, Math.max(now * 1000, Number(reg.l_ver) + 1)]]);
+      await this.#conn.insert('insert-groups', [[topic, group, now, 1, 0, Math.max(now * 1000, Number(reg.l_ver) + 1)]]);
       return true;
     });
   }
@@ -367,9 +408,9 @@ export class ClickHouseStore implements Store {
   /**
    * Calls `wake(topic)` whenever another handle on the same endpoint and
    * database in this process publishes to `topic`, acks or kills a keyed
-   * delivery on it (freeing the next of its lane), or releases deliveries of
-   * it; until `signal` aborts or this store closes. Other processes are not
-   * heard: they are found by polling.
+   * delivery on it (freeing the next of its lane), releases deliveries of
+   * it, or resumes a group of it; until `signal` aborts or this store
+   * closes. Other processes are not heard: they are found by polling.
    */
   async listen(signal: AbortSignal, wake: (topic: string) => void): Promise<void> {
     this.#conn.assertOpen();
@@ -459,6 +500,28 @@ export class ClickHouseStore implements Store {
     return this.#abortable('stats', signal, () => this.#stats(topic, group));
   }
 
+  /** See `Store.setGroupPaused`. */
+  setGroupPaused(topic: string, group: string, paused: boolean, signal?: AbortSignal): Promise<boolean> {
+    return this.#abortable('setGroupPaused', signal, () => this.#setGroupPaused(topic, group, paused));
+  }
+
+  /** See `Store.putSchedule` (schedules.ts). Instants before 1970 are refused (`InvalidArgumentError`): the table keeps unsigned milliseconds. */
+  putSchedule(r: ScheduleRecord, signal?: AbortSignal): Promise<boolean> {
+    return this.#abortable('putSchedule', signal, () => this.#schedules.put(r));
+  }
+
+  deleteSchedule(name: string, signal?: AbortSignal): Promise<boolean> {
+    return this.#abortable('deleteSchedule', signal, () => this.#schedules.delete(name));
+  }
+
+  listSchedules(signal?: AbortSignal): Promise<ScheduleRecord[]> {
+    return this.#abortable('listSchedules', signal, () => this.#schedules.list());
+  }
+
+  advanceSchedule(name: string, revision: string, tick: Date, signal?: AbortSignal): Promise<boolean> {
+    return this.#abortable('advanceSchedule', signal, () => this.#schedules.advance(name, revision, tick));
+  }
+
   ping(signal?: AbortSignal): Promise<void> {
     return this.#abortable('ping', signal, () => this.#ping());
   }
@@ -491,6 +554,14 @@ export class ClickHouseStore implements Store {
   [Symbol.asyncDispose](): Promise<void> {
     return this.close();
   }
+}
+
+/** A row of group-exists.sql. */
+interface GroupState {
+  l_deleted: number;
+  l_paused: number;
+  l_created_at: string;
+  l_ver: string;
 }
 
 /** A new pending delivery, first version. */

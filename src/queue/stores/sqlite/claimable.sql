@@ -1,15 +1,11 @@
--- Up to @limit deliveries of group @grp on topic @topic a claim may take at
--- @now, of messages past seq @after, in publish order, with their messages.
--- Claimable: pending and past its available_at, or leased with its lease run
--- out (a recovered delivery). A keyed one only at the head of its lane: no
--- earlier live delivery has its key. The partial indexes of live rows keep
--- this proportional to live work, however many finished rows wait for the
--- janitor.
-SELECT d.delivery_id, d.attempt, d.state, m.seq, m.id, m.topic, m.msg_key, m.payload, m.headers, m.published_at, m.deliver_at
+-- Up to @limit deliveries of priority 0 (the default) of group @grp on topic
+-- @topic a claim may take at @now (claimable-delivery.sql), of messages past
+-- seq @after, in publish order, with their messages. One range of the
+-- partial index of live rows (priority, then message_seq), so the cost
+-- follows live work, however many finished rows wait for the janitor, and
+-- @after lets a claim that just made new rows search only those.
+SELECT d.delivery_id, d.attempt, d.state, m.seq, m.id, m.topic, m.msg_key, m.payload, m.headers, m.published_at, m.deliver_at, m.priority
 FROM ferry_deliveries d JOIN ferry_messages m ON m.seq = d.message_seq
-WHERE d.topic = @topic AND d.grp = @grp AND d.state < 2 /* acked */ AND d.message_seq > @after
-  AND ((d.state = 0 /* pending */ AND d.available_at <= @now) OR (d.state = 1 /* leased */ AND d.lease_until <= @now))
-  AND (d.msg_key IS NULL OR NOT EXISTS (
-    SELECT 1 FROM ferry_deliveries e
-    WHERE e.topic = d.topic AND e.grp = d.grp AND e.msg_key = d.msg_key AND e.state < 2 /* acked */ AND e.message_seq < d.message_seq))
+WHERE d.topic = @topic AND d.grp = @grp AND d.state < 2 /* acked */ AND d.priority = 0 AND d.message_seq > @after
+  AND __CLAIMABLE_DELIVERY__
 ORDER BY d.message_seq LIMIT @limit

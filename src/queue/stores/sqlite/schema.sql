@@ -6,17 +6,20 @@
 
 -- Consumer groups. cursor_seq is the highest message seq the group has a
 -- delivery row for, or chose to skip (a group that starts from the latest
--- message): a claim makes the deliveries of the messages past it.
+-- message): a claim makes the deliveries of the messages past it. paused is 1
+-- while the group is paused (set-group-paused.sql).
 CREATE TABLE IF NOT EXISTS ferry_groups (
   topic TEXT NOT NULL,
   grp TEXT NOT NULL,
   created_at INTEGER NOT NULL,
   cursor_seq INTEGER NOT NULL DEFAULT 0,
+  paused INTEGER NOT NULL DEFAULT 0,
   PRIMARY KEY (topic, grp)
 ) WITHOUT ROWID;
 
 -- Messages; seq is publish order, numbered by append.sql (never reused).
--- due_at is deliver_at when scheduled, else published_at.
+-- due_at is deliver_at when scheduled, else published_at. priority is
+-- Message.priority (0 when none was given).
 CREATE TABLE IF NOT EXISTS ferry_messages (
   seq INTEGER PRIMARY KEY,
   id TEXT NOT NULL UNIQUE,
@@ -26,12 +29,16 @@ CREATE TABLE IF NOT EXISTS ferry_messages (
   headers TEXT,
   published_at INTEGER NOT NULL,
   deliver_at INTEGER,
-  due_at INTEGER NOT NULL
+  due_at INTEGER NOT NULL,
+  priority INTEGER NOT NULL DEFAULT 0
 );
 -- A claim's walk past its group's cursor.
 CREATE INDEX IF NOT EXISTS ferry_messages_topic ON ferry_messages (topic, seq);
 -- The janitor's oldest-first walk.
 CREATE INDEX IF NOT EXISTS ferry_messages_due ON ferry_messages (due_at);
+-- The newest message above priority 0 of a topic: a claim makes the
+-- deliveries up to it before it chooses (newest-raised-seq.sql).
+CREATE INDEX IF NOT EXISTS ferry_messages_raised ON ferry_messages (topic, seq) WHERE priority > 0;
 
 -- Counters kept across rows: purged_seq, the highest message seq ever deleted.
 CREATE TABLE IF NOT EXISTS ferry_meta (
@@ -41,7 +48,7 @@ CREATE TABLE IF NOT EXISTS ferry_meta (
 
 -- One row per message and group, made at claim time, keyed by its message's
 -- seq so a publish appends at the end of every index it touches. state is a
--- code of src/queue/stores/delivery-state.ts.
+-- code of src/queue/stores/delivery-state.ts; priority is its message's.
 CREATE TABLE IF NOT EXISTS ferry_deliveries (
   message_seq INTEGER NOT NULL,
   grp TEXT NOT NULL,
@@ -56,15 +63,40 @@ CREATE TABLE IF NOT EXISTS ferry_deliveries (
   holder TEXT,
   last_error TEXT,
   finished_at INTEGER,
+  priority INTEGER NOT NULL DEFAULT 0,
   PRIMARY KEY (message_seq, grp)
 ) WITHOUT ROWID;
--- Claims: live work only, in publish order.
-CREATE INDEX IF NOT EXISTS ferry_deliveries_live ON ferry_deliveries (topic, grp, message_seq) WHERE state < 2 /* acked */;
+-- Claims: live work only, highest priority first, then in publish order.
+CREATE INDEX IF NOT EXISTS ferry_deliveries_live ON ferry_deliveries (topic, grp, priority DESC, message_seq) WHERE state < 2 /* acked */;
+-- Leased rows by lease end: maxInFlight's count (in-flight.sql).
+CREATE INDEX IF NOT EXISTS ferry_deliveries_leased ON ferry_deliveries (topic, grp, lease_until) WHERE state = 1 /* leased */;
 -- The head-of-lane test of keyed deliveries.
 CREATE INDEX IF NOT EXISTS ferry_deliveries_lane ON ferry_deliveries (topic, grp, msg_key, message_seq) WHERE state < 2 /* acked */ AND msg_key IS NOT NULL;
 -- Dead rows: counted per group, purged by age.
 CREATE INDEX IF NOT EXISTS ferry_deliveries_dead ON ferry_deliveries (topic, grp, finished_at) WHERE state = 3 /* dead */;
 CREATE INDEX IF NOT EXISTS ferry_deliveries_dead_age ON ferry_deliveries (finished_at) WHERE state = 3 /* dead */;
+
+-- Schedules (Queue.schedule), one row per name: spec is the engine's JSON,
+-- revision a fingerprint of spec and payload; updated_at and last_tick are
+-- instants of the engine's clock, kept as given (migrations/005).
+CREATE TABLE IF NOT EXISTS ferry_schedules (
+  name TEXT PRIMARY KEY,
+  revision TEXT NOT NULL,
+  spec TEXT NOT NULL,
+  payload BLOB NOT NULL,
+  updated_at INTEGER NOT NULL,
+  last_tick INTEGER
+) WITHOUT ROWID;
+
+-- The rate limit's record: how many claims group grp of topic started at
+-- each millisecond started_at (database clock), kept for one window.
+CREATE TABLE IF NOT EXISTS ferry_claim_starts (
+  topic TEXT NOT NULL,
+  grp TEXT NOT NULL,
+  started_at INTEGER NOT NULL,
+  claims INTEGER NOT NULL,
+  PRIMARY KEY (topic, grp, started_at)
+) WITHOUT ROWID;
 
 -- The janitor lease: one row, held by one store handle at a time (janitor.sql).
 CREATE TABLE IF NOT EXISTS ferry_janitor (

@@ -16,6 +16,9 @@ const STORE_STATEMENTS = [
   'now',
   'createGroup',
   'groupCursor',
+  'groupState',
+  'setGroupPaused',
+  'newestRaisedSeq',
   'moveCursor',
   'newestSeq',
   'messagesPastCursor',
@@ -24,6 +27,12 @@ const STORE_STATEMENTS = [
   'makeDelivery',
   'inFlight',
   'claimable',
+  'claimableByPriority',
+  'claimsInWindow',
+  'claimStarts',
+  'recordClaimStarts',
+  'pruneClaimStarts',
+  'forgetClaimStarts',
   'lease',
   'ack',
   'retry',
@@ -44,6 +53,10 @@ const STORE_STATEMENTS = [
   'listTopicGroups',
   'listMessages',
   'janitor',
+  'putSchedule',
+  'deleteSchedule',
+  'listSchedules',
+  'advanceSchedule',
 ] as const;
 
 /** The poll query's (due-pairs.ts), prepared on its first use. */
@@ -56,7 +69,7 @@ export type Statements = Record<(typeof STORE_STATEMENTS)[number], BetterSqlite3
 
 /** Statements that return one column, whose rows are that column's values (better-sqlite3's `pluck`). */
 const PLUCKED: ReadonlySet<StatementName> = new Set<StatementName>([
-  'now', 'groupCursor', 'newestSeq', 'inFlight', 'finishedMessages', 'deadCount', 'oldestDue',
+  'now', 'groupCursor', 'newestSeq', 'newestRaisedSeq', 'claimsInWindow', 'inFlight', 'finishedMessages', 'deadCount', 'oldestDue',
 ]);
 
 /** The file of statement `name`: its words in kebab case. */

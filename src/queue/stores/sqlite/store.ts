@@ -2,15 +2,17 @@
  * The SQLite store (queue type `sqlite`), the embedded default: one file, one
  * process, better-sqlite3 loaded only when this store is opened.
  *
- * Rows (schema.sql): `ferry_groups` (topic, group and its cursor),
- * `ferry_messages` (one per message; its `seq` is publish order) and
+ * Rows (schema.sql): `ferry_groups` (topic, group, its cursor and pause
+ * flag), `ferry_messages` (one per message; its `seq` is publish order),
  * `ferry_deliveries` (one per message and group, keyed by (message_seq, grp)
- * and carrying its `deliveryId`). A publish writes only the message; a claim
- * makes the deliveries of the messages past its group's cursor before it
- * looks for due ones (`#advance`). A delivery's `state` is a code of
- * ../delivery-state.ts; partial indexes over live rows keep claims
- * proportional to live work however many finished rows wait for the janitor.
- * Each statement is a `.sql` file beside this one (sql.ts).
+ * and carrying its `deliveryId`), `ferry_claim_starts` (what rate limits
+ * count) and `ferry_schedules` (one per schedule). A publish writes only the
+ * message; a claim makes the deliveries of the messages past its group's
+ * cursor as it looks for due ones, in priority order (claim.ts). A
+ * delivery's `state` is a code of ../delivery-state.ts; partial indexes over
+ * live rows keep claims proportional to live work however many finished rows
+ * wait for the janitor. Each statement is a `.sql` file beside this one
+ * (sql.ts).
  *
  * Times are integers of milliseconds on the database's clock (now.sql); the
  * engine passes only durations. Every write transaction is `BEGIN IMMEDIATE`
@@ -19,20 +21,22 @@
  * default, so a committed publish or ack survives a power cut, not only a
  * process crash.
  */
-import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
 import { closeSync, constants, openSync, realpathSync } from 'node:fs';
 import type BetterSqlite3 from 'better-sqlite3';
 import { ClosedError, InvalidArgumentError, IOError, PayloadTooLargeError } from '../../../errors.js';
 import { sqliteTransient } from '../transient.js';
-import { deliveryId } from '../../delivery-id.js';
-import { takeClaimable } from '../recovered.js';
 import { parseSeqCursor } from '../seq-cursor.js';
-import { LEASED } from '../delivery-state.js';
 import { setUpSchema } from './migrate.js';
+import { claimStep, type ClaimStep } from './claim.js';
+import { toMessage, type MessageRowDb } from './rows.js';
 import { SqliteDuePairs } from './due-pairs.js';
 import { prepareStatements, type Statements } from './sql.js';
-import type { AckAndClaimed, ClaimRequest, Claimed, ConsumerGroup, KillOptions, MessagePage, PurgePolicy, StartFrom, Store, StoreStats, StoredMessage } from '../../types.js';
+import { scheduleFromRow, scheduleValues, type ScheduleRow } from './schedule-rows.js';
+import type { ScheduleRecord } from '../../schedules/types.js';
+import type {
+  AckAndClaimed, ClaimRequest, Claimed, ConsumerGroup, KillOptions, MessagePage, PurgePolicy, StartFrom, Store, StoreCapabilities, StoreStats, StoredMessage,
+} from '../../types.js';
 
 type Database = BetterSqlite3.Database;
 
@@ -65,42 +69,6 @@ const DATABASE_FILE_MODE = 0o600;
 function createPrivate(path: string): void {
   if (path === ':memory:' || path.startsWith('file:')) return;
   closeSync(openSync(path, constants.O_RDONLY | constants.O_CREAT, DATABASE_FILE_MODE));
-}
-
-/** A claim short of due deliveries makes those of at least this many newer messages at once (`#advance`)... */
-const ADVANCE_MIN = 256;
-/** ...and at most this many chunks per transaction, so the process is never blocked for long behind many scheduled messages. */
-const ADVANCE_ROUNDS = 4;
-
-interface MessageRowDb {
-  seq: number;
-  id: string;
-  topic: string;
-  msg_key: string | null;
-  payload: Buffer;
-  headers: string | null;
-  published_at: number;
-  deliver_at: number | null;
-}
-
-interface ClaimRowDb extends MessageRowDb {
-  delivery_id: string;
-  attempt: number;
-  /** PENDING, or LEASED when its lease expired (the delivery is recovered). */
-  state: number;
-}
-
-function toMessage(r: MessageRowDb): StoredMessage {
-  const m: StoredMessage = {
-    id: r.id,
-    topic: r.topic,
-    payload: new Uint8Array(r.payload.buffer, r.payload.byteOffset, r.payload.byteLength),
-    publishedAt: new Date(r.published_at),
-  };
-  if (r.msg_key !== null) m.key = r.msg_key;
-  if (r.headers !== null) m.headers = JSON.parse(r.headers) as Record<string, string>;
-  if (r.deliver_at !== null) m.deliverAt = new Date(r.deliver_at);
-  return m;
 }
 
 /** The parameters that fence a write on claim `c` (ack.sql): its message's ID, its group and its claim token. */
@@ -136,6 +104,8 @@ export class SqliteStore implements Store {
   /** One transaction function for every write (better-sqlite3 builds five wrappers per `transaction` call). */
   readonly #tx: BetterSqlite3.Transaction<(fn: (now: number) => unknown) => unknown>;
   #closed = false;
+  /** Claims order by `Message.priority` through the live index, and count `ClaimRequest.rateLimit` (claim.ts). */
+  readonly capabilities: StoreCapabilities = { priority: true, rateLimit: true };
   /** The poll query, prepared on first use (due-pairs.ts). */
   #due: SqliteDuePairs | undefined;
 
@@ -201,61 +171,14 @@ export class SqliteStore implements Store {
   }
 
   /**
-   * Makes the group's pending deliveries of up to `max` messages past its
-   * cursor, in publish order, and moves the cursor past them. Returns the
-   * cursor before and after, and how many it made (fewer than `max`: the
-   * cursor reached the newest message); none when the group is not
-   * registered. Inside a write transaction.
+   * One claim transaction (claim.ts): the acks of `acks` first, so the claim
+   * sees the lanes and the room under maxInFlight they free; then the claim,
+   * whose rows of priority 0 are searched past seq `after` only (0: all).
    */
-  #advance(topic: string, group: string, max: number): { from: number; to: number; made: number } {
-    const from = this.#q.groupCursor.get({ topic, grp: group }) as number | undefined;
-    if (from === undefined) return { from: 0, to: 0, made: 0 };
-    const rows = this.#q.messagesPastCursor.all({ topic, after: from, limit: max }) as Array<{ seq: number; id: string; msg_key: string | null; deliver_at: number | null }>;
-    if (rows.length === 0) return { from, to: from, made: 0 };
-    for (const r of rows) {
-      this.#q.makeDelivery.run({ id: deliveryId(r.id, group), seq: r.seq, topic, grp: group, key: r.msg_key, availableAt: r.deliver_at ?? 0 });
-    }
-    const to = rows[rows.length - 1]!.seq;
-    this.#q.moveCursor.run({ cursor: to, topic, grp: group });
-    return { from, to, made: rows.length };
-  }
-
-  /**
-   * One claim transaction: the due deliveries already made past seq
-   * `after` (0: all of them), then, while fewer than the limit are due,
-   * those of the next chunks of messages past the cursor (only each new
-   * range is searched). `more` tells that it stopped with messages past the
-   * cursor left, and `cursor` where it stopped.
-   */
-  #claimOnce(req: ClaimRequest, after: number, acks: Claimed[] = []): { acked: Claimed[]; claimed: Claimed[]; more: boolean; cursor: number } {
+  #claimOnce(req: ClaimRequest, after: number, acks: Claimed[] = []): ClaimStep & { acked: Claimed[] } {
     return this.#write((now) => {
-      // Acks first, so the claim sees the lanes and the room under maxInFlight they free.
       const acked = this.#ackRows(acks, now);
-      let limit = req.max;
-      if (req.maxInFlight > 0) limit = Math.min(limit, req.maxInFlight - (this.#q.inFlight.get({ topic: req.topic, grp: req.group, now }) as number));
-      if (limit <= 0) return { acked, claimed: [], more: false, cursor: after };
-      const found = this.#q.claimable.all({ topic: req.topic, grp: req.group, now, limit, after }) as ClaimRowDb[];
-      // A delivery whose lease expired is claimed alone (recovered.ts): then no new deliveries are made either.
-      const rows = takeClaimable(found, (r) => r.state === LEASED);
-      const alone = rows.length < found.length || rows[0]?.state === LEASED;
-      const chunk = Math.max(ADVANCE_MIN, 4 * limit);
-      let more = false;
-      let cursor = after;
-      for (let i = 0; i < ADVANCE_ROUNDS && rows.length < limit && !alone; i++) {
-        const { from, to, made } = this.#advance(req.topic, req.group, chunk);
-        if (made > 0) rows.push(...(this.#q.claimable.all({ topic: req.topic, grp: req.group, now, limit: limit - rows.length, after: from }) as ClaimRowDb[]));
-        cursor = to;
-        more = made === chunk;
-        if (!more) break;
-      }
-      const claimed = rows.map((r) => {
-        const token = randomUUID();
-        this.#q.lease.run({ token, holder: req.runnerId, leaseUntil: now + Math.ceil(req.leaseMs), seq: r.seq, grp: req.group });
-        const c: Claimed = { deliveryId: r.delivery_id, claimToken: token, group: req.group, attempt: r.attempt + 1, message: toMessage(r) };
-        if (r.state === LEASED) c.recovered = true;
-        return c;
-      });
-      return { acked, claimed, more, cursor };
+      return { acked, ...claimStep(this.#q, req, after, now) };
     });
   }
 
@@ -296,7 +219,7 @@ export class SqliteStore implements Store {
         // An ID already stored changes nothing (ON CONFLICT DO NOTHING): idempotent.
         this.#q.append.run({
           id: m.id, topic: m.topic, key: m.key ?? null, payload: m.payload, headers: m.headers === undefined ? null : JSON.stringify(m.headers),
-          publishedAt, deliverAt, dueAt: deliverAt ?? publishedAt,
+          publishedAt, deliverAt, dueAt: deliverAt ?? publishedAt, priority: m.priority ?? 0,
         });
       }
     });
@@ -334,11 +257,14 @@ export class SqliteStore implements Store {
   async #claim(req: ClaimRequest, acks: Claimed[]): Promise<{ acked: Claimed[]; claimed: Claimed[] }> {
     const first = this.#claimOnce(req, 0, acks);
     this.#notify(first.acked.filter((c) => c.message.key !== undefined)); // their lanes moved on
-    for (let { claimed, more, cursor } = first; ; ) {
-      if (claimed.length > 0 || !more) return { acked: first.acked, claimed };
+    for (let { claimed, more, cursor, rateWaitMs } = first; ; ) {
+      if (claimed.length > 0 || !more) {
+        if (rateWaitMs !== undefined) req.onRateLimited?.(rateWaitMs); // after the commit: it cannot undo the claim
+        return { acked: first.acked, claimed };
+      }
       await new Promise<void>((resolve) => setImmediate(resolve));
       try {
-        ({ claimed, more, cursor } = this.#claimOnce(req, cursor));
+        ({ claimed, more, cursor, rateWaitMs } = this.#claimOnce(req, cursor));
       } catch (err) {
         // The acks are committed: report them, with nothing claimed (a claim
         // may find nothing); the next claim meets the error again.
@@ -399,13 +325,13 @@ export class SqliteStore implements Store {
       let oldestDue = this.#q.oldestDue.get({ topic, grp: group, now }) as number | null;
       let pending = live.total - live.leased;
       // Messages past the group's cursor have no delivery row yet: each is one pending delivery.
-      const cursor = this.#q.groupCursor.get({ topic, grp: group }) as number | undefined;
-      if (cursor !== undefined) {
-        const ahead = this.#q.aheadOfCursor.get({ topic, after: cursor, now }) as { n: number; oldest: number | null };
+      const g = this.#q.groupState.get({ topic, grp: group }) as { cursor_seq: number; paused: number } | undefined;
+      if (g !== undefined) {
+        const ahead = this.#q.aheadOfCursor.get({ topic, after: g.cursor_seq, now }) as { n: number; oldest: number | null };
         pending += ahead.n;
         if (ahead.oldest !== null && (oldestDue === null || ahead.oldest < oldestDue)) oldestDue = ahead.oldest;
       }
-      return { pending, leased: live.leased, dead, oldestPendingAgeMs: oldestDue === null ? 0 : now - oldestDue };
+      return { pending, leased: live.leased, dead, oldestPendingAgeMs: oldestDue === null ? 0 : now - oldestDue, paused: g !== undefined && g.paused !== 0 };
     })();
   }
 
@@ -414,9 +340,23 @@ export class SqliteStore implements Store {
     this.#q.now.get();
   }
 
+  /**
+   * See `Store.setGroupPaused` (set-group-paused.sql). A claim reads the
+   * flag inside its own transaction, so every handle on the file honours it
+   * from its next claim on. Resuming wakes the other handles on the file in
+   * this process (`listen`); other processes find the group at their next
+   * poll.
+   */
+  async setGroupPaused(topic: string, group: string, paused: boolean): Promise<boolean> {
+    const registered = this.#write(() => this.#q.setGroupPaused.run({ topic, grp: group, paused: paused ? 1 : 0 }).changes === 1);
+    if (registered && !paused) this.#notify([{ topic }]);
+    return registered;
+  }
+
   async removeGroup(topic: string, group: string): Promise<boolean> {
     return this.#write(() => {
       this.#q.removeGroupDeliveries.run({ topic, grp: group });
+      this.#q.forgetClaimStarts.run({ topic, grp: group });
       return this.#q.removeGroup.run({ topic, grp: group }).changes === 1;
     });
   }
@@ -456,6 +396,28 @@ export class SqliteStore implements Store {
 
   async acquireJanitor(holder: string, ttlMs: number): Promise<boolean> {
     return this.#write((now) => this.#q.janitor.run({ holder, now, ttlMs }).changes === 1);
+  }
+
+  /** See `Store.putSchedule` (put-schedule.sql). */
+  async putSchedule(r: ScheduleRecord): Promise<boolean> {
+    const values = scheduleValues(r);
+    return this.#write(() => this.#q.putSchedule.run(values).changes === 1);
+  }
+
+  /** See `Store.deleteSchedule` (delete-schedule.sql). */
+  async deleteSchedule(name: string): Promise<boolean> {
+    return this.#write(() => this.#q.deleteSchedule.run({ name }).changes === 1);
+  }
+
+  /** See `Store.listSchedules` (list-schedules.sql). */
+  async listSchedules(): Promise<ScheduleRecord[]> {
+    if (this.#closed) throw new ClosedError('sqlite store is closed');
+    return (this.#q.listSchedules.all() as ScheduleRow[]).map(scheduleFromRow);
+  }
+
+  /** See `Store.advanceSchedule` (advance-schedule.sql). */
+  async advanceSchedule(name: string, revision: string, tick: Date): Promise<boolean> {
+    return this.#write(() => this.#q.advanceSchedule.run({ name, revision, tick: tick.getTime() }).changes === 1);
   }
 
   /**

@@ -1,2 +1,3 @@
--- Group registration versions (deleted 1: removed); rows follow as VALUES tuples.
-INSERT INTO __DB__.groups (topic, grp, created_at, deleted, ver) VALUES
+-- Group registration versions (deleted 1: removed; paused 1: paused); rows
+-- follow as VALUES tuples.
+INSERT INTO __DB__.groups (topic, grp, created_at, deleted, paused, ver) VALUES

@@ -1,0 +1,73 @@
+/**
+ * Opening a `ferry/queue` queue from a `createQueue` config file, for the
+ * commands that operate on one (`ferry queue`, `ferry dashboard`).
+ *
+ * These commands are tools beside the application, never instances of it:
+ * the queue they open fires no schedules (`fireSchedules: false`), so running
+ * one never publishes a tick, whatever the application's instances do.
+ */
+import { existsSync } from 'node:fs';
+import { readFile } from 'node:fs/promises';
+import { createQueue, type QueueConfig } from '../queue/index.js';
+import type { Queue } from '../queue/types.js';
+import { CliError, EXIT_USAGE, describe } from './common.js';
+
+/**
+ * Reads and parses a config file.
+ *
+ * @throws CliError (exit 2) the file cannot be read or is not JSON.
+ */
+export async function readConfig(path: string): Promise<QueueConfig> {
+  let text: string;
+  try {
+    text = await readFile(path, 'utf8');
+  } catch (err) {
+    throw new CliError(`cannot read ${path}: ${describe(err)}`, EXIT_USAGE);
+  }
+  try {
+    return JSON.parse(text) as QueueConfig;
+  } catch (err) {
+    throw new CliError(`${path} is not JSON: ${describe(err)}`, EXIT_USAGE);
+  }
+}
+
+/** Options of {@link openConfiguredQueue}. */
+export interface OpenConfiguredOptions {
+  /**
+   * Refuse configs that could only show an empty queue: a `memory` queue
+   * (private to the process that made it) and a `sqlite` file that does not
+   * exist (opening would create an empty database, hiding a mistyped path).
+   */
+  existing: boolean;
+}
+
+/**
+ * Builds the queue `path` describes, with `fireSchedules: false`.
+ *
+ * @throws CliError (exit 2) the file is unreadable or not JSON, the config
+ * builds no queue (`enabled: false`), is refused under `existing`, or the
+ * queue cannot be opened (bad config, unreachable store).
+ */
+export async function openConfiguredQueue(path: string, o: OpenConfiguredOptions): Promise<Queue> {
+  const config = await readConfig(path);
+  if (o.existing) refuseEmpty(path, config);
+  let queue: Queue | undefined;
+  try {
+    queue = await createQueue(config, { fireSchedules: false });
+  } catch (err) {
+    throw new CliError(`cannot open the queue of ${path}: ${describe(err)}`, EXIT_USAGE);
+  }
+  if (!queue) throw new CliError(`${path} builds no queue: set "enabled": true`, EXIT_USAGE);
+  return queue;
+}
+
+function refuseEmpty(path: string, config: QueueConfig): void {
+  if (typeof config !== 'object' || config === null || config.enabled === false) return; // createQueue says what is wrong
+  if (config.type === 'memory') {
+    throw new CliError(`${path} is a memory queue: it lives inside the process that made it, so this command would see an empty one`, EXIT_USAGE);
+  }
+  const file = (config.config as { path?: unknown } | undefined)?.path;
+  if (config.type === 'sqlite' && typeof file === 'string' && file !== '' && file !== ':memory:' && !file.startsWith('file:') && !existsSync(file)) {
+    throw new CliError(`no queue at ${file} (from ${path}): the SQLite file does not exist`, EXIT_USAGE);
+  }
+}
