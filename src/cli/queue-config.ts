@@ -10,6 +10,7 @@ import { existsSync } from 'node:fs';
 import { readFile } from 'node:fs/promises';
 import { createQueue, type QueueConfig } from '../queue/index.js';
 import type { Queue } from '../queue/types.js';
+import { DEFAULT_POSTGRES_SCHEMA, poolConfig } from '../queue/stores/postgres/connection.js';
 import { CliError, EXIT_USAGE, describe } from './common.js';
 
 /**
@@ -36,7 +37,8 @@ export interface OpenConfiguredOptions {
   /**
    * Refuse configs that could only show an empty queue: a `memory` queue
    * (private to the process that made it) and a `sqlite` file that does not
-   * exist (opening would create an empty database, hiding a mistyped path).
+   * exist (opening would create an empty database, hiding a mistyped path),
+   * and a `postgres` schema that does not exist (opening would create it).
    */
   existing: boolean;
 }
@@ -50,7 +52,10 @@ export interface OpenConfiguredOptions {
  */
 export async function openConfiguredQueue(path: string, o: OpenConfiguredOptions): Promise<Queue> {
   const config = await readConfig(path);
-  if (o.existing) refuseEmpty(path, config);
+  if (o.existing) {
+    refuseEmpty(path, config);
+    await refuseMissingSchema(path, config);
+  }
   let queue: Queue | undefined;
   try {
     queue = await createQueue(config, { fireSchedules: false });
@@ -70,4 +75,29 @@ function refuseEmpty(path: string, config: QueueConfig): void {
   if (config.type === 'sqlite' && typeof file === 'string' && file !== '' && file !== ':memory:' && !file.startsWith('file:') && !existsSync(file)) {
     throw new CliError(`no queue at ${file} (from ${path}): the SQLite file does not exist`, EXIT_USAGE);
   }
+}
+
+/**
+ * A `postgres` config whose schema does not exist yet: opening would create
+ * and migrate it, and show an empty queue where a mistyped schema name was
+ * meant. A database that cannot be reached is left for `createQueue` to
+ * report.
+ */
+async function refuseMissingSchema(path: string, config: QueueConfig): Promise<void> {
+  if (typeof config !== 'object' || config === null || config.enabled === false || config.type !== 'postgres') return;
+  const block = config.config as { connectionString?: unknown; schema?: unknown } | undefined;
+  if (typeof block?.connectionString !== 'string' || block.connectionString === '') return;
+  const schema = typeof block.schema === 'string' ? block.schema : DEFAULT_POSTGRES_SCHEMA;
+  const { default: pg } = await import('pg');
+  const client = new pg.Client(poolConfig(pg, block.connectionString, 1));
+  let found: boolean;
+  try {
+    await client.connect();
+    found = (await client.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [schema])).rowCount === 1;
+  } catch {
+    return;
+  } finally {
+    await client.end().catch(() => undefined);
+  }
+  if (!found) throw new CliError(`no queue in schema ${schema} (from ${path}): the Postgres schema does not exist`, EXIT_USAGE);
 }

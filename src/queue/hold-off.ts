@@ -6,16 +6,18 @@
  * poller) ends the sleep early. Closing the subscription does.
  */
 import type { RateLimit } from './options.js';
+import { MAX_TIMER_MS } from './options.js';
 import { WAKE_MARGIN_MS } from './wake-timer.js';
 
 /**
  * How long to hold off, ms, for a store's `waitMs`: at least 1 ms and at
  * most the window (a store's odd answer never stalls a subscription longer),
- * plus the margin by which the store's clock may run behind ours.
+ * plus the margin by which the store's clock may run behind ours, never
+ * past the longest delay a Node timer takes.
  */
 export function holdOffMs(waitMs: number, limit: RateLimit): number {
   const ms = Number.isFinite(waitMs) ? Math.min(Math.max(waitMs, 1), limit.intervalMs) : limit.intervalMs;
-  return ms + WAKE_MARGIN_MS;
+  return Math.min(ms + WAKE_MARGIN_MS, MAX_TIMER_MS); // a Node timer fires at once past MAX_TIMER_MS
 }
 
 export class HoldOff {

@@ -19,9 +19,10 @@ const NAME_RE = /^[A-Za-z0-9._-]+$/;
  * Throws `InvalidNameError`. Bifrost's `ValidateName`.
  */
 export function validateName(kind: string, name: string): void {
-  if (typeof name !== 'string' || name.length === 0) {
-    throw new InvalidNameError(`${kind} name is empty`);
+  if (typeof name !== 'string') {
+    throw new InvalidNameError(`${kind} name must be a string, not ${name === null ? 'null' : typeof name}`);
   }
+  if (name.length === 0) throw new InvalidNameError(`${kind} name is empty`);
   if (name.length > MAX_NAME_LENGTH) {
     throw new InvalidNameError(`${kind} name is ${name.length} characters, more than ${MAX_NAME_LENGTH}`);
   }

@@ -59,7 +59,8 @@ export interface SubscribeOptions<T = never> {
    * Cap on the deliveries the group starts per window, across every
    * instance, counted in the store (see `RateLimit`); use one value for the
    * whole group. Throws `UnsupportedError` from `subscribe` when the store
-   * cannot count it. Default none.
+   * cannot count it, and `InvalidArgumentError` beside a `prefetch` above 0
+   * (claims held for a slot would start later, in a burst). Default none.
    */
   rateLimit?: RateLimit;
   /** Which messages a newly registered group receives. Default `latest`. */
@@ -170,7 +171,11 @@ export function resolveSubscribeOptions<T>(opts: SubscribeOptions<T> = {}): Reso
     codec: checkCodec(opts.codec, 'codec'),
   };
   if (r.codec === undefined) delete r.codec;
-  if (opts.rateLimit !== undefined) r.rateLimit = checkRateLimit(opts.rateLimit);
+  if (opts.rateLimit !== undefined) {
+    r.rateLimit = checkRateLimit(opts.rateLimit);
+    // The store counts claims; deliveries held for a slot would start later, several at once, past the limit.
+    if (r.prefetch > 0) throw new InvalidArgumentError('rateLimit counts claims as starts, so it cannot be combined with prefetch (held claims would start later, in a burst): drop one of them');
+  }
   if (r.backoffMaxMs < r.backoffBaseMs) throw new InvalidArgumentError('backoffMaxMs must be ≥ backoffBaseMs');
   if (r.startFrom !== 'latest' && r.startFrom !== 'earliest') {
     throw new InvalidArgumentError(`startFrom must be "latest" or "earliest", got ${shown(r.startFrom)}`);

@@ -13,6 +13,9 @@ import { join } from 'node:path';
 import { createQueue, permanent, type Queue } from '../../src/queue/index.js';
 import { ferry, hasStackTrace, scratch, type Run } from './helpers.js';
 import { waitFor } from '../stores/helpers.js';
+import pg from 'pg';
+import { poolConfig } from '../../src/queue/stores/postgres/connection.js';
+import { POSTGRES_URL } from '../stores/postgres-env.js';
 
 const tmp = await scratch();
 const opened: Queue[] = [];
@@ -298,6 +301,21 @@ test('usage: --queue on either side of the subcommand, required; configs that co
   assert.equal(missingDb.code, 2);
   assert.equal(oneLine(missingDb), `ferry: no queue at ${typoDb} (from ${typo}): the SQLite file does not exist`);
   assert.equal(existsSync(typoDb), false, 'no empty database was created');
+
+  // The same mistake on Postgres: a schema that does not exist is refused, not created.
+  const pgTypo = join(tmp.dir, 'pg-typo.json');
+  const schema = `ferry_cli_no_such_${process.pid}`;
+  await writeFile(pgTypo, JSON.stringify({ enabled: true, type: 'postgres', config: { connectionString: POSTGRES_URL, schema } }));
+  const missingSchema = await ferry(['queue', '--queue', pgTypo, 'groups']);
+  assert.equal(missingSchema.code, 2, missingSchema.stderr);
+  assert.equal(oneLine(missingSchema), `ferry: no queue in schema ${schema} (from ${pgTypo}): the Postgres schema does not exist`);
+  const probe = new pg.Client(poolConfig(pg, POSTGRES_URL, 1));
+  await probe.connect();
+  try {
+    assert.equal((await probe.query('SELECT 1 FROM pg_namespace WHERE nspname = $1', [schema])).rowCount, 0, 'no schema was created');
+  } finally {
+    await probe.end();
+  }
 
   const off = join(tmp.dir, 'off.json');
   await writeFile(off, '{"enabled": false, "type": "sqlite"}');

@@ -22,6 +22,11 @@ describe('validateName', () => {
       assert.throws(() => validateName('group', bad), (e: unknown) => e instanceof InvalidNameError && e.code === 'ERR_INVALID_NAME' && /group/.test(e.message));
     }
   });
+  it('says a name that is not a string is not a string (not that it is empty)', () => {
+    for (const [bad, what] of [[5, 'number'], [{}, 'object'], [null, 'null'], [undefined, 'undefined']] as const) {
+      assert.throws(() => validateName('group', bad as unknown as string), (e: unknown) => e instanceof InvalidNameError && e.message === `group name must be a string, not ${what}`);
+    }
+  });
 });
 
 describe('validateId', () => {

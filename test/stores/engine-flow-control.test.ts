@@ -57,6 +57,8 @@ for (const { factory, pause, priority, rateLimit, rateWait } of FLOW_FACTORIES) 
       for (const r of bad) {
         await assert.rejects(q.subscribe('t', 'g', async () => undefined, { rateLimit: r as never }), InvalidArgumentError, JSON.stringify(r));
       }
+      // The store counts claims as starts: claims held for a slot would start later, in a burst.
+      await assert.rejects(q.subscribe('t', 'g', async () => undefined, { rateLimit: { max: 5, intervalMs: 1000 }, prefetch: 5 }), /cannot be combined with prefetch/);
       await assert.rejects(q.pauseGroup('t', 'bad name'), InvalidNameError);
       await assert.rejects(q.resumeGroup('', 'g'), InvalidNameError);
       assert.deepEqual(await q.listGroups(), [], 'nothing was registered');

@@ -7,6 +7,10 @@ import { userInfo } from 'node:os';
 import type pg from 'pg';
 import { InvalidArgumentError } from '../../../errors.js';
 
+
+/** The schema a Postgres store uses when its options name none. */
+export const DEFAULT_POSTGRES_SCHEMA = 'ferry';
+
 /** Default of `connectTimeoutMs`: opening a connection, or waiting for a free one in the pool. */
 export const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
 /** Default of `statementTimeoutMs`: the server cancels a statement running longer. */

@@ -19,7 +19,7 @@ import { parseSeqCursor } from '../seq-cursor.js';
 import type { ScheduleRecord } from '../../schedules/types.js';
 import type { ClaimRequest, Claimed, ConsumerGroup, KillOptions, MessagePage, PurgePolicy, StartFrom, Store, StoreCapabilities, StoreStats, StoredMessage } from '../../types.js';
 import { postgresTransient } from '../transient.js';
-import { poolConfig, resolveTimeouts } from './connection.js';
+import { DEFAULT_POSTGRES_SCHEMA, poolConfig, resolveTimeouts } from './connection.js';
 import type { PostgresTimeouts } from './connection.js';
 import { claimLimit } from './claim-limit.js';
 import type { BudgetRow } from './claim-limit.js';
@@ -141,7 +141,7 @@ export class PostgresStore implements Store {
   static async open(opts: PostgresStoreOptions): Promise<PostgresStore> {
     const hasUrl = typeof opts?.connectionString === 'string' && opts.connectionString !== '';
     if (hasUrl === (opts?.pool !== undefined)) throw new InvalidArgumentError('postgres store needs exactly one of connectionString and pool');
-    const schema = opts.schema ?? 'ferry';
+    const schema = opts.schema ?? DEFAULT_POSTGRES_SCHEMA;
     const quoted = quoteSchema(schema);
     if (opts.poolSize !== undefined && (!Number.isInteger(opts.poolSize) || opts.poolSize < 1)) {
       throw new InvalidArgumentError('postgres store: poolSize must be a positive integer');
