@@ -22,15 +22,22 @@ export type BodyFormat = 'lines' | 'json';
 /** Every `--format` value. */
 export const BODY_FORMATS: readonly BodyFormat[] = ['lines', 'json'];
 
-const NEWLINE = Buffer.from('\n');
+const NEWLINE_BYTE = 0x0a;
 // ignoreBOM: a record that starts with a byte-order mark keeps it (U+FEFF), as it keeps every other byte.
 const utf8 = new TextDecoder('utf-8', { fatal: false, ignoreBOM: true });
 
 /** Records as lines: each record, then `\n`. */
 export function joinLines(records: Uint8Array[]): Buffer {
-  const parts: Buffer[] = [];
-  for (const r of records) parts.push(Buffer.from(r.buffer, r.byteOffset, r.length), NEWLINE);
-  return Buffer.concat(parts);
+  let size = records.length;
+  for (const r of records) size += r.length;
+  const out = Buffer.allocUnsafe(size);
+  let at = 0;
+  for (const r of records) {
+    out.set(r, at);
+    at += r.length;
+    out[at++] = NEWLINE_BYTE;
+  }
+  return out;
 }
 
 /** Records as NDJSON: each one a JSON string on its own line. */

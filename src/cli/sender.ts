@@ -81,6 +81,11 @@ export async function runSender(
   const window: Flight[] = [];
   const commits: Promise<void>[] = [];
   let kick: () => void = () => {};
+  /** The wait on the spool for an append, while one is pending; `ended` drops it when the sender returns. */
+  let appendWait: Promise<void> | undefined;
+  /** An append settled `appendWait` since the loop last began popping. */
+  let appended = false;
+  const ended = new AbortController();
 
   const commitReady = () => {
     const ready: Popped[] = [];
@@ -124,6 +129,7 @@ export async function runSender(
   try {
     while (!halt.signal.aborted) {
       let drained = false;
+      appended = false;
       while (window.length < o.concurrency && !halt.signal.aborted) {
         // Read before popping: input that was done before an empty pop has nothing more to add.
         const wasDone = inputDone();
@@ -145,16 +151,27 @@ export async function runSender(
       }
       if (window.length === 0 && drained) return;
       if (halt.signal.aborted) break;
-      // Wait for a delivery to finish, or (with room in the window) for an append.
-      const wake = new AbortController();
-      const onHalt = () => wake.abort();
+      // Wait for a delivery to finish, or (with room in the window) for an
+      // append. A plain promise per wait: an AbortController per wait (one
+      // per delivery) cost more than the commit. One wait on the spool at a
+      // time, kept across loops until an append (or the end) settles it.
+      const woken = new Promise<void>((r) => (kick = r));
+      const onHalt = () => kick();
       halt.signal.addEventListener('abort', onHalt, { once: true });
-      kick = () => wake.abort();
       // The intake may finish without appending anything: look again now and then.
-      const timer = setTimeout(() => wake.abort(), IDLE_POLL_MS);
-      const woken = new Promise<void>((r) => wake.signal.addEventListener('abort', () => r(), { once: true }));
-      if (window.length < o.concurrency) spool.signal({ signal: wake.signal }).then(() => wake.abort(), () => {});
-      await woken;
+      const timer = setTimeout(() => kick(), IDLE_POLL_MS);
+      if (window.length < o.concurrency && !appendWait) {
+        appendWait = spool.signal({ signal: ended.signal }).then(
+          () => {
+            appendWait = undefined;
+            appended = true;
+            kick();
+          },
+          () => {},
+        );
+      }
+      // An append that landed since this loop began popping is not waited for.
+      if (!appended || window.length >= o.concurrency) await woken;
       clearTimeout(timer);
       kick = () => {};
       halt.signal.removeEventListener('abort', onHalt);
@@ -162,6 +179,7 @@ export async function runSender(
   } finally {
     // Stopping (or failing): cut retry waits short, let deliveries under way finish, commit the accepted prefix.
     halt.abort();
+    ended.abort();
     stop.removeEventListener('abort', onStop);
     await Promise.allSettled(window.map((f) => f.done));
     commitReady();

@@ -127,7 +127,11 @@ export class Head {
       i = 0;
       at = first.next;
     }
-    while (out.length < max && bytes < maxBytes) {
+    // Payloads are views into read-ahead windows, which a refill replaces and
+    // never overwrites: they stay valid until copied, all at once, below.
+    const found: Array<{ seg: SpoolSegment; at: number; payload: Uint8Array; next: number }> = [];
+    let fresh = 0;
+    while (out.length + found.length < max && bytes < maxBytes) {
       let seg = segs[i]!;
       if (at >= seg.size) {
         if (i + 1 >= segs.length) break;
@@ -143,9 +147,19 @@ export class Head {
         break;
       }
       if (f.kind !== 'ok') break;
-      out.push(this.handOut(seg, at, f));
+      found.push({ seg, at, payload: f.payload, next: f.next });
       bytes += f.payload.length;
+      fresh += f.payload.length;
       at = f.next;
+    }
+    // One copy for the batch: each record's data is a view into a buffer
+    // the batch owns, instead of an allocation of its own.
+    const copy = new Uint8Array(fresh);
+    let pos = 0;
+    for (const r of found) {
+      copy.set(r.payload, pos);
+      out.push(this.handOutCopy(r.seg, r.at, r.next, copy.subarray(pos, pos + r.payload.length)));
+      pos += r.payload.length;
     }
     return out;
   }
@@ -204,10 +218,14 @@ export class Head {
 
   /** A copy of the intact frame `f` at `at` in `seg`, with the commit that retires it. */
   private handOut(seg: SpoolSegment, at: number, f: { payload: Uint8Array; next: number }): Popped {
+    return this.handOutCopy(seg, at, f.next, f.payload.slice());
+  }
+
+  /** A record whose `data` (already a copy the caller may keep) was read at `at` in `seg`, with the commit that retires it. */
+  private handOutCopy(seg: SpoolSegment, at: number, next: number, data: Uint8Array): Popped {
     this.host.counters.popped++;
-    const { next } = f;
     const epoch = seg.epoch;
-    return new Popped(f.payload.slice(), () => this.host.commit(seg, at, next, epoch), seg.seq, at, next, epoch, seg);
+    return new Popped(data, () => this.host.commit(seg, at, next, epoch), seg.seq, at, next, epoch, seg);
   }
 
   /**
