@@ -3,8 +3,9 @@
  * store-and-forward job. Two loops share one spool:
  *
  * - the intake reads lines from FILE (or stdin), appends each with
- *   `appendNoSync`, and makes every batch durable with one `sync`: a line
- *   counts as accepted only after that sync;
+ *   `appendNoSync`, and makes every batch durable with one `sync`, which
+ *   runs while the next batches are read: a line counts as accepted only
+ *   after that sync;
  * - the sender (./sender.ts) pops batches, keeps up to `--concurrency`
  *   deliveries outstanding, and commits records in spool order once the
  *   target accepted them and everything before them; a failed delivery is
@@ -143,15 +144,38 @@ async function openInput(file: string | undefined): Promise<{ stream: Readable; 
   };
 }
 
-/** Appends every line, one sync per batch; waits out a full spool. */
+/** Syncs the intake may have started and not seen resolve before it waits for the oldest. */
+const SYNCS_AHEAD = 4;
+
+/**
+ * Appends every line, one sync per batch; waits out a full spool. A batch's
+ * sync runs while the next batches are appended: the intake waits for a
+ * sync only when {@link SYNCS_AHEAD} are outstanding, so fdatasyncs overlap
+ * the appends instead of taking turns with them, and syncs asked for while
+ * one runs share the next (group commit). A line is counted in `counts.in`
+ * once a sync covering it resolved; the first failed sync ends the intake.
+ */
 async function intake(spool: Spool, input: Readable, syncBatch: number, counts: Counts, stop: AbortSignal): Promise<void> {
   const splitter = recordSplitter('lines');
+  /** Lines appended and not yet covered by a sync that was started. */
   let pending = 0;
+  /** Syncs started and not yet waited for, oldest first. */
+  const syncs: Promise<void>[] = [];
+  /** Starts a sync for the pending lines; waits for the oldest one while too many are outstanding. */
+  const startSync = async () => {
+    if (pending > 0) {
+      const n = pending;
+      pending = 0;
+      const p = spool.sync().then(() => void (counts.in += n));
+      // Waited for below or by flush(); until then its failure is not unhandled.
+      p.catch(() => {});
+      syncs.push(p);
+    }
+    while (syncs.length > SYNCS_AHEAD) await syncs.shift();
+  };
   const flush = async () => {
-    if (pending === 0) return;
-    await spool.sync();
-    counts.in += pending;
-    pending = 0;
+    await startSync();
+    while (syncs.length > 0) await syncs.shift();
   };
   const put = async (line: Uint8Array) => {
     for (;;) {
@@ -166,26 +190,33 @@ async function intake(spool: Spool, input: Readable, syncBatch: number, counts: 
         if (stop.aborted) throw err;
       }
     }
-    if (++pending >= syncBatch) await flush();
+    if (++pending >= syncBatch) await startSync();
   };
-  for await (const chunk of input as AsyncIterable<Buffer>) {
-    let lines: Buffer[];
-    try {
-      lines = splitter.push(chunk);
-    } catch (err) {
-      // A line over the record limit: the lines before it in this chunk are good; accept them, then stop.
-      if (!(err instanceof FramingError)) throw err;
-      for (const line of err.records) await put(line);
-      await flush();
-      throw err;
+  try {
+    for await (const chunk of input as AsyncIterable<Buffer>) {
+      let lines: Buffer[];
+      try {
+        lines = splitter.push(chunk);
+      } catch (err) {
+        // A line over the record limit: the lines before it in this chunk are good; accept them, then stop.
+        if (!(err instanceof FramingError)) throw err;
+        for (const line of err.records) await put(line);
+        await flush();
+        throw err;
+      }
+      for (const line of lines) await put(line);
+      // A pipe's lines should not wait for a full batch to become durable:
+      // their sync starts now and runs while the next chunk is read.
+      await startSync();
+      if (stop.aborted) return await flush();
     }
-    for (const line of lines) await put(line);
-    // A pipe's lines should not wait for a full batch to become durable.
+    for (const line of splitter.end()) await put(line);
     await flush();
-    if (stop.aborted) return;
+  } catch (err) {
+    // Lines whose sync is already under way are accepted (or not) before the failure is reported.
+    await Promise.allSettled(syncs);
+    throw err;
   }
-  for (const line of splitter.end()) await put(line);
-  await flush();
 }
 
 /** A status line on a terminal, redrawn a few times a second. */
