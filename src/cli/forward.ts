@@ -177,20 +177,32 @@ async function intake(spool: Spool, input: Readable, syncBatch: number, counts: 
     await startSync();
     while (syncs.length > 0) await syncs.shift();
   };
-  const put = async (line: Uint8Array) => {
+  /** Appends `line` after `appendNoSync` refused it with `err`: waits out a full spool. */
+  const putFull = async (line: Uint8Array, err: unknown) => {
     for (;;) {
+      if (!isFerryError(err, 'ERR_FULL')) throw err; // not ERR_EXCEEDS_CAP: waiting cannot make that record fit
+      // Backpressure: make what is pending durable, then wait for the sender to free space.
+      await flush();
+      await sleep(50, stop);
+      if (stop.aborted) throw err;
       try {
         await spool.appendNoSync(line);
-        break;
-      } catch (err) {
-        if (!isFerryError(err, 'ERR_FULL')) throw err; // not ERR_EXCEEDS_CAP: waiting cannot make that record fit
-        // Backpressure: make what is pending durable, then wait for the sender to free space.
-        await flush();
-        await sleep(50, stop);
-        if (stop.aborted) throw err;
+        return;
+      } catch (again) {
+        err = again;
       }
     }
-    if (++pending >= syncBatch) await startSync();
+  };
+  // One await per line (no promise of a helper's own around it): a file of 200,000 lines is as many round trips.
+  const putAll = async (lines: readonly Uint8Array[]) => {
+    for (const line of lines) {
+      try {
+        await spool.appendNoSync(line);
+      } catch (err) {
+        await putFull(line, err);
+      }
+      if (++pending >= syncBatch) await startSync();
+    }
   };
   try {
     for await (const chunk of input as AsyncIterable<Buffer>) {
@@ -200,17 +212,17 @@ async function intake(spool: Spool, input: Readable, syncBatch: number, counts: 
       } catch (err) {
         // A line over the record limit: the lines before it in this chunk are good; accept them, then stop.
         if (!(err instanceof FramingError)) throw err;
-        for (const line of err.records) await put(line);
+        await putAll(err.records);
         await flush();
         throw err;
       }
-      for (const line of lines) await put(line);
+      await putAll(lines);
       // A pipe's lines should not wait for a full batch to become durable:
       // their sync starts now and runs while the next chunk is read.
       await startSync();
       if (stop.aborted) return await flush();
     }
-    for (const line of splitter.end()) await put(line);
+    await putAll(splitter.end());
     await flush();
   } catch (err) {
     // Lines whose sync is already under way are accepted (or not) before the failure is reported.
