@@ -103,20 +103,30 @@ export class AckLedger {
     return n;
   }
 
-  /** Removes and returns the done prefix, oldest first. */
-  takeDone(): LedgerEntry[] {
-    const out: LedgerEntry[] = [];
+  /**
+   * Removes the done prefix, handing each entry to `visit`, oldest first (no
+   * array of them: an ack of a batch of 256 reservations retires 256 entries).
+   */
+  takeDone(visit: (e: LedgerEntry) => void): void {
+    // Consecutive entries are mostly in one segment: look its map up once.
+    let seq = -1;
+    let bySeg: Map<number, LedgerEntry> | undefined;
     while (this.head < this.entries.length && this.entries[this.head]!.done) {
       const e = this.entries[this.head++]!;
-      const bySeg = this.reserved.get(e.seg.seq);
-      if (bySeg?.delete(e.start) && bySeg.size === 0) this.reserved.delete(e.seg.seq);
-      out.push(e);
+      if (e.seg.seq !== seq) {
+        seq = e.seg.seq;
+        bySeg = this.reserved.get(seq);
+      }
+      if (bySeg?.delete(e.start) && bySeg.size === 0) {
+        this.reserved.delete(seq);
+        bySeg = undefined;
+      }
+      visit(e);
     }
     if (this.head > 1024 && this.head * 2 > this.entries.length) {
       this.entries = this.entries.slice(this.head);
       this.head = 0;
     }
-    return out;
   }
 
   /**

@@ -35,7 +35,7 @@ import { Segment } from './segment.js';
 import { recover, type RecoveryCounts } from './recovery.js';
 import { asIOError } from '../errors.js';
 import { Flusher } from './flusher.js';
-import { AckLedger } from './ledger.js';
+import { AckLedger, type LedgerEntry } from './ledger.js';
 import { ReadCursor } from './read-cursor.js';
 import { Reader } from './reader.js';
 import type { DiskQueueStats } from './stats.js';
@@ -299,7 +299,7 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
    */
   settleCommits(): boolean {
     if (this.closed) return false;
-    if (this.ledger.size > 0) for (const e of this.ledger.takeDone()) this.commitDirect(e.seg, e.end, e.records);
+    if (this.ledger.size > 0) this.ledger.takeDone(this.commitEntry);
     if (!this.commitMoved) return false;
     this.commitMoved = false;
     if (this.unreclaimed.length > 0 || (this.segments.length > 1 && this.segments[0]!.retired)) this.reclaim();
@@ -308,6 +308,8 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
     if (!this.opts.perOp) this.writeCommitHeaders();
     return true;
   }
+
+  private readonly commitEntry = (e: LedgerEntry): void => this.commitDirect(e.seg, e.end, e.records);
 
   /** @internal Moves `seg`'s commit cursor to `end` across `records` records; {@link settleCommits} finishes the move. */
   commitDirect(seg: Segment, end: number, records: number): void {

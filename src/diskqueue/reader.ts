@@ -97,7 +97,7 @@ export class Reader<T> {
     const out: T[] = [];
     let flush: Promise<void> | undefined;
     try {
-      this.consumeBatch(max, (c) => out.push(c.value), true);
+      this.consumeBatch(max, (value) => out.push(value), true);
       if (out.length > 0) flush = this.quietRetire();
     } catch (err) {
       return Promise.reject(err);
@@ -138,7 +138,7 @@ export class Reader<T> {
   reserveBatch(max: number): Promise<Reservation<T>[]> {
     const out: Reservation<T>[] = [];
     try {
-      this.consumeBatch(max, (c) => out.push({ value: c.value, offset: c.offset }), false);
+      this.consumeBatch(max, (value, offset) => out.push({ value, offset }), false);
     } catch (err) {
       return Promise.reject(err);
     }
@@ -365,7 +365,7 @@ export class Reader<T> {
    * a codec failure at the head of the batch throws; later in the batch it
    * ends the batch, and stays at the head for the next call to report.
    */
-  private consumeBatch(max: number, emit: (c: { value: T; offset: bigint }) => void, commit: boolean): void {
+  private consumeBatch(max: number, emit: (value: T, offset: bigint) => void, commit: boolean): void {
     checkMax(max, 'max');
     this.host.checkOpen();
     const cursor = this.host.cursor;
@@ -386,7 +386,7 @@ export class Reader<T> {
       }
       const offset = cursor.advance(h.rec, commit);
       this.host.counters.delivered++;
-      emit({ value, offset: offset ?? 0n });
+      emit(value, offset ?? 0n);
     }
   }
 
