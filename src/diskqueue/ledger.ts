@@ -22,6 +22,8 @@ export interface LedgerEntry {
   /** Records it stands for: 1, or how many a damaged span cost. */
   records: number;
   done: boolean;
+  /** Entered as a reservation (an ack or a lookup may name it), not as a read that retired itself. */
+  reserved: boolean;
 }
 
 const SHIFT = 48n;
@@ -40,8 +42,11 @@ export function unpackOffset(offset: bigint): { seq: number; pos: number } {
 export class AckLedger {
   private entries: LedgerEntry[] = [];
   private head = 0;
-  /** Outstanding reservations by segment number, then start position (no bigint on the hot path). */
-  private reserved = new Map<number, Map<number, LedgerEntry>>();
+  /**
+   * Where the last lookup found its entry in `entries`, plus one: acks mostly
+   * come in the order of their reservations, so the next is usually there.
+   */
+  private hint = 0;
   /** Framed bytes of entries not yet done. */
   inFlightBytes = 0;
   /** Done entries behind the read cursor's rewound position, in log order; see {@link rewind}. */
@@ -54,11 +59,7 @@ export class AckLedger {
 
   add(e: LedgerEntry): void {
     this.entries.push(e);
-    if (e.done) return;
-    let bySeg = this.reserved.get(e.seg.seq);
-    if (!bySeg) this.reserved.set(e.seg.seq, (bySeg = new Map()));
-    bySeg.set(e.start, e);
-    this.inFlightBytes += e.end - e.start;
+    if (!e.done) this.inFlightBytes += e.end - e.start;
   }
 
   /**
@@ -74,8 +75,26 @@ export class AckLedger {
 
   /** The entry of the record reserved at `offset` (done or not), if the ledger holds it. */
   lookup(offset: bigint): LedgerEntry | undefined {
-    const { seq, pos } = unpackOffset(offset);
-    return this.reserved.get(seq)?.get(pos);
+    const seq = Number(offset >> SHIFT);
+    const pos = Number(offset & POS_MASK);
+    // Both lists are in log order: no map of reservations to keep up per
+    // record, a look at the hinted slot, else a binary search.
+    const h = this.hint;
+    if (h >= this.head && h < this.entries.length) {
+      const e = this.entries[h]!;
+      if (e.seg.seq === seq && e.start === pos) {
+        this.hint = h + 1;
+        return e.reserved ? e : undefined;
+      }
+    }
+    let i = search(this.entries, this.head, seq, pos);
+    if (i >= 0) {
+      this.hint = i + 1;
+      return this.entries[i]!.reserved ? this.entries[i] : undefined;
+    }
+    if (this.passed.length === 0) return undefined;
+    i = search(this.passed, this.passedHead, seq, pos);
+    return i >= 0 && this.passed[i]!.reserved ? this.passed[i] : undefined;
   }
 
   /** Marks an entry from {@link lookup} done (once). */
@@ -108,23 +127,10 @@ export class AckLedger {
    * array of them: an ack of a batch of 256 reservations retires 256 entries).
    */
   takeDone(visit: (e: LedgerEntry) => void): void {
-    // Consecutive entries are mostly in one segment: look its map up once.
-    let seq = -1;
-    let bySeg: Map<number, LedgerEntry> | undefined;
-    while (this.head < this.entries.length && this.entries[this.head]!.done) {
-      const e = this.entries[this.head++]!;
-      if (e.seg.seq !== seq) {
-        seq = e.seg.seq;
-        bySeg = this.reserved.get(seq);
-      }
-      if (bySeg?.delete(e.start) && bySeg.size === 0) {
-        this.reserved.delete(seq);
-        bySeg = undefined;
-      }
-      visit(e);
-    }
+    while (this.head < this.entries.length && this.entries[this.head]!.done) visit(this.entries[this.head++]!);
     if (this.head > 1024 && this.head * 2 > this.entries.length) {
       this.entries = this.entries.slice(this.head);
+      this.hint -= this.head;
       this.head = 0;
     }
   }
@@ -150,9 +156,6 @@ export class AckLedger {
         continue;
       }
       dropped.push(e);
-      const bySeg = this.reserved.get(e.seg.seq)!;
-      bySeg.delete(e.start);
-      if (bySeg.size === 0) this.reserved.delete(e.seg.seq);
       this.inFlightBytes -= e.end - e.start;
     }
     this.entries.length = i;
@@ -187,4 +190,19 @@ export class AckLedger {
     e.done = true;
     this.inFlightBytes -= e.end - e.start;
   }
+}
+
+/** The index of the entry at segment `seq`, position `pos` in `list` (in log order) from `from` on, or -1. */
+function search(list: readonly LedgerEntry[], from: number, seq: number, pos: number): number {
+  let lo = from;
+  let hi = list.length - 1;
+  while (lo <= hi) {
+    const mid = (lo + hi) >>> 1;
+    const e = list[mid]!;
+    const s = e.seg.seq;
+    if (s === seq && e.start === pos) return mid;
+    if (s < seq || (s === seq && e.start < pos)) lo = mid + 1;
+    else hi = mid - 1;
+  }
+  return -1;
 }

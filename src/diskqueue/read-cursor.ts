@@ -98,7 +98,7 @@ export class ReadCursor {
     rec.seg.readCount++;
     this.pos = rec.end;
     if (done && this.host.ledger.size === 0) this.host.commitDirect(rec.seg, rec.end, 1);
-    else this.host.ledger.add({ seg: rec.seg, start: rec.start, end: rec.end, records: 1, done });
+    else this.host.ledger.add({ seg: rec.seg, start: rec.start, end: rec.end, records: 1, done, reserved: !done });
     this.passDone();
     return done ? undefined : rec.seg.offsetBase + BigInt(rec.start);
   }
@@ -259,7 +259,7 @@ export class ReadCursor {
     const key = `${seg.seq}:${start}`;
     const fresh = !this.booked.has(key);
     this.booked.add(key);
-    this.host.ledger.add({ seg, start, end, records, done: true });
+    this.host.ledger.add({ seg, start, end, records, done: true, reserved: false });
     seg.readCount += records;
     this.pos = end;
     this.passDone();
