@@ -6,7 +6,8 @@
  * flag), `ferry_messages` (one per message; its `seq` is publish order),
  * `ferry_deliveries` (one per message and group, keyed by (message_seq, grp)
  * and carrying its `deliveryId`), `ferry_claim_starts` (what rate limits
- * count) and `ferry_schedules` (one per schedule). A publish writes only the
+ * count), `ferry_schedules` (one per schedule) and `ferry_seq_marks` (how
+ * far the janitor's walk reaches). A publish writes only the
  * message; a claim makes the deliveries of the messages past its group's
  * cursor as it looks for due ones, in priority order (claim.ts). A
  * delivery's `state` is a code of ../delivery-state.ts; partial indexes over
@@ -322,7 +323,10 @@ export class SqliteStore implements Store {
   async purge(policy: PurgePolicy, batch: number): Promise<number> {
     return this.#write((now) => {
       let removed = this.#q.purgeDead.run({ cutoff: now - policy.deadRetentionMs, limit: batch }).changes;
-      const seqs = this.#q.finishedMessages.all({ cutoff: now - policy.ackedRetentionMs, limit: batch }) as number[];
+      const cutoff = now - policy.ackedRetentionMs;
+      this.#q.recordSeqMark.run({ now });
+      const seqs = this.#q.finishedMessages.all({ cutoff, limit: batch }) as number[];
+      this.#q.pruneSeqMarks.run({ cutoff });
       // Raised before messages are deleted, so append.sql never hands out a deleted seq again.
       if (seqs.length > 0) this.#q.raisePurgedSeq.run({ seq: Math.max(...seqs) });
       for (const seq of seqs) {
