@@ -32,10 +32,9 @@ CREATE TABLE IF NOT EXISTS ferry_messages (
   due_at INTEGER NOT NULL,
   priority INTEGER NOT NULL DEFAULT 0
 );
--- A claim's walk past its group's cursor.
+-- A claim's walk past its group's cursor. (No index by due_at: a publish
+-- writes a page of every index, and the janitor walks by seq; migrations/007.)
 CREATE INDEX IF NOT EXISTS ferry_messages_topic ON ferry_messages (topic, seq);
--- The janitor's oldest-first walk.
-CREATE INDEX IF NOT EXISTS ferry_messages_due ON ferry_messages (due_at);
 -- The newest message above priority 0 of a topic: a claim makes the
 -- deliveries up to it before it chooses (newest-raised-seq.sql).
 CREATE INDEX IF NOT EXISTS ferry_messages_raised ON ferry_messages (topic, seq) WHERE priority > 0;
@@ -44,6 +43,14 @@ CREATE INDEX IF NOT EXISTS ferry_messages_raised ON ferry_messages (topic, seq) 
 CREATE TABLE IF NOT EXISTS ferry_meta (
   name TEXT PRIMARY KEY,
   value INTEGER NOT NULL
+) WITHOUT ROWID;
+
+-- The janitor's marks: at each purge (database clock `at`), the newest seq
+-- then stored; a purge walks messages up to the first mark after its cutoff
+-- (finished-messages.sql).
+CREATE TABLE IF NOT EXISTS ferry_seq_marks (
+  at INTEGER PRIMARY KEY,
+  seq INTEGER NOT NULL
 ) WITHOUT ROWID;
 
 -- One row per message and group, made at claim time, keyed by its message's

@@ -6,7 +6,8 @@
  * flag), `ferry_messages` (one per message; its `seq` is publish order),
  * `ferry_deliveries` (one per message and group, keyed by (message_seq, grp)
  * and carrying its `deliveryId`), `ferry_claim_starts` (what rate limits
- * count) and `ferry_schedules` (one per schedule). A publish writes only the
+ * count), `ferry_schedules` (one per schedule) and `ferry_seq_marks` (how
+ * far the janitor's walk reaches). A publish writes only the
  * message; a claim makes the deliveries of the messages past its group's
  * cursor as it looks for due ones, in priority order (claim.ts). A
  * delivery's `state` is a code of ../delivery-state.ts; partial indexes over
@@ -15,9 +16,9 @@
  * (sql.ts).
  *
  * Times are integers of milliseconds on the database's clock (now.sql); the
- * engine passes only durations. Every write transaction is `BEGIN IMMEDIATE`
- * and reads the clock after taking the write lock, so a lease never starts
- * before the claim could be made. WAL journal mode; `synchronous` is FULL by
+ * engine passes only durations. Every write transaction is `BEGIN IMMEDIATE`;
+ * one that keeps a time reads the clock after taking the write lock, so a
+ * lease never starts before the claim could be made (an append keeps none). WAL journal mode; `synchronous` is FULL by
  * default, so a committed publish or ack survives a power cut, not only a
  * process crash.
  */
@@ -55,8 +56,14 @@ export interface SqliteStoreOptions {
   busyTimeoutMs?: number;
 }
 
-/** Page size of a database file the store creates, bytes. */
-export const PAGE_SIZE = 8192;
+/**
+ * Page size of a database file the store creates, bytes. SQLite's default:
+ * a one-message publish dirties about four pages (the message's table page
+ * and three index pages) whatever their size, and each is written to the WAL
+ * whole, so smaller pages write fewer bytes per commit (bench
+ * `sqlite-pages`). An existing file keeps the page size it was made with.
+ */
+export const PAGE_SIZE = 4096;
 
 /** Mode of a database file the store creates; SQLite copies it to the `-wal` and `-shm` files. */
 const DATABASE_FILE_MODE = 0o600;
@@ -101,8 +108,10 @@ export class SqliteStore implements Store {
   readonly #q: Statements;
   /** The file's real path, the channel of `fileEvents`; undefined for a private (`:memory:` or temporary) database. */
   readonly #file: string | undefined;
-  /** One transaction function for every write (better-sqlite3 builds five wrappers per `transaction` call). */
+  /** One transaction function for every write that reads the clock (better-sqlite3 builds five wrappers per `transaction` call). */
   readonly #tx: BetterSqlite3.Transaction<(fn: (now: number) => unknown) => unknown>;
+  /** The same for a write that needs no clock (append): one statement fewer per commit. */
+  readonly #txNoClock: BetterSqlite3.Transaction<(fn: () => unknown) => unknown>;
   #closed = false;
   /** Claims order by `Message.priority` through the live index, and count `ClaimRequest.rateLimit` (claim.ts). */
   readonly capabilities: StoreCapabilities = { priority: true, rateLimit: true };
@@ -114,6 +123,7 @@ export class SqliteStore implements Store {
     this.#q = prepareStatements(db);
     this.#file = file;
     this.#tx = db.transaction((fn: (now: number) => unknown) => fn(this.#q.now.get() as number));
+    this.#txNoClock = db.transaction((fn: () => unknown) => fn());
   }
 
   /**
@@ -133,8 +143,7 @@ export class SqliteStore implements Store {
       throw new IOError(`cannot open SQLite database ${opts.path}: ${(err as Error).message}`, { cause: err });
     }
     try {
-      // Only a new, empty file takes it (before WAL mode): rows of about 1 KiB
-      // fill 8 KiB pages with less slack than 4 KiB ones, so a publish writes fewer bytes.
+      // Only a new, empty file takes it (before WAL mode).
       db.pragma(`page_size = ${PAGE_SIZE}`);
       db.pragma('journal_mode = WAL');
       db.pragma(`synchronous = ${opts.synchronous === 'normal' ? 'NORMAL' : 'FULL'}`);
@@ -160,9 +169,19 @@ export class SqliteStore implements Store {
    * corrupt one or a constraint (see `./transient.ts`).
    */
   #write<T>(fn: (now: number) => T): T {
+    return this.#inWrite(() => this.#tx.immediate(fn) as T);
+  }
+
+  /** `#write` for a transaction that needs no clock. */
+  #writeNoClock<T>(fn: () => T): T {
+    return this.#inWrite(() => this.#txNoClock.immediate(fn) as T);
+  }
+
+  /** Runs `run` (one of the transaction functions), with `#write`'s errors. */
+  #inWrite<T>(run: () => T): T {
     if (this.#closed) throw new ClosedError('sqlite store is closed');
     try {
-      return this.#tx.immediate(fn) as T;
+      return run();
     } catch (err) {
       const code = (err as { code?: unknown }).code;
       if (typeof code !== 'string' || !code.startsWith('SQLITE_')) throw err;
@@ -212,7 +231,7 @@ export class SqliteStore implements Store {
   }
 
   #appendRows(msgs: StoredMessage[]): void {
-    this.#write(() => {
+    this.#writeNoClock(() => {
       for (const m of msgs) {
         const deliverAt = m.deliverAt?.getTime() ?? null;
         const publishedAt = m.publishedAt.getTime();
@@ -304,7 +323,10 @@ export class SqliteStore implements Store {
   async purge(policy: PurgePolicy, batch: number): Promise<number> {
     return this.#write((now) => {
       let removed = this.#q.purgeDead.run({ cutoff: now - policy.deadRetentionMs, limit: batch }).changes;
-      const seqs = this.#q.finishedMessages.all({ cutoff: now - policy.ackedRetentionMs, limit: batch }) as number[];
+      const cutoff = now - policy.ackedRetentionMs;
+      this.#q.recordSeqMark.run({ now });
+      const seqs = this.#q.finishedMessages.all({ cutoff, limit: batch }) as number[];
+      this.#q.pruneSeqMarks.run({ cutoff });
       // Raised before messages are deleted, so append.sql never hands out a deleted seq again.
       if (seqs.length > 0) this.#q.raisePurgedSeq.run({ seq: Math.max(...seqs) });
       for (const seq of seqs) {

@@ -1,0 +1,67 @@
+/**
+ * One key lane on the SQLite store, alone: `node --import tsx
+ * bench/sqlite-lane.ts [depth] [rounds] [full|normal]` (default 1000, 3,
+ * full) publishes `depth` messages on one key (100 per publish, not timed),
+ * then drains them with one subscription at concurrency 16, so they run one
+ * at a time in publish order; each round on a fresh file. Prints per round
+ * the rate, the process's CPU per message (µs), the store calls the drain
+ * made, and the load; then the median rate.
+ *
+ * Every message costs one claim (the ack of the one before it and the claim
+ * of it share a transaction, `Store.ackAndClaim`), and that claim walks the
+ * live rows of the lane still behind it: the CPU per message grows with
+ * `depth`, which is what this shows beside the `queue.sqlite.e2e.keyed1` row.
+ */
+import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
+import { loadavg } from 'node:os';
+import { join } from 'node:path';
+import { createStoreQueue } from '../src/queue/engine.js';
+import { SqliteStore } from '../src/queue/stores/sqlite/store.js';
+
+const depth = Number(process.argv[2] ?? 1000);
+const rounds = Number(process.argv[3] ?? 3);
+const synchronous = process.argv[4] === 'normal' ? 'normal' : 'full';
+const BODY = new Uint8Array(1024).fill(7);
+const BENCH_DIR = process.env.FERRY_BENCH_DIR ?? join(process.cwd(), '.bench-tmp');
+const COUNTED = ['claim', 'ackAndClaim', 'ack', 'extend', 'duePairs'] as const;
+
+mkdirSync(BENCH_DIR, { recursive: true });
+const rates: number[] = [];
+for (let r = 1; r <= rounds; r++) {
+  const dir = mkdtempSync(join(BENCH_DIR, 'lane-'));
+  const store = await SqliteStore.open({ path: join(dir, 'queue.db'), synchronous });
+  const calls: Record<string, number> = {};
+  for (const m of COUNTED) {
+    const f = (store[m] as (...a: unknown[]) => unknown).bind(store);
+    (store as unknown as Record<string, unknown>)[m] = (...a: unknown[]) => {
+      calls[m] = (calls[m] ?? 0) + 1;
+      return f(...a);
+    };
+  }
+  const q = createStoreQueue(store, { onError: () => {} });
+  try {
+    await (await q.subscribe('lane', 'g', async () => {}, { startFrom: 'earliest' })).close();
+    for (let i = 0; i < depth; i += 100) {
+      await q.publish(...Array.from({ length: Math.min(100, depth - i) }, () => ({ topic: 'lane', key: 'k', payload: BODY })));
+    }
+    for (const k of Object.keys(calls)) delete calls[k];
+    let handled = 0;
+    let done!: () => void;
+    const finished = new Promise<void>((resolve) => (done = resolve));
+    const cpu0 = process.cpuUsage();
+    const start = performance.now();
+    const sub = await q.subscribe('lane', 'g', async () => {
+      if (++handled === depth) done();
+    }, { concurrency: 16 });
+    await finished;
+    const ms = performance.now() - start;
+    const cpu = process.cpuUsage(cpu0);
+    await sub.close();
+    rates.push((depth * 1000) / ms);
+    process.stdout.write(`round ${r}: ${Math.round((depth * 1000) / ms)} msgs/s, ${((cpu.user + cpu.system) / depth).toFixed(0)} µs CPU/msg, store calls ${JSON.stringify(calls)}, load ${loadavg()[0]!.toFixed(2)}\n`);
+  } finally {
+    await q.close();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+process.stdout.write(`depth ${depth}, synchronous ${synchronous}: median ${Math.round([...rates].sort((a, b) => a - b)[Math.floor(rates.length / 2)]!)} msgs/s\n`);
