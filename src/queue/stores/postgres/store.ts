@@ -17,7 +17,7 @@ import { asIOError, ClosedError, InvalidArgumentError, type IOErrorSource } from
 import { deliveryId } from '../../delivery-id.js';
 import { parseSeqCursor } from '../seq-cursor.js';
 import type { ScheduleRecord } from '../../schedules/types.js';
-import type { ClaimRequest, Claimed, ConsumerGroup, KillOptions, MessagePage, PurgePolicy, StartFrom, Store, StoreCapabilities, StoreStats, StoredMessage } from '../../types.js';
+import type { AckAndClaimed, ClaimRequest, Claimed, ConsumerGroup, KillOptions, MessagePage, PurgePolicy, StartFrom, Store, StoreCapabilities, StoreStats, StoredMessage } from '../../types.js';
 import { postgresTransient } from '../transient.js';
 import { DEFAULT_POSTGRES_SCHEMA, poolConfig, resolveTimeouts } from './connection.js';
 import type { PostgresTimeouts } from './connection.js';
@@ -91,6 +91,13 @@ let driver: Promise<typeof pg> | undefined;
 function loadDriver(): Promise<typeof pg> {
   driver ??= import('pg').then((m) => ((m as { default?: typeof pg }).default ?? (m as unknown as typeof pg)));
   return driver;
+}
+
+/** The engine's `Claimed` of a claimed row of group `group`. */
+function toClaimed(r: ClaimRow, group: string): Claimed {
+  const c: Claimed = { deliveryId: r.delivery_id, claimToken: r.claim_token, group, attempt: r.attempt, message: toMessage(r) };
+  if (r.recovered) c.recovered = true;
+  return c;
 }
 
 /**
@@ -383,11 +390,51 @@ export class PostgresStore implements Store {
       rows = (await this.#q<ClaimRow>('claim', values(req.max), signal)).rows;
     }
     if (wait !== undefined) req.onRateLimited?.(wait);
-    return rows.map((r) => {
-      const c: Claimed = { deliveryId: r.delivery_id, claimToken: r.claim_token, group: req.group, attempt: r.attempt, message: toMessage(r) };
-      if (r.recovered) c.recovered = true;
-      return c;
-    });
+    return rows.map((r) => toClaimed(r, req.group));
+  }
+
+  /**
+   * See `Store.ackAndClaim`. Without `maxInFlight` or a rate limit, one
+   * statement (ack-and-claim.sql): one round trip, one commit. With them, the
+   * acks, the group's lock, its budget and the claim in one transaction, so
+   * the budget counts the leases the acks ended; its commit is synchronous.
+   */
+  async ackAndClaim(acks: Claimed[], req: ClaimRequest, signal?: AbortSignal): Promise<AckAndClaimed> {
+    if (acks.length === 0) return { acked: [], claimed: await this.claim(req, signal) };
+    const s = sorted(acks);
+    const ids = s.map((c) => c.deliveryId);
+    const tokens = s.map((c) => c.claimToken);
+    const limited = req.rateLimit !== undefined;
+    if (req.maxInFlight === 0 && !limited) {
+      const rows = (await this.#q<ClaimRow & { kind: number }>('ack-and-claim', [req.topic, req.group, req.max, req.runnerId, Math.ceil(req.leaseMs), false, ids, tokens, this.#channel], signal)).rows;
+      const held = rows.filter((r) => r.kind === 1).map((r) => ({ delivery_id: r.delivery_id, token: r.claim_token }));
+      return { acked: stillHeld(acks, held), claimed: rows.filter((r) => r.kind === 0).map((r) => toClaimed(r, req.group)) };
+    }
+    let wait: number | undefined;
+    const out = await this.#withClient(
+      'ackAndClaim',
+      signal,
+      async (c) => {
+        await c.query(this.#timed({ text: 'BEGIN' }));
+        const held = (await c.query<HeldRow>(this.#stmt('ack', [ids, tokens, this.#channel]))).rows;
+        let rows: ClaimRow[] = [];
+        const group = (await c.query<{ paused: boolean }>(this.#stmt('claim-lock-group', [req.topic, req.group]))).rows[0];
+        if (group?.paused !== true) {
+          const interval = limited ? req.rateLimit!.intervalMs : null;
+          const budget = claimLimit(req, (await c.query<BudgetRow>(this.#stmt('claim-budget', [req.topic, req.group, req.maxInFlight, interval]))).rows[0]!);
+          if (budget.limit > 0) rows = (await c.query<ClaimRow>(this.#stmt('claim', [req.topic, req.group, budget.limit, req.runnerId, Math.ceil(req.leaseMs), limited]))).rows;
+          wait = budget.rateWait(rows.length);
+        }
+        // claim.sql relaxes its transaction's commit; this one carries acks.
+        await c.query(this.#timed({ text: 'SET LOCAL synchronous_commit TO on; COMMIT' }));
+        return { acked: stillHeld(acks, held), claimed: rows.map((r) => toClaimed(r, req.group)) };
+      },
+      async (c) => {
+        await c.query(this.#timed({ text: 'ROLLBACK' }));
+      },
+    );
+    if (wait !== undefined) req.onRateLimited?.(wait);
+    return out;
   }
 
   /** See `Store.duePairs` (due-pairs.sql): one statement for all the pairs. */
