@@ -6,8 +6,8 @@
 -- between them).
 --
 -- Every part of a statement reads the snapshot taken before it, so the claim
--- still sees the rows this statement deletes: the lane-head probes skip them
--- by ID (acked, an InitPlan read once), which makes a lane the acks free
+-- still sees the rows this statement deletes: the lane walk and the head
+-- probes of expired leases skip them by ID (acked, read once), which makes a lane the acks free
 -- claimable in this commit. The expired probe leaves out every delivery being
 -- acked, so the DELETE and the UPDATE never meet on one row (a stale ack's
 -- delivery whose lease also ran out is claimed by the next claim instead).
@@ -16,7 +16,7 @@
 -- claim.sql returns them), then one row per completed ack (kind 1: its
 -- delivery_id and the token that held it in claim_token). The commit is
 -- synchronous: it carries acks.
-WITH clock AS MATERIALIZED (
+WITH RECURSIVE clock AS MATERIALIZED (
   SELECT clock_timestamp() AS now,
          EXISTS (SELECT 1 FROM __SCHEMA__.groups g WHERE g.topic = $1 AND g.grp = $2 AND g.paused) AS paused
 ),
@@ -33,20 +33,49 @@ logged AS (
 acked AS MATERIALIZED (
   SELECT ARRAY(SELECT delivery_id FROM done) AS ids
 ),
-pending AS (
+free AS (
   SELECT d.delivery_id, d.priority, d.message_seq, d.state
   FROM __SCHEMA__.deliveries d
-  WHERE d.topic = $1 AND d.grp = $2 AND d.state = 0 /* pending */ AND d.available_at <= (SELECT now FROM clock)
+  WHERE d.topic = $1 AND d.grp = $2 AND d.state = 0 /* pending */ AND d.msg_key IS NULL
+    AND d.available_at <= (SELECT now FROM clock)
     AND NOT (SELECT paused FROM clock)
-    AND (d.msg_key IS NULL OR d.message_seq = (
-      SELECT e.message_seq FROM __SCHEMA__.deliveries e
-      WHERE e.topic = d.topic AND e.grp = d.grp AND e.msg_key = d.msg_key AND e.state < 2 /* acked */
-        AND e.delivery_id <> ALL((SELECT ids FROM acked)::text[])
-      ORDER BY e.message_seq
-      LIMIT 1))
   ORDER BY d.priority DESC, d.message_seq
   LIMIT $3
   FOR UPDATE OF d SKIP LOCKED
+),
+lanes AS (
+  (SELECT e.msg_key, e.delivery_id, e.state, e.available_at, e.priority, e.message_seq
+   FROM __SCHEMA__.deliveries e
+   WHERE e.topic = $1 AND e.grp = $2 AND e.state < 2 /* acked */ AND e.msg_key IS NOT NULL
+     AND e.delivery_id <> ALL((SELECT ids FROM acked)::text[])
+     AND NOT (SELECT paused FROM clock)
+   ORDER BY e.msg_key, e.message_seq
+   LIMIT 1)
+  UNION ALL
+  SELECT n.msg_key, n.delivery_id, n.state, n.available_at, n.priority, n.message_seq
+  FROM lanes l CROSS JOIN LATERAL (
+    SELECT e.msg_key, e.delivery_id, e.state, e.available_at, e.priority, e.message_seq
+    FROM __SCHEMA__.deliveries e
+    WHERE e.topic = $1 AND e.grp = $2 AND e.state < 2 /* acked */ AND e.msg_key > l.msg_key
+      AND e.delivery_id <> ALL((SELECT ids FROM acked)::text[])
+    ORDER BY e.msg_key, e.message_seq
+    LIMIT 1) n
+),
+keyed AS (
+  SELECT d.delivery_id, d.priority, d.message_seq, d.state
+  FROM __SCHEMA__.deliveries d
+  WHERE d.delivery_id = ANY(ARRAY(
+      SELECT h.delivery_id FROM lanes h
+      WHERE h.state = 0 /* pending */ AND h.available_at <= (SELECT now FROM clock)
+      ORDER BY h.priority DESC, h.message_seq
+      LIMIT $3))
+    AND d.state = 0 /* pending */
+  FOR UPDATE OF d SKIP LOCKED
+),
+pending AS (
+  SELECT * FROM free
+  UNION ALL
+  SELECT * FROM keyed
 ),
 expired AS (
   SELECT d.delivery_id, d.priority, d.message_seq, d.state

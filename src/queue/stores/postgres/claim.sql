@@ -33,28 +33,62 @@
 -- clock CTE tells not to wait for the WAL flush at commit: a crash that
 -- forgets a claim only makes its deliveries claimable again, and any later
 -- synchronous commit (an ack of them included) flushes it first.
-WITH clock AS MATERIALIZED (
+WITH RECURSIVE clock AS MATERIALIZED (
   SELECT clock_timestamp() AS now, set_config('synchronous_commit', 'off', true) AS relaxed,
          EXISTS (SELECT 1 FROM __SCHEMA__.groups g WHERE g.topic = $1 AND g.grp = $2 AND g.paused) AS paused
 ),
--- Pending rows in claim order (deliveries_pending is in that order: its
--- first rows are read and the walk stops, no sort), and leased rows whose
--- lease expired (deliveries_leased: few, unless holders crashed; sorted),
--- merged below. Each locks at most $3 rows; the few the merge leaves out are
--- unlocked when this statement commits.
-pending AS (
+-- Unkeyed pending rows in claim order (deliveries_pending holds only them,
+-- in that order: its first rows are read and the walk stops, no sort).
+free AS (
   SELECT d.delivery_id, d.priority, d.message_seq, d.state
   FROM __SCHEMA__.deliveries d
-  WHERE d.topic = $1 AND d.grp = $2 AND d.state = 0 /* pending */ AND d.available_at <= (SELECT now FROM clock)
+  WHERE d.topic = $1 AND d.grp = $2 AND d.state = 0 /* pending */ AND d.msg_key IS NULL
+    AND d.available_at <= (SELECT now FROM clock)
     AND NOT (SELECT paused FROM clock)
-    AND (d.msg_key IS NULL OR d.message_seq = (
-      SELECT e.message_seq FROM __SCHEMA__.deliveries e
-      WHERE e.topic = d.topic AND e.grp = d.grp AND e.msg_key = d.msg_key AND e.state < 2 /* acked */
-      ORDER BY e.message_seq
-      LIMIT 1))
   ORDER BY d.priority DESC, d.message_seq
   LIMIT $3
   FOR UPDATE OF d SKIP LOCKED
+),
+-- The head of every key lane (its first live row in publish order), one
+-- index descent per lane through deliveries_lane: each step takes the first
+-- entry past the previous lane's key, which is the next lane's head. The
+-- cost is the number of lanes, not the rows waiting behind their heads.
+lanes AS (
+  (SELECT e.msg_key, e.delivery_id, e.state, e.available_at, e.priority, e.message_seq
+   FROM __SCHEMA__.deliveries e
+   WHERE e.topic = $1 AND e.grp = $2 AND e.state < 2 /* acked */ AND e.msg_key IS NOT NULL
+     AND NOT (SELECT paused FROM clock)
+   ORDER BY e.msg_key, e.message_seq
+   LIMIT 1)
+  UNION ALL
+  SELECT n.msg_key, n.delivery_id, n.state, n.available_at, n.priority, n.message_seq
+  FROM lanes l CROSS JOIN LATERAL (
+    SELECT e.msg_key, e.delivery_id, e.state, e.available_at, e.priority, e.message_seq
+    FROM __SCHEMA__.deliveries e
+    WHERE e.topic = $1 AND e.grp = $2 AND e.state < 2 /* acked */ AND e.msg_key > l.msg_key
+    ORDER BY e.msg_key, e.message_seq
+    LIMIT 1) n
+),
+-- Heads that are pending and due, the first $3 in claim order (a lane's
+-- head competes by its own priority), locked. A head another claimer leased
+-- meanwhile is re-checked on its new version (state) and dropped; no row is
+-- ever inserted ahead of a lane's live rows, so a head stays the head until
+-- it is finished.
+keyed AS (
+  SELECT d.delivery_id, d.priority, d.message_seq, d.state
+  FROM __SCHEMA__.deliveries d
+  WHERE d.delivery_id = ANY(ARRAY(
+      SELECT h.delivery_id FROM lanes h
+      WHERE h.state = 0 /* pending */ AND h.available_at <= (SELECT now FROM clock)
+      ORDER BY h.priority DESC, h.message_seq
+      LIMIT $3))
+    AND d.state = 0 /* pending */
+  FOR UPDATE OF d SKIP LOCKED
+),
+pending AS (
+  SELECT * FROM free
+  UNION ALL
+  SELECT * FROM keyed
 ),
 expired AS (
   SELECT d.delivery_id, d.priority, d.message_seq, d.state

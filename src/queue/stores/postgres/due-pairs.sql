@@ -12,7 +12,8 @@
 -- reported and its claim finds nothing.
 --
 -- Each pair is probed on its own, through the indexes a claim uses
--- (deliveries_pending, deliveries_leased, deliveries_lane): a LATERAL
+-- (deliveries_pending for unkeyed rows, deliveries_lane for keyed ones,
+-- deliveries_leased): a LATERAL
 -- subquery with a LIMIT is never flattened into a join or hashed, so every
 -- plan, PostgreSQL's generic plan for a prepared statement included (used
 -- from its sixth run), is a loop over the pairs with an index probe each. A
@@ -33,12 +34,19 @@ SELECT p.topic, p.grp AS "group"
 FROM pairs p
 CROSS JOIN LATERAL (
   (SELECT 1 FROM __SCHEMA__.deliveries d
-   WHERE d.topic = p.topic AND d.grp = p.grp AND d.state = 0 /* pending */ AND d.available_at <= (SELECT now FROM clock)
-     AND (d.msg_key IS NULL OR NOT EXISTS (
+   WHERE d.topic = p.topic AND d.grp = p.grp AND d.state = 0 /* pending */ AND d.msg_key IS NULL
+     AND d.available_at <= (SELECT now FROM clock)
+   ORDER BY d.priority DESC, d.message_seq
+   LIMIT 1)
+  UNION ALL
+  (SELECT 1 FROM __SCHEMA__.deliveries d
+   WHERE d.topic = p.topic AND d.grp = p.grp AND d.state = 0 /* pending */ AND d.msg_key IS NOT NULL
+     AND d.available_at <= (SELECT now FROM clock)
+     AND (NOT EXISTS (
        SELECT 1 FROM __SCHEMA__.deliveries e
        WHERE e.topic = d.topic AND e.grp = d.grp AND e.msg_key = d.msg_key AND e.state < 2 /* acked */
          AND (e.message_seq < d.message_seq OR e.state = 1 /* leased */)))
-   ORDER BY d.priority DESC, d.message_seq
+   ORDER BY d.msg_key, d.message_seq
    LIMIT 1)
   UNION ALL
   (SELECT 1 FROM __SCHEMA__.deliveries d
