@@ -1,14 +1,14 @@
 -- Store.ackAndClaim for a claim without maxInFlight or a rate limit: acks
 -- deliveries $7 held under tokens $8 (pairwise, as ack.sql does, notifying
 -- channel $9 when a keyed one frees its lane), then claims as claim.sql does
--- with $1 to $6, in one statement: one round trip and one durable commit
--- where ack then claim take two round trips (and, on a key lane, a wake-up
--- between them).
+-- with $1 to $6 (its parts are claim.sql's, commented there), in one
+-- statement: one round trip and one durable commit where ack then claim take
+-- two round trips (and, on a key lane, a wake-up between them).
 --
 -- Every part of a statement reads the snapshot taken before it, so the claim
 -- still sees the rows this statement deletes: the lane walk and the head
--- probes of expired leases skip them by ID (acked, read once), which makes a lane the acks free
--- claimable in this commit. The expired probe leaves out every delivery being
+-- probes of expired leases skip them by ID (acked, read once), which makes
+-- a lane the acks free claimable in this commit. The expired probe leaves out every delivery being
 -- acked, so the DELETE and the UPDATE never meet on one row (a stale ack's
 -- delivery whose lease also ran out is claimed by the next claim instead).
 --

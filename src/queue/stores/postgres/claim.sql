@@ -10,11 +10,12 @@
 --
 -- Due: pending and past its available_at, or leased with an expired lease.
 -- A keyed delivery is due only at the head of its lane: the first live row
--- of its key in publish order, whatever the priorities behind it, read off
--- deliveries_lane in one step (the only index whose predicate the probe
--- implies; ORDER BY ... LIMIT 1 stops at the head, so a row behind it costs
--- one index step however long its lane). A lane's head competes by its own
--- priority. Only heads are ever leased and no row is inserted ahead of a
+-- of its key in publish order, whatever the priorities behind it. Unkeyed
+-- pending rows are read off deliveries_pending (free), keyed ones lane by
+-- lane off deliveries_lane (lanes, keyed): a row waiting behind its head is
+-- never stepped over. An expired lease's row is tested for headship with one
+-- deliveries_lane step (ORDER BY ... LIMIT 1 stops at the head). A lane's
+-- head competes by its own priority. Only heads are ever leased and no row is inserted ahead of a
 -- lane's live rows, so a head has no leased row behind it. SKIP LOCKED lets
 -- concurrent claimers pass each other's rows; a row another claimer leased
 -- meanwhile is re-checked on its new version and dropped.
