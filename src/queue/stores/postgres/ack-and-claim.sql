@@ -8,9 +8,10 @@
 -- Every part of a statement reads the snapshot taken before it, so the claim
 -- still sees the rows this statement deletes: the lane walk and the head
 -- probes of expired leases skip them by ID (acked, read once), which makes
--- a lane the acks free claimable in this commit. The expired probe leaves out every delivery being
--- acked, so the DELETE and the UPDATE never meet on one row (a stale ack's
--- delivery whose lease also ran out is claimed by the next claim instead).
+-- a lane the acks free claimable in this commit. The expired probe leaves
+-- out every delivery being acked, so the DELETE and the UPDATE never meet on
+-- one row (a stale ack's delivery whose lease also ran out is claimed by the
+-- next claim instead).
 --
 -- The rows: first the claimed deliveries in claim order (kind 0, as
 -- claim.sql returns them), then one row per completed ack (kind 1: its
