@@ -24,7 +24,7 @@ WITH RECURSIVE clock AS MATERIALIZED (
 done AS (
   DELETE FROM __SCHEMA__.deliveries d
   WHERE d.delivery_id = ANY($7::text[]) AND d.state = 1 /* leased */
-    AND EXISTS (SELECT 1 FROM unnest($7::text[], $8::uuid[]) AS t(id, token) WHERE t.id = d.delivery_id AND t.token = d.claim_token)
+    AND d.claim_token = ANY($8::uuid[]) /* pairwise: see ack.sql */
   RETURNING d.delivery_id, d.claim_token::text AS token, d.topic, d.msg_key, d.message_seq
 ),
 logged AS (
