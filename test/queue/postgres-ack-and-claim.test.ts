@@ -80,10 +80,19 @@ describe('postgres ackAndClaim', { skip: POSTGRES_SKIP }, () => {
     assert.equal(r.claimed.length, 1);
   });
 
-  it('is atomic: when the claim part fails, the acks are not written either', async () => {
+  it('unkeyed acks without maxInFlight go beside the claim: a failed claim leaves the acks written and reported, with nothing claimed', async () => {
     const s = await open();
     await s.ensureGroup('t', 'g', 'latest');
     await s.append([msg('t'), msg('t')]);
+    const [a] = await s.claim(claimReq('t', 'g', { max: 1 }));
+    assert.deepEqual(await s.ackAndClaim([a!], claimReq('t', 'g', { leaseMs: 1e300 })), { acked: [a!.deliveryId], claimed: [] });
+    assert.deepEqual(counts(await s.stats('t', 'g')), { pending: 1, leased: 0, dead: 0 });
+  });
+
+  it('is atomic when the claim depends on the acks (keyed, or maxInFlight): when the claim part fails, the acks are not written either', async () => {
+    const s = await open();
+    await s.ensureGroup('t', 'g', 'latest');
+    await s.append([msg('t', { key: 'k' }), msg('t', { key: 'j' })]);
     const [a] = await s.claim(claimReq('t', 'g', { max: 1 }));
     // A lease too long for an interval fails the claim part inside the statement or the transaction.
     await assert.rejects(s.ackAndClaim([a!], claimReq('t', 'g', { leaseMs: 1e300 })));

@@ -24,7 +24,7 @@ import type { PostgresTimeouts } from './connection.js';
 import { claimLimit } from './claim-limit.js';
 import type { BudgetRow } from './claim-limit.js';
 import { migrate } from './migrate.js';
-import { sorted, stillHeld, toMessage } from './rows.js';
+import { sorted, stillHeld, toClaimed, toMessage } from './rows.js';
 import type { ClaimRow, HeldRow } from './rows.js';
 import { scheduleFromRow, scheduleValues } from './schedule-rows.js';
 import type { ScheduleRow } from './schedule-rows.js';
@@ -91,13 +91,6 @@ let driver: Promise<typeof pg> | undefined;
 function loadDriver(): Promise<typeof pg> {
   driver ??= import('pg').then((m) => ((m as { default?: typeof pg }).default ?? (m as unknown as typeof pg)));
   return driver;
-}
-
-/** The engine's `Claimed` of a claimed row of group `group`. */
-function toClaimed(r: ClaimRow, group: string): Claimed {
-  const c: Claimed = { deliveryId: r.delivery_id, claimToken: r.claim_token, group, attempt: r.attempt, message: toMessage(r) };
-  if (r.recovered) c.recovered = true;
-  return c;
 }
 
 /**
@@ -394,17 +387,24 @@ export class PostgresStore implements Store {
   }
 
   /**
-   * See `Store.ackAndClaim`. Without `maxInFlight` or a rate limit, one
-   * statement (ack-and-claim.sql): one round trip, one commit. With them, the
-   * acks, the group's lock, its budget and the claim in one transaction, so
-   * the budget counts the leases the acks ended; its commit is synchronous.
+   * See `Store.ackAndClaim`. When the claim cannot depend on the acks (no
+   * keyed ack, no `maxInFlight`, no rate limit), `ack` and `claim` run side
+   * by side on two connections, so the claim (relaxed commit) does not wait
+   * for the acks' WAL flush; a claim that fails after its acks landed
+   * reports them with nothing claimed, and an ack that fails gives the
+   * claim's deliveries back before rejecting. Otherwise, without
+   * `maxInFlight` or a rate limit, one statement (ack-and-claim.sql): one
+   * round trip, one commit. With them, the acks, the group's lock, its budget
+   * and the claim in one transaction, so the budget counts the leases the
+   * acks ended; its commit is synchronous.
    */
   async ackAndClaim(acks: Claimed[], req: ClaimRequest, signal?: AbortSignal): Promise<AckAndClaimed> {
     if (acks.length === 0) return { acked: [], claimed: await this.claim(req, signal) };
+    const limited = req.rateLimit !== undefined;
+    if (req.maxInFlight === 0 && !limited && acks.every((a) => a.message.key === undefined)) return this.#ackBesideClaim(acks, req, signal);
     const s = sorted(acks);
     const ids = s.map((c) => c.deliveryId);
     const tokens = s.map((c) => c.claimToken);
-    const limited = req.rateLimit !== undefined;
     if (req.maxInFlight === 0 && !limited) {
       const rows = (await this.#q<ClaimRow & { kind: number }>('ack-and-claim', [req.topic, req.group, req.max, req.runnerId, Math.ceil(req.leaseMs), false, ids, tokens, this.#channel], signal)).rows;
       const held = rows.filter((r) => r.kind === 1).map((r) => ({ delivery_id: r.delivery_id, token: r.claim_token }));
@@ -435,6 +435,16 @@ export class PostgresStore implements Store {
     );
     if (wait !== undefined) req.onRateLimited?.(wait);
     return out;
+  }
+
+  /** `ack(acks)` and `claim(req)` at once, for `ackAndClaim` when neither depends on the other. */
+  async #ackBesideClaim(acks: Claimed[], req: ClaimRequest, signal?: AbortSignal): Promise<AckAndClaimed> {
+    const [acked, claimed] = await Promise.allSettled([this.ack(acks, signal), this.claim(req, signal)]);
+    if (acked.status === 'rejected') {
+      if (claimed.status === 'fulfilled') await this.release(claimed.value, signal).catch(() => undefined); // else their leases run out
+      throw acked.reason;
+    }
+    return { acked: acked.value, claimed: claimed.status === 'fulfilled' ? claimed.value : [] };
   }
 
   /** See `Store.duePairs` (due-pairs.sql): one statement for all the pairs. */
