@@ -160,6 +160,8 @@ describe('postgres store: migration 7 (unkeyed pending index) from a schema at m
     assert.deepEqual([st.pending, st.leased, st.dead], [5, 1, 1]);
     // u2 (priority 1) first, then u1 and b1 in publish order; a2 waits for
     // a1 (held elsewhere), b2 for b1.
+    const keyedIndex = await adminPool.query<{ def: string }>(`SELECT indexdef AS def FROM pg_indexes WHERE schemaname = $1 AND indexname = 'deliveries_pending_keyed'`, [schema]);
+    assert.match(keyedIndex.rows[0]!.def, /\(topic, grp, priority DESC, message_seq\) WHERE \(\(state = 0\) AND \(msg_key IS NOT NULL\)\)$/);
     const first = await store.claim(claimReq('t', 'g'));
     assert.deepEqual(ids(first), ['u2', 'u1', 'b1']);
     assert.deepEqual(await store.retry(first[2]!, 0, 'again'), true);

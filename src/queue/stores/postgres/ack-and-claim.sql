@@ -48,7 +48,7 @@ lanes AS (
   (SELECT e.msg_key, e.delivery_id, e.state, e.available_at, e.priority, e.message_seq
    FROM __SCHEMA__.deliveries e
    WHERE e.topic = $1 AND e.grp = $2 AND e.state < 2 /* acked */ AND e.msg_key IS NOT NULL
-     AND e.delivery_id <> ALL((SELECT ids FROM acked)::text[])
+        AND e.delivery_id <> ALL((SELECT ids FROM acked)::text[])
      AND NOT (SELECT paused FROM clock)
    ORDER BY e.msg_key, e.message_seq
    LIMIT 1)
@@ -62,14 +62,51 @@ lanes AS (
     ORDER BY e.msg_key, e.message_seq
     LIMIT 1) n
 ),
+-- Keyed pending rows in claim order (deliveries_pending_keyed), at most
+-- 2 × $3 + 256 of them, each tested for being its lane's head: when that
+-- prefix of claim order holds $3 heads, or is every keyed pending row, its
+-- heads are the first in claim order (a backlog whose lanes interleave).
+-- Otherwise (lanes published one after another: most rows wait behind a
+-- head) the lane walk above runs instead; it is not started when the walk
+-- sufficed.
+walk AS MATERIALIZED (
+  SELECT d.delivery_id, d.priority, d.message_seq, d.topic, d.grp, d.msg_key
+  FROM __SCHEMA__.deliveries d
+  WHERE d.topic = $1 AND d.grp = $2 AND d.state = 0 /* pending */ AND d.msg_key IS NOT NULL
+    AND d.available_at <= (SELECT now FROM clock)
+    AND NOT (SELECT paused FROM clock)
+  ORDER BY d.priority DESC, d.message_seq
+  LIMIT 2 * $3 + 256
+),
+-- Read in claim order until $3 heads are found (rows are pulled from walk
+-- as needed, so a prefix of heads costs a probe each, no more).
+walk_heads AS MATERIALIZED (
+  SELECT d.delivery_id, d.priority, d.message_seq
+  FROM walk d
+  WHERE d.message_seq = (
+      SELECT e.message_seq FROM __SCHEMA__.deliveries e
+      WHERE e.topic = d.topic AND e.grp = d.grp AND e.msg_key = d.msg_key AND e.state < 2 /* acked */
+        AND e.delivery_id <> ALL((SELECT ids FROM acked)::text[])
+      ORDER BY e.message_seq
+      LIMIT 1)
+  LIMIT $3
+),
+walked AS MATERIALIZED (
+  SELECT CASE WHEN (SELECT count(*) FROM walk_heads) >= $3 THEN true
+              ELSE (SELECT count(*) FROM walk) < 2 * $3 + 256 END AS enough
+),
 keyed AS (
   SELECT d.delivery_id, d.priority, d.message_seq, d.state
   FROM __SCHEMA__.deliveries d
-  WHERE d.delivery_id = ANY(ARRAY(
-      SELECT h.delivery_id FROM lanes h
-      WHERE h.state = 0 /* pending */ AND h.available_at <= (SELECT now FROM clock)
-      ORDER BY h.priority DESC, h.message_seq
-      LIMIT $3))
+  WHERE d.delivery_id = ANY(
+      ARRAY(
+        SELECT w.delivery_id FROM walk_heads w
+        WHERE (SELECT enough FROM walked))
+      || ARRAY(
+        SELECT h.delivery_id FROM lanes h
+        WHERE NOT (SELECT enough FROM walked) AND h.state = 0 /* pending */ AND h.available_at <= (SELECT now FROM clock)
+        ORDER BY h.priority DESC, h.message_seq
+        LIMIT $3))
     AND d.state = 0 /* pending */
   FOR UPDATE OF d SKIP LOCKED
 ),
