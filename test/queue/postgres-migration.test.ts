@@ -110,7 +110,7 @@ describe('postgres store: migration 6 from a schema at migration 5', { skip: POS
   });
 });
 
-describe('postgres store: migration 7 (unkeyed pending index) from a schema at migration 6', { skip: POSTGRES_SKIP }, () => {
+describe('postgres store: migration 7 (pending index split into unkeyed and keyed) from a schema at migration 6', { skip: POSTGRES_SKIP }, () => {
   const schema = testSchema('mig7');
   const s = `"${schema}"`;
   let store: PostgresStore | undefined;

@@ -98,7 +98,7 @@ describe('postgres store', { skip: POSTGRES_SKIP }, () => {
       { version: 4, name: '004_ack_deletes.sql' },
       { version: 5, name: '005_schedules.sql' },
       { version: 6, name: '006_flow_control.sql' },
-      { version: 7, name: '007_unkeyed_pending_index.sql' },
+      { version: 7, name: '007_split_pending_index.sql' },
     ]);
     await Promise.all(stores.map((s) => s.ping()));
     await open(schema);
