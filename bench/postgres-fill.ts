@@ -86,6 +86,7 @@ export async function planProblems(
   const cases: Array<[string, unknown[]]> = [
     ['claim', [topic, group, 32, 'plan-check', 30_000, false]],
     ['claim', [topic, group, 32, 'plan-check', 30_000, true]],
+    ['ack-and-claim', [topic, group, 32, 'plan-check', 30_000, false, ids, tokens, 'plan-check']],
     ['claim-lock-group', [topic, group]],
     ['claim-budget', [topic, group, 64, 1000]],
     ['set-group-paused', [topic, group, false, 'plan-check']],

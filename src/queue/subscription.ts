@@ -406,15 +406,21 @@ export class StoreSubscription implements Subscription {
    * subscription on a synchronous store cannot chain claims and acks in
    * microtasks forever and starve the timers (heartbeats above all).
    *
-   * When the store has `ackAndClaim` and the poll loop sits idle between
-   * polls, the acks are handed to it instead: it wakes and writes them in
-   * its next claim's transaction, so one commit both completes a delivery
-   * and claims the next (on one key lane, the one its ack frees). What it
-   * leaves (it stopped for a slot, or the subscription is closing) is
-   * written here in the next turn.
+   * When the store has `ackAndClaim`, the poll loop sits idle between
+   * polls and the acks can make something claimable (a keyed one frees its
+   * lane; under `maxInFlight` any frees room), the acks are handed to the
+   * loop instead: it wakes and writes them in its next claim's transaction,
+   * so one commit both completes a delivery and claims the next (on one key
+   * lane, the one its ack frees). Other acks are written here: waking the
+   * loop for them would add a claim that finds nothing to every ack. What
+   * the loop leaves (it stopped for a slot, or the subscription is closing)
+   * is written here in the next turn.
    */
   async #flushAcks(): Promise<void> {
-    if (this.#acks.length > 0 && this.#store.inner.ackAndClaim !== undefined && this.#wakeWait !== undefined && !this.#waitingForSlot && !this.#closing) {
+    if (
+      this.#acks.length > 0 && this.#store.inner.ackAndClaim !== undefined && this.#wakeWait !== undefined && !this.#waitingForSlot && !this.#closing &&
+      (this.#o.maxInFlight > 0 || this.#acks.some((a) => a.job.c.message.key !== undefined))
+    ) {
       this.wake();
       setImmediate(() => void this.#flushAcks());
       return;

@@ -75,7 +75,7 @@ describe('postgres store: migration 6 from a schema at migration 5', { skip: POS
 
     store = await PostgresStore.open({ connectionString: POSTGRES_URL, schema, poolSize: 2 });
     const versions = (await adminPool.query(`SELECT version FROM ${s}.migrations ORDER BY version`)).rows.map((r) => r.version);
-    assert.deepEqual(versions, [1, 2, 3, 4, 5, 6]);
+    assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7]);
     assert.deepEqual(await snapshot(), before, 'every delivery as it was');
     assert.equal((await adminPool.query(`SELECT count(*)::int AS n FROM ${s}.acks`)).rows[0].n, 1);
     assert.equal((await adminPool.query(`SELECT count(*)::int AS n FROM ${s}.messages`)).rows[0].n, 7);
@@ -87,7 +87,7 @@ describe('postgres store: migration 6 from a schema at migration 5', { skip: POS
     );
     assert.deepEqual(flags.rows[0], { paused: [false, false], messages: [0], deliveries: [0] });
     const index = await adminPool.query<{ def: string }>(`SELECT indexdef AS def FROM pg_indexes WHERE schemaname = $1 AND indexname = 'deliveries_pending'`, [schema]);
-    assert.match(index.rows[0]!.def, /\(topic, grp, priority DESC, message_seq\) WHERE \(state = 0\)$/);
+    assert.match(index.rows[0]!.def, /\(topic, grp, priority DESC, message_seq\) WHERE \(\(state = 0\) AND \(msg_key IS NULL\)\)$/); // as migration 7 left it
     const st = await store.stats('t', 'g');
     assert.deepEqual([st.pending, st.leased, st.dead, st.paused], [5, 0, 1, false]);
 
@@ -107,5 +107,68 @@ describe('postgres store: migration 6 from a schema at migration 5', { skip: POS
     assert.equal(await store.setGroupPaused('t', 'h', true), true);
     assert.equal((await store.stats('t', 'h')).paused, true);
     assert.equal((await store.stats('t', 'g')).paused, false);
+  });
+});
+
+describe('postgres store: migration 7 (pending index split into unkeyed and keyed) from a schema at migration 6', { skip: POSTGRES_SKIP }, () => {
+  const schema = testSchema('mig7');
+  const s = `"${schema}"`;
+  let store: PostgresStore | undefined;
+  after(async () => {
+    await store?.close();
+    await dropSchema(schema);
+  });
+
+  it('keeps every row, and the keyed and unkeyed work claims in publish order with each lane held to its head', async () => {
+    assert.equal(await migrate(adminPool, schema, s, 6), 6);
+    await adminPool.query(`INSERT INTO ${s}.topics VALUES ('t')`);
+    await adminPool.query(`INSERT INTO ${s}.groups (topic, grp) VALUES ('t', 'g')`);
+    // As migration 6's statements wrote them: key a's head leased (lease
+    // running), a2 behind it; key b's b1 and b2 pending, published key-major;
+    // u1 and u2 unkeyed, u2 at priority 1; x dead.
+    const rows: Array<[id: string, key: string | null, state: number, priority: number]> = [
+      ['a1', 'a', 1, 0],
+      ['a2', 'a', 0, 0],
+      ['u1', null, 0, 0],
+      ['b1', 'b', 0, 0],
+      ['b2', 'b', 0, 0],
+      ['x', null, 3, 0],
+      ['u2', null, 0, 1],
+    ];
+    for (const [id, key, state, priority] of rows) {
+      const seq = (await adminPool.query<{ seq: string }>(
+        `INSERT INTO ${s}.messages (id, topic, msg_key, payload, published_at, due_at, priority) VALUES ($1, 't', $2, $3, now(), now(), $4) RETURNING seq`,
+        [id, key, Buffer.from(id), priority],
+      )).rows[0]!.seq;
+      await adminPool.query(
+        `INSERT INTO ${s}.deliveries (delivery_id, message_seq, topic, grp, msg_key, state, attempt, available_at, lease_until, claim_token, holder, finished_at, last_error, priority)
+         VALUES ($1::text || '/g', $2::bigint, 't', 'g', $3::text, $4::smallint, CASE WHEN $4::smallint = 0 THEN 0 ELSE 1 END, '-infinity',
+                 CASE WHEN $4::smallint = 1 THEN now() + interval '1 hour' END,
+                 CASE WHEN $4::smallint = 1 THEN gen_random_uuid() END, CASE WHEN $4::smallint = 1 THEN 'other' END,
+                 CASE WHEN $4::smallint = 3 THEN now() END, CASE WHEN $4::smallint = 3 THEN 'failed' END, $5)`,
+        [id, seq, key, state, priority],
+      );
+    }
+    const snapshot = async () =>
+      (await adminPool.query(`SELECT delivery_id, state, attempt, msg_key, lease_until, priority FROM ${s}.deliveries ORDER BY delivery_id`)).rows;
+    const before = await snapshot();
+    store = await PostgresStore.open({ connectionString: POSTGRES_URL, schema, poolSize: 2 });
+    const versions = (await adminPool.query(`SELECT version FROM ${s}.migrations ORDER BY version`)).rows.map((r) => r.version);
+    assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7]);
+    assert.deepEqual(await snapshot(), before, 'every delivery as it was');
+    const st = await store.stats('t', 'g');
+    assert.deepEqual([st.pending, st.leased, st.dead], [5, 1, 1]);
+    // u2 (priority 1) first, then u1 and b1 in publish order; a2 waits for
+    // a1 (held elsewhere), b2 for b1.
+    const keyedIndex = await adminPool.query<{ def: string }>(`SELECT indexdef AS def FROM pg_indexes WHERE schemaname = $1 AND indexname = 'deliveries_pending_keyed'`, [schema]);
+    assert.match(keyedIndex.rows[0]!.def, /\(topic, grp, priority DESC, message_seq\) WHERE \(\(state = 0\) AND \(msg_key IS NOT NULL\)\)$/);
+    const first = await store.claim(claimReq('t', 'g'));
+    assert.deepEqual(ids(first), ['u2', 'u1', 'b1']);
+    assert.deepEqual(await store.retry(first[2]!, 0, 'again'), true);
+    const second = await store.claim(claimReq('t', 'g'));
+    assert.deepEqual(ids(second), ['b1'], 'a retried head keeps its lane');
+    const third = await store.ackAndClaim(second, claimReq('t', 'g'));
+    assert.deepEqual(ids(third.claimed), ['b2']);
+    assert.deepEqual(await store.claim(claimReq('t', 'g')), []);
   });
 });

@@ -29,7 +29,7 @@ describe('postgres store plans', { skip: POSTGRES_SKIP }, () => {
     await dropSchema(schema);
   });
 
-  it(`claim (plain, capped and rate-limited), ack, extend, release, retry, kill, purge, pause and listMessages use indexes only at ${ROWS} pending and ${ROWS} finished rows`, async () => {
+  it(`claim (plain, capped and rate-limited), ack-and-claim, ack, extend, release, retry, kill, purge, pause and listMessages use indexes only at ${ROWS} pending and ${ROWS} finished rows`, async () => {
     store = await PostgresStore.open({ connectionString: POSTGRES_URL, schema, poolSize: 2 });
     await fillSchema(adminPool, schema, 't', 'g', ROWS, ROWS);
     const claimed = await store.claim({ topic: 't', group: 'g', runnerId: 'x', max: 16, leaseMs: 60_000, maxInFlight: 0 });

@@ -7,11 +7,15 @@
 -- commits).
 --
 -- The ANY on the primary key makes this a handful of index probes however
--- large the table; the pairs are then checked against the unnested arrays.
+-- large the table. The token test is pairwise without pairing the arrays: a
+-- token is a random UUID issued to one claim of one delivery, so a row whose
+-- token is among $2 is held by the claim the caller passed for it. (Testing
+-- each row against the unnested pairs ran the unnest once per row: 10,000
+-- pairs compared, about 2 ms, for an ack of 100.)
 WITH done AS (
   DELETE FROM __SCHEMA__.deliveries d
   WHERE d.delivery_id = ANY($1::text[]) AND d.state = 1 /* leased */
-    AND EXISTS (SELECT 1 FROM unnest($1::text[], $2::uuid[]) AS t(id, token) WHERE t.id = d.delivery_id AND t.token = d.claim_token)
+    AND d.claim_token = ANY($2::uuid[]) /* pairwise: see above */
   RETURNING d.delivery_id, d.claim_token::text AS token, d.topic, d.msg_key, d.message_seq
 ),
 logged AS (

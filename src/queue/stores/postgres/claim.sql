@@ -10,11 +10,12 @@
 --
 -- Due: pending and past its available_at, or leased with an expired lease.
 -- A keyed delivery is due only at the head of its lane: the first live row
--- of its key in publish order, whatever the priorities behind it, read off
--- deliveries_lane in one step (the only index whose predicate the probe
--- implies; ORDER BY ... LIMIT 1 stops at the head, so a row behind it costs
--- one index step however long its lane). A lane's head competes by its own
--- priority. Only heads are ever leased and no row is inserted ahead of a
+-- of its key in publish order, whatever the priorities behind it. Unkeyed
+-- pending rows are read off deliveries_pending (free), keyed ones lane by
+-- lane off deliveries_lane (lanes, keyed): a row waiting behind its head is
+-- never stepped over. An expired lease's row is tested for headship with one
+-- deliveries_lane step (ORDER BY ... LIMIT 1 stops at the head). A lane's
+-- head competes by its own priority. Only heads are ever leased and no row is inserted ahead of a
 -- lane's live rows, so a head has no leased row behind it. SKIP LOCKED lets
 -- concurrent claimers pass each other's rows; a row another claimer leased
 -- meanwhile is re-checked on its new version and dropped.
@@ -33,28 +34,98 @@
 -- clock CTE tells not to wait for the WAL flush at commit: a crash that
 -- forgets a claim only makes its deliveries claimable again, and any later
 -- synchronous commit (an ack of them included) flushes it first.
-WITH clock AS MATERIALIZED (
+WITH RECURSIVE clock AS MATERIALIZED (
   SELECT clock_timestamp() AS now, set_config('synchronous_commit', 'off', true) AS relaxed,
          EXISTS (SELECT 1 FROM __SCHEMA__.groups g WHERE g.topic = $1 AND g.grp = $2 AND g.paused) AS paused
 ),
--- Pending rows in claim order (deliveries_pending is in that order: its
--- first rows are read and the walk stops, no sort), and leased rows whose
--- lease expired (deliveries_leased: few, unless holders crashed; sorted),
--- merged below. Each locks at most $3 rows; the few the merge leaves out are
--- unlocked when this statement commits.
-pending AS (
+-- Unkeyed pending rows in claim order (deliveries_pending holds only them,
+-- in that order: its first rows are read and the walk stops, no sort).
+free AS (
   SELECT d.delivery_id, d.priority, d.message_seq, d.state
   FROM __SCHEMA__.deliveries d
-  WHERE d.topic = $1 AND d.grp = $2 AND d.state = 0 /* pending */ AND d.available_at <= (SELECT now FROM clock)
+  WHERE d.topic = $1 AND d.grp = $2 AND d.state = 0 /* pending */ AND d.msg_key IS NULL
+    AND d.available_at <= (SELECT now FROM clock)
     AND NOT (SELECT paused FROM clock)
-    AND (d.msg_key IS NULL OR d.message_seq = (
-      SELECT e.message_seq FROM __SCHEMA__.deliveries e
-      WHERE e.topic = d.topic AND e.grp = d.grp AND e.msg_key = d.msg_key AND e.state < 2 /* acked */
-      ORDER BY e.message_seq
-      LIMIT 1))
   ORDER BY d.priority DESC, d.message_seq
   LIMIT $3
   FOR UPDATE OF d SKIP LOCKED
+),
+-- The head of every key lane (its first live row in publish order), one
+-- index descent per lane through deliveries_lane: each step takes the first
+-- entry past the previous lane's key, which is the next lane's head. The
+-- cost is the number of lanes, not the rows waiting behind their heads.
+lanes AS (
+  (SELECT e.msg_key, e.delivery_id, e.state, e.available_at, e.priority, e.message_seq
+   FROM __SCHEMA__.deliveries e
+   WHERE e.topic = $1 AND e.grp = $2 AND e.state < 2 /* acked */ AND e.msg_key IS NOT NULL
+     AND NOT (SELECT paused FROM clock)
+   ORDER BY e.msg_key, e.message_seq
+   LIMIT 1)
+  UNION ALL
+  SELECT n.msg_key, n.delivery_id, n.state, n.available_at, n.priority, n.message_seq
+  FROM lanes l CROSS JOIN LATERAL (
+    SELECT e.msg_key, e.delivery_id, e.state, e.available_at, e.priority, e.message_seq
+    FROM __SCHEMA__.deliveries e
+    WHERE e.topic = $1 AND e.grp = $2 AND e.state < 2 /* acked */ AND e.msg_key > l.msg_key
+    ORDER BY e.msg_key, e.message_seq
+    LIMIT 1) n
+),
+-- Heads that are pending and due, the first $3 in claim order (a lane's
+-- head competes by its own priority), locked. A head another claimer leased
+-- meanwhile is re-checked on its new version (state) and dropped; no row is
+-- ever inserted ahead of a lane's live rows, so a head stays the head until
+-- it is finished.
+-- Keyed pending rows in claim order (deliveries_pending_keyed), at most
+-- 2 × $3 + 256 of them, each tested for being its lane's head: when that
+-- prefix of claim order holds $3 heads, or is every keyed pending row, its
+-- heads are the first in claim order (a backlog whose lanes interleave).
+-- Otherwise (lanes published one after another: most rows wait behind a
+-- head) the lane walk above runs instead; it is not started when the walk
+-- sufficed.
+walk AS MATERIALIZED (
+  SELECT d.delivery_id, d.priority, d.message_seq, d.topic, d.grp, d.msg_key
+  FROM __SCHEMA__.deliveries d
+  WHERE d.topic = $1 AND d.grp = $2 AND d.state = 0 /* pending */ AND d.msg_key IS NOT NULL
+    AND d.available_at <= (SELECT now FROM clock)
+    AND NOT (SELECT paused FROM clock)
+  ORDER BY d.priority DESC, d.message_seq
+  LIMIT 2 * $3 + 256
+),
+-- Read in claim order until $3 heads are found (rows are pulled from walk
+-- as needed, so a prefix of heads costs a probe each, no more).
+walk_heads AS MATERIALIZED (
+  SELECT d.delivery_id, d.priority, d.message_seq
+  FROM walk d
+  WHERE d.message_seq = (
+      SELECT e.message_seq FROM __SCHEMA__.deliveries e
+      WHERE e.topic = d.topic AND e.grp = d.grp AND e.msg_key = d.msg_key AND e.state < 2 /* acked */
+      ORDER BY e.message_seq
+      LIMIT 1)
+  LIMIT $3
+),
+walked AS MATERIALIZED (
+  SELECT CASE WHEN (SELECT count(*) FROM walk_heads) >= $3 THEN true
+              ELSE (SELECT count(*) FROM walk) < 2 * $3 + 256 END AS enough
+),
+keyed AS (
+  SELECT d.delivery_id, d.priority, d.message_seq, d.state
+  FROM __SCHEMA__.deliveries d
+  WHERE d.delivery_id = ANY(
+      ARRAY(
+        SELECT w.delivery_id FROM walk_heads w
+        WHERE (SELECT enough FROM walked))
+      || ARRAY(
+        SELECT h.delivery_id FROM lanes h
+        WHERE NOT (SELECT enough FROM walked) AND h.state = 0 /* pending */ AND h.available_at <= (SELECT now FROM clock)
+        ORDER BY h.priority DESC, h.message_seq
+        LIMIT $3))
+    AND d.state = 0 /* pending */
+  FOR UPDATE OF d SKIP LOCKED
+),
+pending AS (
+  SELECT * FROM free
+  UNION ALL
+  SELECT * FROM keyed
 ),
 expired AS (
   SELECT d.delivery_id, d.priority, d.message_seq, d.state

@@ -4,5 +4,5 @@
 UPDATE __SCHEMA__.deliveries d
 SET lease_until = (SELECT clock_timestamp()) + $3 * interval '1 millisecond'
 WHERE d.delivery_id = ANY($1::text[]) AND d.state = 1 /* leased */
-  AND EXISTS (SELECT 1 FROM unnest($1::text[], $2::uuid[]) AS t(id, token) WHERE t.id = d.delivery_id AND t.token = d.claim_token)
+  AND d.claim_token = ANY($2::uuid[]) /* pairwise: see ack.sql */
 RETURNING d.delivery_id, d.claim_token::text AS token

@@ -37,6 +37,13 @@ export function toMessage(r: ClaimRow): StoredMessage {
   return m;
 }
 
+/** The engine's `Claimed` of a claimed row of group `group`. */
+export function toClaimed(r: ClaimRow, group: string): Claimed {
+  const c: Claimed = { deliveryId: r.delivery_id, claimToken: r.claim_token, group, attempt: r.attempt, message: toMessage(r) };
+  if (r.recovered) c.recovered = true;
+  return c;
+}
+
 /** Deadlock-free order for statements that update several deliveries: every caller locks rows in delivery-ID order. */
 export function sorted(cs: Claimed[]): Claimed[] {
   return [...cs].sort((a, b) => (a.deliveryId < b.deliveryId ? -1 : a.deliveryId > b.deliveryId ? 1 : 0));

@@ -35,6 +35,7 @@ export const STATEMENTS = [
   'claim-lock-group',
   'claim-budget',
   'claim',
+  'ack-and-claim',
   'due-pairs',
   'ack',
   'retry',

@@ -17,14 +17,14 @@ import { asIOError, ClosedError, InvalidArgumentError, type IOErrorSource } from
 import { deliveryId } from '../../delivery-id.js';
 import { parseSeqCursor } from '../seq-cursor.js';
 import type { ScheduleRecord } from '../../schedules/types.js';
-import type { ClaimRequest, Claimed, ConsumerGroup, KillOptions, MessagePage, PurgePolicy, StartFrom, Store, StoreCapabilities, StoreStats, StoredMessage } from '../../types.js';
+import type { AckAndClaimed, ClaimRequest, Claimed, ConsumerGroup, KillOptions, MessagePage, PurgePolicy, StartFrom, Store, StoreCapabilities, StoreStats, StoredMessage } from '../../types.js';
 import { postgresTransient } from '../transient.js';
 import { DEFAULT_POSTGRES_SCHEMA, poolConfig, resolveTimeouts } from './connection.js';
 import type { PostgresTimeouts } from './connection.js';
 import { claimLimit } from './claim-limit.js';
 import type { BudgetRow } from './claim-limit.js';
 import { migrate } from './migrate.js';
-import { sorted, stillHeld, toMessage } from './rows.js';
+import { sorted, stillHeld, toClaimed, toMessage } from './rows.js';
 import type { ClaimRow, HeldRow } from './rows.js';
 import { scheduleFromRow, scheduleValues } from './schedule-rows.js';
 import type { ScheduleRow } from './schedule-rows.js';
@@ -383,11 +383,68 @@ export class PostgresStore implements Store {
       rows = (await this.#q<ClaimRow>('claim', values(req.max), signal)).rows;
     }
     if (wait !== undefined) req.onRateLimited?.(wait);
-    return rows.map((r) => {
-      const c: Claimed = { deliveryId: r.delivery_id, claimToken: r.claim_token, group: req.group, attempt: r.attempt, message: toMessage(r) };
-      if (r.recovered) c.recovered = true;
-      return c;
-    });
+    return rows.map((r) => toClaimed(r, req.group));
+  }
+
+  /**
+   * See `Store.ackAndClaim`. When the claim cannot depend on the acks (no
+   * keyed ack, no `maxInFlight`, no rate limit), `ack` and `claim` run side
+   * by side on two connections, so the claim (relaxed commit) does not wait
+   * for the acks' WAL flush; a claim that fails after its acks landed
+   * reports them with nothing claimed, and an ack that fails gives the
+   * claim's deliveries back before rejecting. Otherwise, without
+   * `maxInFlight` or a rate limit, one statement (ack-and-claim.sql): one
+   * round trip, one commit. With them, the acks, the group's lock, its budget
+   * and the claim in one transaction, so the budget counts the leases the
+   * acks ended; its commit is synchronous.
+   */
+  async ackAndClaim(acks: Claimed[], req: ClaimRequest, signal?: AbortSignal): Promise<AckAndClaimed> {
+    if (acks.length === 0) return { acked: [], claimed: await this.claim(req, signal) };
+    const limited = req.rateLimit !== undefined;
+    if (req.maxInFlight === 0 && !limited && acks.every((a) => a.message.key === undefined)) return this.#ackBesideClaim(acks, req, signal);
+    const s = sorted(acks);
+    const ids = s.map((c) => c.deliveryId);
+    const tokens = s.map((c) => c.claimToken);
+    if (req.maxInFlight === 0 && !limited) {
+      const rows = (await this.#q<ClaimRow & { kind: number }>('ack-and-claim', [req.topic, req.group, req.max, req.runnerId, Math.ceil(req.leaseMs), false, ids, tokens, this.#channel], signal)).rows;
+      const held = rows.filter((r) => r.kind === 1).map((r) => ({ delivery_id: r.delivery_id, token: r.claim_token }));
+      return { acked: stillHeld(acks, held), claimed: rows.filter((r) => r.kind === 0).map((r) => toClaimed(r, req.group)) };
+    }
+    let wait: number | undefined;
+    const out = await this.#withClient(
+      'ackAndClaim',
+      signal,
+      async (c) => {
+        await c.query(this.#timed({ text: 'BEGIN' }));
+        const held = (await c.query<HeldRow>(this.#stmt('ack', [ids, tokens, this.#channel]))).rows;
+        let rows: ClaimRow[] = [];
+        const group = (await c.query<{ paused: boolean }>(this.#stmt('claim-lock-group', [req.topic, req.group]))).rows[0];
+        if (group?.paused !== true) {
+          const interval = limited ? req.rateLimit!.intervalMs : null;
+          const budget = claimLimit(req, (await c.query<BudgetRow>(this.#stmt('claim-budget', [req.topic, req.group, req.maxInFlight, interval]))).rows[0]!);
+          if (budget.limit > 0) rows = (await c.query<ClaimRow>(this.#stmt('claim', [req.topic, req.group, budget.limit, req.runnerId, Math.ceil(req.leaseMs), limited]))).rows;
+          wait = budget.rateWait(rows.length);
+        }
+        // claim.sql relaxes its transaction's commit; this one carries acks.
+        await c.query(this.#timed({ text: 'SET LOCAL synchronous_commit TO on; COMMIT' }));
+        return { acked: stillHeld(acks, held), claimed: rows.map((r) => toClaimed(r, req.group)) };
+      },
+      async (c) => {
+        await c.query(this.#timed({ text: 'ROLLBACK' }));
+      },
+    );
+    if (wait !== undefined) req.onRateLimited?.(wait);
+    return out;
+  }
+
+  /** `ack(acks)` and `claim(req)` at once, for `ackAndClaim` when neither depends on the other. */
+  async #ackBesideClaim(acks: Claimed[], req: ClaimRequest, signal?: AbortSignal): Promise<AckAndClaimed> {
+    const [acked, claimed] = await Promise.allSettled([this.ack(acks, signal), this.claim(req, signal)]);
+    if (acked.status === 'rejected') {
+      if (claimed.status === 'fulfilled') await this.release(claimed.value, signal).catch(() => undefined); // else their leases run out
+      throw acked.reason;
+    }
+    return { acked: acked.value, claimed: claimed.status === 'fulfilled' ? claimed.value : [] };
   }
 
   /** See `Store.duePairs` (due-pairs.sql): one statement for all the pairs. */

@@ -1,0 +1,173 @@
+-- Store.ackAndClaim for a claim without maxInFlight or a rate limit: acks
+-- deliveries $7 held under tokens $8 (pairwise, as ack.sql does, notifying
+-- channel $9 when a keyed one frees its lane), then claims as claim.sql does
+-- with $1 to $6 (its parts are claim.sql's, commented there), in one
+-- statement: one round trip and one durable commit where ack then claim take
+-- two round trips (and, on a key lane, a wake-up between them).
+--
+-- Every part of a statement reads the snapshot taken before it, so the claim
+-- still sees the rows this statement deletes: the lane walk and the head
+-- probes of expired leases skip them by ID (acked, read once), which makes
+-- a lane the acks free claimable in this commit. The expired probe leaves
+-- out every delivery being acked, so the DELETE and the UPDATE never meet on
+-- one row (a stale ack's delivery whose lease also ran out is claimed by the
+-- next claim instead).
+--
+-- The rows: first the claimed deliveries in claim order (kind 0, as
+-- claim.sql returns them), then one row per completed ack (kind 1: its
+-- delivery_id and the token that held it in claim_token). The commit is
+-- synchronous: it carries acks.
+WITH RECURSIVE clock AS MATERIALIZED (
+  SELECT clock_timestamp() AS now,
+         EXISTS (SELECT 1 FROM __SCHEMA__.groups g WHERE g.topic = $1 AND g.grp = $2 AND g.paused) AS paused
+),
+done AS (
+  DELETE FROM __SCHEMA__.deliveries d
+  WHERE d.delivery_id = ANY($7::text[]) AND d.state = 1 /* leased */
+    AND d.claim_token = ANY($8::uuid[]) /* pairwise: see ack.sql */
+  RETURNING d.delivery_id, d.claim_token::text AS token, d.topic, d.msg_key, d.message_seq
+),
+logged AS (
+  INSERT INTO __SCHEMA__.acks (message_seq, finished_at)
+  SELECT message_seq, (SELECT now FROM clock) FROM done
+),
+acked AS MATERIALIZED (
+  SELECT ARRAY(SELECT delivery_id FROM done) AS ids
+),
+free AS (
+  SELECT d.delivery_id, d.priority, d.message_seq, d.state
+  FROM __SCHEMA__.deliveries d
+  WHERE d.topic = $1 AND d.grp = $2 AND d.state = 0 /* pending */ AND d.msg_key IS NULL
+    AND d.available_at <= (SELECT now FROM clock)
+    AND NOT (SELECT paused FROM clock)
+  ORDER BY d.priority DESC, d.message_seq
+  LIMIT $3
+  FOR UPDATE OF d SKIP LOCKED
+),
+lanes AS (
+  (SELECT e.msg_key, e.delivery_id, e.state, e.available_at, e.priority, e.message_seq
+   FROM __SCHEMA__.deliveries e
+   WHERE e.topic = $1 AND e.grp = $2 AND e.state < 2 /* acked */ AND e.msg_key IS NOT NULL
+        AND e.delivery_id <> ALL((SELECT ids FROM acked)::text[])
+     AND NOT (SELECT paused FROM clock)
+   ORDER BY e.msg_key, e.message_seq
+   LIMIT 1)
+  UNION ALL
+  SELECT n.msg_key, n.delivery_id, n.state, n.available_at, n.priority, n.message_seq
+  FROM lanes l CROSS JOIN LATERAL (
+    SELECT e.msg_key, e.delivery_id, e.state, e.available_at, e.priority, e.message_seq
+    FROM __SCHEMA__.deliveries e
+    WHERE e.topic = $1 AND e.grp = $2 AND e.state < 2 /* acked */ AND e.msg_key > l.msg_key
+      AND e.delivery_id <> ALL((SELECT ids FROM acked)::text[])
+    ORDER BY e.msg_key, e.message_seq
+    LIMIT 1) n
+),
+-- Keyed pending rows in claim order (deliveries_pending_keyed), at most
+-- 2 × $3 + 256 of them, each tested for being its lane's head: when that
+-- prefix of claim order holds $3 heads, or is every keyed pending row, its
+-- heads are the first in claim order (a backlog whose lanes interleave).
+-- Otherwise (lanes published one after another: most rows wait behind a
+-- head) the lane walk above runs instead; it is not started when the walk
+-- sufficed.
+walk AS MATERIALIZED (
+  SELECT d.delivery_id, d.priority, d.message_seq, d.topic, d.grp, d.msg_key
+  FROM __SCHEMA__.deliveries d
+  WHERE d.topic = $1 AND d.grp = $2 AND d.state = 0 /* pending */ AND d.msg_key IS NOT NULL
+    AND d.available_at <= (SELECT now FROM clock)
+    AND NOT (SELECT paused FROM clock)
+  ORDER BY d.priority DESC, d.message_seq
+  LIMIT 2 * $3 + 256
+),
+-- Read in claim order until $3 heads are found (rows are pulled from walk
+-- as needed, so a prefix of heads costs a probe each, no more).
+walk_heads AS MATERIALIZED (
+  SELECT d.delivery_id, d.priority, d.message_seq
+  FROM walk d
+  WHERE d.message_seq = (
+      SELECT e.message_seq FROM __SCHEMA__.deliveries e
+      WHERE e.topic = d.topic AND e.grp = d.grp AND e.msg_key = d.msg_key AND e.state < 2 /* acked */
+        AND e.delivery_id <> ALL((SELECT ids FROM acked)::text[])
+      ORDER BY e.message_seq
+      LIMIT 1)
+  LIMIT $3
+),
+walked AS MATERIALIZED (
+  SELECT CASE WHEN (SELECT count(*) FROM walk_heads) >= $3 THEN true
+              ELSE (SELECT count(*) FROM walk) < 2 * $3 + 256 END AS enough
+),
+keyed AS (
+  SELECT d.delivery_id, d.priority, d.message_seq, d.state
+  FROM __SCHEMA__.deliveries d
+  WHERE d.delivery_id = ANY(
+      ARRAY(
+        SELECT w.delivery_id FROM walk_heads w
+        WHERE (SELECT enough FROM walked))
+      || ARRAY(
+        SELECT h.delivery_id FROM lanes h
+        WHERE NOT (SELECT enough FROM walked) AND h.state = 0 /* pending */ AND h.available_at <= (SELECT now FROM clock)
+        ORDER BY h.priority DESC, h.message_seq
+        LIMIT $3))
+    AND d.state = 0 /* pending */
+  FOR UPDATE OF d SKIP LOCKED
+),
+pending AS (
+  SELECT * FROM free
+  UNION ALL
+  SELECT * FROM keyed
+),
+expired AS (
+  SELECT d.delivery_id, d.priority, d.message_seq, d.state
+  FROM __SCHEMA__.deliveries d
+  WHERE d.topic = $1 AND d.grp = $2 AND d.state = 1 /* leased */ AND d.lease_until <= (SELECT now FROM clock)
+    AND NOT (SELECT paused FROM clock)
+    AND d.delivery_id <> ALL($7::text[])
+    AND (d.msg_key IS NULL OR d.message_seq = (
+      SELECT e.message_seq FROM __SCHEMA__.deliveries e
+      WHERE e.topic = d.topic AND e.grp = d.grp AND e.msg_key = d.msg_key AND e.state < 2 /* acked */
+        AND e.delivery_id <> ALL((SELECT ids FROM acked)::text[])
+      ORDER BY e.message_seq
+      LIMIT 1))
+  ORDER BY d.priority DESC, d.message_seq
+  LIMIT $3
+  FOR UPDATE OF d SKIP LOCKED
+),
+candidates AS (
+  SELECT c.delivery_id, c.state, row_number() OVER (ORDER BY c.priority DESC, c.message_seq) AS rank
+  FROM (
+    SELECT * FROM pending
+    UNION ALL
+    SELECT * FROM expired
+    ORDER BY priority DESC, message_seq
+    LIMIT $3
+  ) c
+),
+picked AS (
+  SELECT c.delivery_id, c.state
+  FROM candidates c
+  WHERE c.rank = 1
+     OR c.rank < COALESCE((SELECT min(rank) FROM candidates WHERE state = 1 /* leased */), 9223372036854775807)
+),
+leased AS (
+  UPDATE __SCHEMA__.deliveries d
+  SET state = 1 /* leased */, attempt = d.attempt + 1, claim_token = gen_random_uuid(), holder = $4,
+      lease_until = (SELECT now FROM clock) + $5 * interval '1 millisecond'
+  WHERE d.delivery_id = ANY(ARRAY(SELECT delivery_id FROM picked))
+  RETURNING d.delivery_id, d.attempt, d.claim_token, d.priority, d.message_seq
+),
+started AS (
+  INSERT INTO __SCHEMA__.claim_starts (topic, grp, started_at, n)
+  SELECT $1, $2, (SELECT now FROM clock), count(*)
+  FROM leased
+  HAVING $6::boolean AND count(*) > 0
+),
+woke AS (
+  SELECT count(pg_notify($9, w.topic)) AS n FROM (SELECT DISTINCT topic FROM done WHERE msg_key IS NOT NULL) w
+)
+SELECT 0 AS kind, l.delivery_id, l.attempt, l.claim_token::text AS claim_token, l.priority, l.message_seq,
+       (SELECT coalesce(bool_or(p.state = 1 /* leased */), false) FROM picked p) AS recovered,
+       m.id, m.topic, m.msg_key, m.payload, m.headers, m.published_at, m.deliver_at, (SELECT n FROM woke) AS woke
+FROM leased l JOIN __SCHEMA__.messages m ON m.seq = l.message_seq
+UNION ALL
+SELECT 1, d.delivery_id, NULL, d.token, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (SELECT n FROM woke)
+FROM done d
+ORDER BY kind, priority DESC, message_seq

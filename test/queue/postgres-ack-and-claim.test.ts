@@ -1,0 +1,132 @@
+/**
+ * The Postgres store's `ackAndClaim` (acks and the next claim in one
+ * statement, or one transaction under maxInFlight or a rate limit): the
+ * claim sees the lane its acks free and the leases they end, a stale ack is
+ * reported as not held, a lease that ran out is not taken by the call that
+ * acks it, a failed call writes nothing, concurrent callers never share a
+ * delivery and keep each lane in order.
+ */
+import assert from 'node:assert/strict';
+import { after, describe, it } from 'node:test';
+import type { Claimed } from '../../src/queue/index.js';
+import { PostgresStore } from '../../src/queue/stores/postgres/store.js';
+import { claimReq, counts, ids, msg, sleep } from '../stores/helpers.js';
+import { POSTGRES_SKIP, POSTGRES_URL, dropSchema, testSchema } from '../stores/postgres-env.js';
+
+describe('postgres ackAndClaim', { skip: POSTGRES_SKIP }, () => {
+  const schemas: string[] = [];
+  const opened: PostgresStore[] = [];
+  const open = async (schema?: string) => {
+    if (schema === undefined) schemas.push((schema = testSchema('aac')));
+    const s = await PostgresStore.open({ connectionString: POSTGRES_URL, schema, poolSize: 4 });
+    opened.push(s);
+    return s;
+  };
+  after(async () => {
+    for (const s of opened.splice(0)) await s.close().catch(() => undefined);
+    for (const s of schemas) await dropSchema(s);
+  });
+
+  it('acks first, so the claim in the same call takes the next message of the lane the ack freed', async () => {
+    const s = await open();
+    await s.ensureGroup('t', 'g', 'latest');
+    const m = [msg('t', { key: 'k' }), msg('t', { key: 'k' }), msg('t', { key: 'k' })];
+    await s.append(m);
+    const [first] = await s.claim(claimReq('t', 'g'));
+    assert.deepEqual(ids([first!]), [m[0]!.id]);
+    const r = await s.ackAndClaim([first!], claimReq('t', 'g'));
+    assert.deepEqual(r.acked, [first!.deliveryId]);
+    assert.deepEqual(ids(r.claimed), [m[1]!.id]);
+    const r2 = await s.ackAndClaim(r.claimed, claimReq('t', 'g'));
+    assert.deepEqual(ids(r2.claimed), [m[2]!.id]);
+    const r3 = await s.ackAndClaim(r2.claimed, claimReq('t', 'g'));
+    assert.deepEqual(r3, { acked: [r2.claimed[0]!.deliveryId], claimed: [] });
+    assert.deepEqual(counts(await s.stats('t', 'g')), { pending: 0, leased: 0, dead: 0 });
+  });
+
+  it('reports an ack that is no longer held as not acked, and acks and claims the rest', async () => {
+    const s = await open();
+    await s.ensureGroup('t', 'g', 'latest');
+    await s.append([msg('t'), msg('t'), msg('t')]);
+    const [a, b] = await s.claim(claimReq('t', 'g', { max: 2 }));
+    await s.release([b!]);
+    const r = await s.ackAndClaim([a!, b!], claimReq('t', 'g'));
+    assert.deepEqual(r.acked, [a!.deliveryId]);
+    assert.equal(r.claimed.length, 2);
+    assert.equal(r.claimed[0]!.deliveryId, b!.deliveryId);
+    assert.notEqual(r.claimed[0]!.claimToken, b!.claimToken);
+  });
+
+  it('acks a delivery whose lease ran out without claiming it back in the same call', async () => {
+    const s = await open();
+    await s.ensureGroup('t', 'g', 'latest');
+    await s.append([msg('t')]);
+    const [a] = await s.claim(claimReq('t', 'g', { leaseMs: 1 }));
+    await sleep(20);
+    const r = await s.ackAndClaim([a!], claimReq('t', 'g'));
+    assert.deepEqual(r, { acked: [a!.deliveryId], claimed: [] });
+    assert.deepEqual(counts(await s.stats('t', 'g')), { pending: 0, leased: 0, dead: 0 });
+  });
+
+  it('honours maxInFlight after the acks: the leases they end make room in the same call', async () => {
+    const s = await open();
+    await s.ensureGroup('t', 'g', 'latest');
+    await s.append([msg('t'), msg('t'), msg('t')]);
+    const held = await s.claim(claimReq('t', 'g', { max: 2, maxInFlight: 2 }));
+    assert.equal(held.length, 2);
+    assert.equal((await s.claim(claimReq('t', 'g', { maxInFlight: 2 }))).length, 0);
+    const r = await s.ackAndClaim([held[0]!], claimReq('t', 'g', { maxInFlight: 2 }));
+    assert.deepEqual(r.acked, [held[0]!.deliveryId]);
+    assert.equal(r.claimed.length, 1);
+  });
+
+  it('unkeyed acks without maxInFlight go beside the claim: a failed claim leaves the acks written and reported, with nothing claimed', async () => {
+    const s = await open();
+    await s.ensureGroup('t', 'g', 'latest');
+    await s.append([msg('t'), msg('t')]);
+    const [a] = await s.claim(claimReq('t', 'g', { max: 1 }));
+    assert.deepEqual(await s.ackAndClaim([a!], claimReq('t', 'g', { leaseMs: 1e300 })), { acked: [a!.deliveryId], claimed: [] });
+    assert.deepEqual(counts(await s.stats('t', 'g')), { pending: 1, leased: 0, dead: 0 });
+  });
+
+  it('is atomic when the claim depends on the acks (keyed, or maxInFlight): when the claim part fails, the acks are not written either', async () => {
+    const s = await open();
+    await s.ensureGroup('t', 'g', 'latest');
+    await s.append([msg('t', { key: 'k' }), msg('t', { key: 'j' })]);
+    const [a] = await s.claim(claimReq('t', 'g', { max: 1 }));
+    // A lease too long for an interval fails the claim part inside the statement or the transaction.
+    await assert.rejects(s.ackAndClaim([a!], claimReq('t', 'g', { leaseMs: 1e300 })));
+    await assert.rejects(s.ackAndClaim([a!], claimReq('t', 'g', { leaseMs: 1e300, maxInFlight: 5 })));
+    assert.deepEqual(counts(await s.stats('t', 'g')), { pending: 1, leased: 1, dead: 0 });
+    assert.deepEqual(await s.ack([a!]), [a!.deliveryId]);
+  });
+
+  it('concurrent callers on two stores of one schema ack each delivery once, never share a claim, and keep each lane in order', async () => {
+    const s1 = await open();
+    const s2 = await open(s1.schema);
+    await s1.ensureGroup('t', 'g', 'latest');
+    const keys = ['a', 'b', 'c', 'd'];
+    const published = Array.from({ length: 80 }, (_, i) => msg('t', { key: keys[i % keys.length]! }));
+    await s1.append(published);
+    const order = new Map<string, string[]>();
+    let acked = 0;
+    const worker = async (s: PostgresStore, maxInFlight: number) => {
+      let holding: Claimed[] = await s.claim(claimReq('t', 'g', { max: 2, maxInFlight }));
+      for (let idle = 0; idle < 30; ) {
+        for (const c of holding) order.set(c.message.key!, [...(order.get(c.message.key!) ?? []), c.message.id]);
+        const r = await s.ackAndClaim(holding, claimReq('t', 'g', { max: 2, maxInFlight }));
+        acked += r.acked.length;
+        assert.equal(r.acked.length, holding.length);
+        holding = r.claimed;
+        if (holding.length === 0) {
+          idle++;
+          await sleep(2);
+        } else idle = 0;
+      }
+    };
+    await Promise.all([worker(s1, 0), worker(s2, 0), worker(s1, 8), worker(s2, 8)]);
+    assert.equal(acked, published.length);
+    for (const k of keys) assert.deepEqual(order.get(k), published.filter((m) => m.key === k).map((m) => m.id));
+    assert.deepEqual(counts(await s1.stats('t', 'g')), { pending: 0, leased: 0, dead: 0 });
+  });
+});
