@@ -61,3 +61,13 @@ export function topicOfStream(prefix: string, stream: string): string | undefine
   if (!stream.startsWith(`${prefix}_`)) return undefined;
   return unescapeName(stream.slice(prefix.length + 1));
 }
+
+/** The stream recording dead deliveries (one empty message each), which `stats` counts per group. */
+export function deadLedgerStream(prefix: string): string {
+  return `${prefix}-DEAD`;
+}
+
+/** The ledger subject of (`topic`, `group`): `<prefix>-dead.<topic>.<group>`, escaped; `<prefix>-dead.>` is the ledger stream's subject. */
+export function deadLedgerSubject(prefix: string, topic: string, group: string): string {
+  return `${prefix}-dead.${escapedChecked('topic', topic)}.${escapedChecked('group', group)}`;
+}

@@ -25,7 +25,7 @@ import { redrive } from '../../redrive.js';
 import type { ScheduleInfo } from '../../schedules/types.js';
 import type { ConsumerGroup, Handler, ListMessagesOptions, Message, MessagePage, PublishOptions, Queue, QueueStats, RedriveOptions, RedriveResult, Store, StoredMessage, Subscription } from '../../types.js';
 import type { ResolvedNatsConfig } from './config.js';
-import { durableName, streamName, subjectOf, topicOfStream, unescapeName } from './names.js';
+import { deadLedgerStream, deadLedgerSubject, durableName, streamName, subjectOf, topicOfStream, unescapeName } from './names.js';
 import { NatsSubscription } from './subscription.js';
 import { checkHeaderNames, fromWire, toHeaders } from './wire.js';
 
@@ -126,6 +126,31 @@ export class NatsQueue<T = Uint8Array> implements Queue<T> {
     if (this.#closed) throw new ClosedError('queue is closed');
   }
 
+  #ledger: Promise<void> | undefined;
+
+  /** Creates the dead-delivery ledger stream unless it exists (once per queue). */
+  #ensureLedger(): Promise<void> {
+    if (!this.#ledger) {
+      const p = this.#addStream(deadLedgerStream(this.#cfg.streamPrefix), `${this.#cfg.streamPrefix}-dead.>`);
+      p.catch(() => (this.#ledger = undefined));
+      this.#ledger = p;
+    }
+    return this.#ledger;
+  }
+
+  /**
+   * Records that `did` died in (`topic`, `group`), once per delivery ID
+   * within the duplicate window, so `stats` can count dead deliveries.
+   */
+  async #recordDead(topic: string, group: string, did: string): Promise<void> {
+    await this.#ensureLedger();
+    try {
+      await this.#js.publish(deadLedgerSubject(this.#cfg.streamPrefix, topic, group), new Uint8Array(0), { msgID: did });
+    } catch (err) {
+      throw asIOError('record a dead delivery', err, SOURCE);
+    }
+  }
+
   /** Creates `topic`'s stream unless it exists (once per topic per queue). */
   #ensureStream(topic: string): Promise<void> {
     let p = this.#streams.get(topic);
@@ -137,8 +162,11 @@ export class NatsQueue<T = Uint8Array> implements Queue<T> {
     return p;
   }
 
-  async #createStream(topic: string): Promise<void> {
-    const name = streamName(this.#cfg.streamPrefix, topic);
+  #createStream(topic: string): Promise<void> {
+    return this.#addStream(streamName(this.#cfg.streamPrefix, topic), subjectOf(this.#cfg.streamPrefix, topic));
+  }
+
+  async #addStream(name: string, subject: string): Promise<void> {
     try {
       await this.#jsm.streams.info(name);
       return;
@@ -148,7 +176,7 @@ export class NatsQueue<T = Uint8Array> implements Queue<T> {
     try {
       await this.#jsm.streams.add({
         name,
-        subjects: [subjectOf(this.#cfg.streamPrefix, topic)],
+        subjects: [subject],
         retention: RetentionPolicy.Limits,
         storage: StorageType.File,
         discard: DiscardPolicy.Old,
@@ -307,6 +335,7 @@ export class NatsQueue<T = Uint8Array> implements Queue<T> {
       signals: this.#signals,
       connected: () => this.#connected && !this.#nc.isClosed(),
       publishStored: (msgs) => this.#publishStored(msgs),
+      recordDead: (did) => this.#recordDead(topic, group, did),
       forget: (s) => this.#subs.delete(s),
     });
     this.#subs.add(sub);
@@ -317,8 +346,9 @@ export class NatsQueue<T = Uint8Array> implements Queue<T> {
    * See `Queue.stats`, from the consumer's info: `pending` is what the group
    * has not been handed yet (`num_pending`); `leased` is what is handed out
    * and not acked (`num_ack_pending`), which also counts deliveries waiting
-   * out a retry backoff; `dead` is always 0 (JetStream keeps no count of
-   * terminated messages: count the dead-letter topic instead);
+   * out a retry backoff; `dead` counts the group's entries in the dead
+   * ledger stream (`<prefix>-DEAD`, one per dead delivery, kept
+   * `retentionHours`);
    * `oldestPendingAgeMs` is the age of the first message not yet handed out;
    * `paused` is always false. An unregistered group reports zeros.
    */
@@ -339,7 +369,16 @@ export class NatsQueue<T = Uint8Array> implements Queue<T> {
       const m = await this.#jsm.streams.getMessage(stream, { seq: info.delivered.stream_seq + 1 }).catch(() => null);
       if (m) oldestPendingAgeMs = Math.max(0, Date.now() - m.time.getTime());
     }
-    return { pending: info.num_pending, leased: info.num_ack_pending, dead: 0, oldestPendingAgeMs, paused: false };
+    let dead = 0;
+    try {
+      await this.#ensureLedger();
+      const subject = deadLedgerSubject(this.#cfg.streamPrefix, topic, group);
+      const li = await this.#jsm.streams.info(deadLedgerStream(this.#cfg.streamPrefix), { subjects_filter: subject });
+      dead = li.state.subjects?.[subject] ?? 0;
+    } catch (err) {
+      throw asIOError(`stats of ${group} on ${topic}`, err, SOURCE);
+    }
+    return { pending: info.num_pending, leased: info.num_ack_pending, dead, oldestPendingAgeMs, paused: false };
   }
 
   /** Not supported: JetStream servers before 2.11 cannot pause a consumer. Throws `UnsupportedError` (after `InvalidNameError`, `ClosedError`). */
@@ -362,7 +401,10 @@ export class NatsQueue<T = Uint8Array> implements Queue<T> {
     this.#assertOpen();
     for (const s of this.#subs) if (s.topic === topic && s.group === group) throw new InvalidArgumentError(`group ${group} on ${topic} has a subscription in this queue that has not finished closing`);
     try {
-      return await this.#jsm.consumers.delete(streamName(this.#cfg.streamPrefix, topic), durableName(group));
+      const had = await this.#jsm.consumers.delete(streamName(this.#cfg.streamPrefix, topic), durableName(group));
+      await this.#ensureLedger();
+      await this.#jsm.streams.purge(deadLedgerStream(this.#cfg.streamPrefix), { filter: deadLedgerSubject(this.#cfg.streamPrefix, topic, group) });
+      return had;
     } catch (err) {
       if (isNotFound(err)) return false;
       throw asIOError(`remove group ${group} on ${topic}`, err, SOURCE);

@@ -49,6 +49,8 @@ export interface NatsSubscriptionHost {
   connected(): boolean;
   /** Stores dead-letter copies (IDs set) on their topic. */
   publishStored(msgs: StoredMessage[]): Promise<void>;
+  /** Counts delivery `did` as dead in this subscription's group (idempotent within the duplicate window). */
+  recordDead(did: string): Promise<void>;
   /** Called once the subscription has closed. */
   forget(sub: NatsSubscription): void;
 }
@@ -253,7 +255,15 @@ export class NatsSubscription implements Subscription {
         return;
       }
     }
-    m.term(`${reason}: ${errorText(err)}`.slice(0, 256));
+    try {
+      await this.#host.recordDead(did);
+    } catch (ledgerErr) {
+      // Not counted: retry instead, so no death goes unrecorded.
+      this.#host.signals.report(ledgerErr, 'dead-letter record');
+      await this.#retry(held, err, durationMs ?? 0);
+      return;
+    }
+    m.term(); // no reason text: nats-server 2.9 ignores a "+TERM <reason>" ack
     await this.#host.nc.flush();
     const ev = { ...this.#event(m), reason, error: err, ...(durationMs !== undefined ? { durationMs } : {}), ...(dlq !== undefined ? { deadLetterTopic: dlq } : {}) };
     this.#host.signals.emit('deadLettered', ev);
