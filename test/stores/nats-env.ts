@@ -86,6 +86,10 @@ export const natsFactory: StoreFactory = {
     'lifecycle 13': 'deliverAt is refused (UnsupportedError)',
     'lifecycle: the janitor purges on its timer': 'no janitor: a stream drops messages past its max age (retentionHours)',
     'lifecycle: the janitor runs on one instance at a time': 'no janitor',
+    'admin: redrive skips and counts copies it cannot republish; limit and filter choose among the rest': 'publishes keyed copies and reads the store directly',
+    'admin: redrive pages through more than 256 copies in publish order': 'counts store calls',
+    'admin: a redrive at once with publishes to the dead-letter topic: each copy republished once, the late ones by the next run': 'reads the store directly',
+    'admin: redrive: a filter that throws rejects with its error after republishing what it had accepted': 'reads the store directly',
     'delivery: subscribe asks the store whether it can consume before registering anything': 'the nats queue has no store',
   },
   async create(): Promise<StoreHarness> {

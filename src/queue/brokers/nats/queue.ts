@@ -16,6 +16,7 @@ import { connect, credsAuthenticator, nanos, type NatsConnection, type NodeConne
 import type { Codec } from '../../../codecs.js';
 import { ClosedError, CodecError, DeadLetterLoopError, InvalidArgumentError, PayloadTooLargeError, UnsupportedError, asIOError } from '../../../errors.js';
 import { knownKeys, rejectUnknownKeys } from '../../../known-keys.js';
+import { KeyedLock, groupKey } from '../../admin.js';
 import { errorText } from '../../dead-letter.js';
 import { QueueSignals, type ErrorReporter, type QueueEvents, type QueueListener, type QueueLogger } from '../../events.js';
 import { uuidV7 } from '../../message-id.js';
@@ -82,6 +83,8 @@ export class NatsQueue<T = Uint8Array> implements Queue<T> {
   readonly #streams = new Map<string, Promise<void>>();
   readonly #subs = new Set<NatsSubscription>();
   readonly #subscribing = new Set<Promise<unknown>>();
+  /** Orders subscribing and removing each (topic, group) in this queue. */
+  readonly #groupLock = new KeyedLock();
   #connected = true;
   #closed = false;
   #closePromise: Promise<void> | undefined;
@@ -283,7 +286,7 @@ export class NatsQueue<T = Uint8Array> implements Queue<T> {
     if (o.deadLetterTopic !== undefined) validateName('dead-letter topic', o.deadLetterTopic);
     if (o.deadLetterTopic === topic) throw new DeadLetterLoopError(`dead-letter topic ${topic} is the subscribed topic`);
     if (o.rateLimit !== undefined) throw new UnsupportedError('the nats queue cannot cap starts per window (rateLimit): JetStream has no per-consumer rate limit for pull consumers');
-    const p = this.#subscribe(topic, group, handler, o);
+    const p = this.#groupLock.run(groupKey(topic, group), () => this.#subscribe(topic, group, handler, o));
     this.#subscribing.add(p);
     try {
       return await p;
@@ -336,6 +339,14 @@ export class NatsQueue<T = Uint8Array> implements Queue<T> {
       connected: () => this.#connected && !this.#nc.isClosed(),
       publishStored: (msgs) => this.#publishStored(msgs),
       recordDead: (did) => this.#recordDead(topic, group, did),
+      groupGone: async () => {
+        try {
+          await this.#jsm.consumers.info(stream, durable);
+          return false;
+        } catch (err) {
+          return isNotFound(err);
+        }
+      },
       forget: (s) => this.#subs.delete(s),
     });
     this.#subs.add(sub);
@@ -399,6 +410,10 @@ export class NatsQueue<T = Uint8Array> implements Queue<T> {
     validateName('topic', topic);
     validateName('group', group);
     this.#assertOpen();
+    return this.#groupLock.run(groupKey(topic, group), () => this.#removeGroup(topic, group));
+  }
+
+  async #removeGroup(topic: string, group: string): Promise<boolean> {
     for (const s of this.#subs) if (s.topic === topic && s.group === group) throw new InvalidArgumentError(`group ${group} on ${topic} has a subscription in this queue that has not finished closing`);
     try {
       const had = await this.#jsm.consumers.delete(streamName(this.#cfg.streamPrefix, topic), durableName(group));

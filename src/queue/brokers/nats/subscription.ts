@@ -51,6 +51,8 @@ export interface NatsSubscriptionHost {
   publishStored(msgs: StoredMessage[]): Promise<void>;
   /** Counts delivery `did` as dead in this subscription's group (idempotent within the duplicate window). */
   recordDead(did: string): Promise<void>;
+  /** Whether the group's consumer no longer exists (removed by `removeGroup`, here or elsewhere). */
+  groupGone(): Promise<boolean>;
   /** Called once the subscription has closed. */
   forget(sub: NatsSubscription): void;
 }
@@ -116,7 +118,9 @@ export class NatsSubscription implements Subscription {
         }
       } catch (err) {
         if (this.#closing) break;
-        this.#host.signals.report(err, 'claim');
+        // A removed group's consumer is gone, and with it every lease on it.
+        if (await this.#host.groupGone().catch(() => false)) for (const h of this.#held) this.#lose(h, 'heartbeat');
+        else this.#host.signals.report(err, 'claim');
         await new Promise<void>((resolve) => setTimeout(resolve, Math.min(this.#opts.pollIntervalMs, 1000)).unref());
       } finally {
         this.#pull = undefined;
@@ -164,7 +168,7 @@ export class NatsSubscription implements Subscription {
     }
   }
 
-  #lose(h: Held, op: 'lapse' | 'ack'): void {
+  #lose(h: Held, op: 'lapse' | 'ack' | 'heartbeat'): void {
     if (h.lost) return;
     h.lost = true;
     h.ac.abort(new Error(`lease lost (${op})`));
