@@ -23,7 +23,7 @@ import { uuidV7 } from '../../message-id.js';
 import { validateId, validateName } from '../../names.js';
 import { checkCloseOptions, checkCodec, resolveSubscribeOptions, type CloseOptions, type SubscribeOptions } from '../../options.js';
 import { redrive } from '../../redrive.js';
-import type { ScheduleInfo } from '../../schedules/types.js';
+import type { ScheduleInfo, ScheduleOptions } from '../../schedules/types.js';
 import type { ConsumerGroup, Handler, ListMessagesOptions, Message, MessagePage, PublishOptions, Queue, QueueStats, RedriveOptions, RedriveResult, Store, StoredMessage, Subscription } from '../../types.js';
 import type { ResolvedNatsConfig } from './config.js';
 import { deadLedgerStream, deadLedgerSubject, durableName, streamName, subjectOf, topicOfStream, unescapeName } from './names.js';
@@ -248,7 +248,12 @@ export class NatsQueue<T = Uint8Array> implements Queue<T> {
     if (args.length > 0 && isPublishOptions(args[args.length - 1])) codec = checkCodec((args.pop() as PublishOptions<unknown>).codec, 'publish codec');
     const now = Date.now();
     const stored = (args as Message<unknown>[]).map((m) => this.#prepare(m, codec, now));
-    await this.#publishStored(stored);
+    try {
+      await this.#publishStored(stored);
+    } catch (err) {
+      if (this.#closed) throw new ClosedError('queue is closed', { cause: err });
+      throw err;
+    }
     return stored.map((m) => m.id);
   }
 
@@ -290,6 +295,9 @@ export class NatsQueue<T = Uint8Array> implements Queue<T> {
     this.#subscribing.add(p);
     try {
       return await p;
+    } catch (err) {
+      if (this.#closed && !(err instanceof ClosedError)) throw new ClosedError('queue is closed', { cause: err });
+      throw err;
     } finally {
       this.#subscribing.delete(p);
     }
@@ -509,19 +517,19 @@ export class NatsQueue<T = Uint8Array> implements Queue<T> {
   }
 
   /** Not supported: the nats queue keeps no schedules. Throws `UnsupportedError`. */
-  async schedule(): Promise<boolean> {
+  async schedule(_name: string, _opts: ScheduleOptions<T>): Promise<boolean> {
     this.#assertOpen();
     throw new UnsupportedError('the nats queue keeps no schedules (use a store-backed queue for them)');
   }
 
   /** Not supported, as `schedule`. */
-  async unschedule(): Promise<boolean> {
-    return this.schedule();
+  async unschedule(name: string): Promise<boolean> {
+    return this.schedule(name, undefined as never);
   }
 
   /** Not supported, as `schedule`. */
   async listSchedules(): Promise<ScheduleInfo[]> {
-    await this.schedule();
+    await this.schedule('', undefined as never);
     return [];
   }
 
