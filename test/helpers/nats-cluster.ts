@@ -1,20 +1,23 @@
 /**
- * A private NATS JetStream cluster for a test: `n` nats-server processes on
- * free loopback ports, each with its own config file and store directory
- * under one temporary directory, routed to each other. Every server is
- * spawned through `spawnChild`, so it is SIGKILLed when the test ends on
- * any path; `stop()` also removes the directory.
+ * A private NATS JetStream cluster for a test or a benchmark: `n`
+ * nats-server processes on free loopback ports, each with its own config
+ * file and store directory under one temporary directory, routed to each
+ * other. Servers are started with the given `spawn`: a test passes
+ * `spawnChild` (test/helpers/children.ts), so they are SIGKILLed when the
+ * test ends on any path. `stop()` kills them and removes the directory.
  */
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import type { ChildProcess } from 'node:child_process';
 import { jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
-import { spawnChild } from './children.js';
 import { freePort, scratchRoot } from './clickhouse-server.js';
 
 /** Debian's nats-server, or undefined when it is not installed. */
 export const NATS_SERVER_BINARY = ['/usr/sbin/nats-server', '/usr/bin/nats-server', '/usr/local/bin/nats-server'].find((p) => existsSync(p));
+
+/** Starts a server process: `spawn(command, args)` with its output ignored. */
+export type Spawner = (command: string, args: string[]) => ChildProcess;
 
 interface Node {
   readonly name: string;
@@ -26,14 +29,16 @@ interface Node {
 export class NatsCluster {
   readonly #dir: string;
   readonly #nodes: Node[];
+  readonly #spawn: Spawner;
 
-  private constructor(dir: string, nodes: Node[]) {
+  private constructor(dir: string, nodes: Node[], spawn: Spawner) {
     this.#dir = dir;
     this.#nodes = nodes;
+    this.#spawn = spawn;
   }
 
   /** Starts `n` routed servers and waits until JetStream answers through all of them. */
-  static async start(n = 3): Promise<NatsCluster> {
+  static async start(n: number, spawn: Spawner): Promise<NatsCluster> {
     if (!NATS_SERVER_BINARY) throw new Error('nats-server is not installed');
     const dir = mkdtempSync(join(scratchRoot(), 'ferry-nats-'));
     const ports = await Promise.all(Array.from({ length: n }, async () => ({ client: await freePort(), route: await freePort() })));
@@ -52,7 +57,7 @@ export class NatsCluster {
       ].join('\n'));
       return { name, port: p.client, conf, child: undefined };
     });
-    const c = new NatsCluster(dir, nodes);
+    const c = new NatsCluster(dir, nodes, spawn);
     try {
       for (let i = 0; i < n; i++) c.restart(i);
       for (let i = 0; i < n; i++) await c.waitReady(i);
@@ -79,7 +84,7 @@ export class NatsCluster {
   restart(i: number): void {
     const node = this.#nodes[i]!;
     if (node.child) throw new Error(`${node.name} is running`);
-    node.child = spawnChild(NATS_SERVER_BINARY!, ['-c', node.conf], { stdio: 'ignore' });
+    node.child = this.#spawn(NATS_SERVER_BINARY!, ['-c', node.conf]);
   }
 
   /** Waits until JetStream answers through node `i` (the cluster has a meta leader), or throws after `timeoutMs`. */

@@ -14,7 +14,7 @@ import { createInterface } from 'node:readline';
 import { describe, it } from 'node:test';
 import type { ChildProcess } from 'node:child_process';
 import { createQueue } from '../../src/queue/registry.js';
-import { spawnTsx } from '../helpers/children.js';
+import { spawnChild, spawnTsx } from '../helpers/children.js';
 import { NATS_SERVER_BINARY, NatsCluster } from '../helpers/nats-cluster.js';
 import { runs } from '../helpers/long.js';
 import { testPrefix } from '../stores/nats-env.js';
@@ -32,7 +32,7 @@ interface Run { group: string; id: string; start: number; end?: number; ok?: boo
 
 describe('nats queue on a 3-node JetStream cluster', { skip: SKIP }, () => {
   it('kills of a server node and a consumer lose nothing, duplicate only after a kill or lost lease, and keep maxInFlight', { timeout: 600_000 }, async () => {
-    const cluster = await NatsCluster.start(3);
+    const cluster = await NatsCluster.start(3, (cmd, args) => spawnChild(cmd, args, { stdio: 'ignore' }));
     const prefix = testPrefix();
     const events: Array<{ t: number; what: string }> = [];
     const runsOf: Run[] = [];
