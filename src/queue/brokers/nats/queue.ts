@@ -257,8 +257,8 @@ export class NatsQueue<T = Uint8Array> implements Queue<T> {
     return stored.map((m) => m.id);
   }
 
+  /** Publishes messages whose IDs and times are set. Not refused while closing: a handler finishing within close's deadline may still dead-letter. */
   async #publishStored(msgs: StoredMessage[]): Promise<void> {
-    this.#assertOpen();
     await Promise.all([...new Set(msgs.map((m) => m.topic))].map((t) => this.#ensureStream(t)));
     // Sent in order on one connection, so the stream stores them in order.
     await Promise.all(
