@@ -90,6 +90,9 @@ export const natsFactory: StoreFactory = {
     'admin: redrive pages through more than 256 copies in publish order': 'counts store calls',
     'admin: a redrive at once with publishes to the dead-letter topic: each copy republished once, the late ones by the next run': 'reads the store directly',
     'admin: redrive: a filter that throws rejects with its error after republishing what it had accepted': 'reads the store directly',
+    'attempts: renewals failing for a short blip: the message completes once, the handler never runs twice at once, nothing dies': 'injects renewal failures into the store',
+    'attempts: renewals failing for good: each lapse aborts the handler, which then runs again once, never overlapping, until the attempts run out': 'injects renewal failures into the store',
+    'attempts: two subscriptions of one queue on one group never run one delivery at once after a lapse': 'injects renewal failures into the store',
     'delivery: subscribe asks the store whether it can consume before registering anything': 'the nats queue has no store',
   },
   async create(): Promise<StoreHarness> {

@@ -34,6 +34,7 @@ import type { DeadLetterReason, QueueSignals } from '../../events.js';
 import { checkCloseOptions, type CloseOptions, type ResolvedSubscribeOptions } from '../../options.js';
 import { isPermanent } from '../../permanent.js';
 import type { Delivery, Handler, StoredMessage, Subscription } from '../../types.js';
+import { attemptKey, beginAttempt, markCompleted, superseded, wasCompleted } from './attempts.js';
 import { fromWire } from './wire.js';
 
 /** Longest a pull waits for messages before the next one is made, ms (JetStream's floor is 1000). */
@@ -148,6 +149,11 @@ export class NatsSubscription implements Subscription {
     const connected = this.#host.connected();
     for (const h of this.#held) {
       if (h.lost) continue;
+      // This tick came too late (the event loop was blocked): the ack wait may have run out and the server redelivered.
+      if (now - h.lastBeat >= this.#opts.leaseDurationMs) {
+        this.#lose(h, 'lapse');
+        continue;
+      }
       if (connected) {
         try {
           h.msg.working();
@@ -168,7 +174,7 @@ export class NatsSubscription implements Subscription {
     }
   }
 
-  #lose(h: Held, op: 'lapse' | 'ack' | 'heartbeat'): void {
+  #lose(h: Held, op: 'lapse' | 'ack' | 'heartbeat' | 'claim'): void {
     if (h.lost) return;
     h.lost = true;
     h.ac.abort(new Error(`lease lost (${op})`));
@@ -187,7 +193,17 @@ export class NatsSubscription implements Subscription {
     const did = deliveryId(stored.id, this.group);
     const held: Held = { msg: m, ac: new AbortController(), lastBeat: performance.now(), lost: false };
     this.#held.add(held);
+    const key = attemptKey(m.info.stream, m.info.consumer, m.info.streamSequence);
+    let end: (() => void) | undefined;
     try {
+      end = await beginAttempt(key, attempt); // an earlier attempt still running here finishes first; heartbeats keep this lease meanwhile
+      if (held.lost) return;
+      if (superseded(key, attempt)) return this.#lose(held, 'claim');
+      if (wasCompleted(key)) {
+        // Delivered again before the server saw our ack: done already, so acked without running.
+        await m.ackAck({ timeout: ACK_TIMEOUT_MS }).catch(() => false);
+        return;
+      }
       if (attempt > this.#opts.maxAttempts) {
         const err = new Error(`attempts exhausted: ${this.#opts.maxAttempts} leases lost`);
         await this.#deadLetter(held, stored, did, this.#opts.maxAttempts, 'leases', err, undefined);
@@ -212,6 +228,9 @@ export class NatsSubscription implements Subscription {
         failure = { err };
       }
       const durationMs = performance.now() - started;
+      // No renewal for a whole lease (a blocked event loop, or the connection down): the server may have redelivered.
+      if (!held.lost && performance.now() - held.lastBeat >= this.#opts.leaseDurationMs) this.#lose(held, 'lapse');
+      if (!held.lost && superseded(key, attempt)) this.#lose(held, 'claim');
       if (held.lost || held.ac.signal.aborted) return; // outcome discarded: another consumer may hold it now
       if (!failure) {
         let ok = false;
@@ -220,8 +239,10 @@ export class NatsSubscription implements Subscription {
         } catch (err) {
           this.#host.signals.report(err, 'ack');
         }
-        if (ok) this.#host.signals.emit('completed', { ...this.#event(m), durationMs });
-        else this.#lose(held, 'ack');
+        if (ok) {
+          markCompleted(key); // a newer attempt already on its way is then acked without running
+          this.#host.signals.emit('completed', { ...this.#event(m), durationMs });
+        } else this.#lose(held, 'ack');
         return;
       }
       const { err } = failure;
@@ -234,6 +255,7 @@ export class NatsSubscription implements Subscription {
       this.#host.signals.report(err, 'outcome');
     } finally {
       this.#held.delete(held);
+      end?.();
     }
   }
 
