@@ -75,6 +75,8 @@ export class NatsSubscription implements Subscription {
   readonly #codec: Codec<unknown> | undefined;
   readonly #held = new Set<Held>();
   readonly #running = new Set<Promise<void>>();
+  /** Acks sent and not yet confirmed. */
+  readonly #acking = new Set<Promise<void>>();
   /** Pulled, not started: waiting for a slot. */
   readonly #waiting: JsMsg[] = [];
   #pull: ConsumerMessages | undefined;
@@ -99,7 +101,8 @@ export class NatsSubscription implements Subscription {
 
   async #run(): Promise<void> {
     while (!this.#closing) {
-      const free = this.#opts.concurrency - this.#running.size;
+      // Unconfirmed acks beyond one per slot hold slots too, so a slow server is not sent ever more.
+      const free = this.#opts.concurrency - this.#running.size - Math.max(0, this.#acking.size - this.#opts.concurrency);
       const room = free + this.#opts.prefetch - this.#waiting.length;
       if (free <= 0 || room <= 0) {
         await new Promise<void>((resolve) => (this.#slotFreed = resolve));
@@ -136,9 +139,7 @@ export class NatsSubscription implements Subscription {
       const p = this.#attempt(m).finally(() => {
         this.#running.delete(p);
         this.#startWaiting();
-        const wake = this.#slotFreed;
-        this.#slotFreed = undefined;
-        wake?.();
+        this.#wakeLoop();
       });
       this.#running.add(p);
     }
@@ -195,6 +196,7 @@ export class NatsSubscription implements Subscription {
     this.#held.add(held);
     const key = attemptKey(m.info.stream, m.info.consumer, m.info.streamSequence);
     let end: (() => void) | undefined;
+    let handedOff = false;
     try {
       end = await beginAttempt(key, attempt); // an earlier attempt still running here finishes first; heartbeats keep this lease meanwhile
       if (held.lost) return;
@@ -233,16 +235,17 @@ export class NatsSubscription implements Subscription {
       if (!held.lost && superseded(key, attempt)) this.#lose(held, 'claim');
       if (held.lost || held.ac.signal.aborted) return; // outcome discarded: another consumer may hold it now
       if (!failure) {
-        let ok = false;
-        try {
-          ok = await m.ackAck({ timeout: ACK_TIMEOUT_MS });
-        } catch (err) {
-          this.#host.signals.report(err, 'ack');
-        }
-        if (ok) {
-          markCompleted(key); // a newer attempt already on its way is then acked without running
-          this.#host.signals.emit('completed', { ...this.#event(m), durationMs });
-        } else this.#lose(held, 'ack');
+        // The slot goes to the next message now; the ack is confirmed in the background, its lease heartbeated until then.
+        const finish = end;
+        end = undefined;
+        handedOff = true;
+        const p: Promise<void> = this.#ack(held, key, durationMs).finally(() => {
+          this.#acking.delete(p);
+          this.#held.delete(held);
+          finish();
+          this.#wakeLoop();
+        });
+        this.#acking.add(p);
         return;
       }
       const { err } = failure;
@@ -254,9 +257,29 @@ export class NatsSubscription implements Subscription {
     } catch (err) {
       this.#host.signals.report(err, 'outcome');
     } finally {
-      this.#held.delete(held);
+      if (!handedOff) this.#held.delete(held);
       end?.();
     }
+  }
+
+  async #ack(held: Held, key: string, durationMs: number): Promise<void> {
+    const m = held.msg;
+    let ok = false;
+    try {
+      ok = await m.ackAck({ timeout: ACK_TIMEOUT_MS });
+    } catch (err) {
+      this.#host.signals.report(err, 'ack');
+    }
+    if (ok) {
+      markCompleted(key); // a newer attempt already on its way is then acked without running
+      this.#host.signals.emit('completed', { ...this.#event(m), durationMs });
+    } else this.#lose(held, 'ack');
+  }
+
+  #wakeLoop(): void {
+    const wake = this.#slotFreed;
+    this.#slotFreed = undefined;
+    wake?.();
   }
 
   async #retry(held: Held, err: unknown, durationMs: number): Promise<void> {
@@ -316,7 +339,11 @@ export class NatsSubscription implements Subscription {
       opts?.signal?.addEventListener('abort', () => resolve(), { once: true });
       if (opts?.signal?.aborted) resolve();
     });
-    await Promise.race([Promise.allSettled([...this.#running]), deadline]);
+    const settled = async () => {
+      await Promise.allSettled([...this.#running]);
+      await Promise.allSettled([...this.#acking]);
+    };
+    await Promise.race([settled(), deadline]);
     clearTimeout(timer);
     // Past the deadline: abort what still runs; its leases stay and run out.
     for (const h of this.#held) h.ac.abort(new Error('subscription closed'));
