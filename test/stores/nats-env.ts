@@ -40,13 +40,13 @@ export function testPrefix(): string {
   return `T${process.pid}x${++counter}x${Math.random().toString(36).slice(2, 7)}`;
 }
 
-/** Deletes every stream whose name starts with `prefix_`. */
+/** Deletes every stream of `prefix`: its topics' (`prefix_…`) and its dead ledger (`prefix-DEAD`). */
 export async function deleteStreams(prefix: string, servers: string | string[] = NATS_URL): Promise<void> {
   const nc = await connect({ servers, timeout: 3000, reconnect: false });
   try {
     const jsm = await jetstreamManager(nc);
     const names: string[] = [];
-    for await (const si of jsm.streams.list()) if (si.config.name.startsWith(`${prefix}_`)) names.push(si.config.name);
+    for await (const si of jsm.streams.list()) if (si.config.name.startsWith(`${prefix}_`) || si.config.name === `${prefix}-DEAD`) names.push(si.config.name);
     for (const n of names) await jsm.streams.delete(n).catch(() => undefined);
   } finally {
     await nc.close();
