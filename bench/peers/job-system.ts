@@ -48,6 +48,8 @@ export interface JobSystem {
   keyOrder: string;
   /** Whether the per-key FIFO workload runs on it. */
   keyed: boolean;
+  /** Whether the deep-backlog workload runs on it (it needs `fill`); default true. */
+  fills?: boolean;
   /** Creates the namespace `ns` (schema / prefix) fresh; `keyed` selects the per-key-order mode. */
   create(ns: string, keyed: boolean): Promise<JobInstance>;
   /** Connects to an existing namespace (in a consumer process). */

@@ -99,7 +99,7 @@ if (opts.from) {
           for (const handlerMs of [0, 1])
             for (const s of chosen(JOB_SYSTEMS)) await each(`${s.name} p${processes} ${handlerMs}ms`, () => jobQueueRun(s, processes, handlerMs, opts, report));
       } else if (workload === 'backlog') {
-        for (const s of chosen(JOB_SYSTEMS)) await each(`${s.name} backlog`, () => backlogRun(s, opts, report));
+        for (const s of chosen(JOB_SYSTEMS).filter((x) => x.fills !== false)) await each(`${s.name} backlog`, () => backlogRun(s, opts, report));
       } else if (workload === 'keyfifo') {
         for (const order of ['keymajor', 'interleaved'] as const)
           for (const s of chosen(JOB_SYSTEMS).filter((x) => x.keyed)) await each(`${s.name} ${order}`, () => keyFifoRun(s, order, opts, report));

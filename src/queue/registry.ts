@@ -2,7 +2,8 @@
  * Building a queue from configuration (Bifrost's `NewQueue`, `Register`,
  * `Registered`). A config is JSON-shaped, `{ enabled, type, config }`; the
  * registered factory for `type` turns its `config` block into a `Queue`.
- * `memory`, `sqlite`, `postgres` and `clickhouse` are registered here; other packages add theirs with
+ * `memory`, `sqlite`, `postgres`, `clickhouse` and `nats` (NATS JetStream, a
+ * broker implementing `Queue` directly) are registered here; other packages add theirs with
  * `registerQueueType`.
  */
 import type { Codec } from '../codecs.js';
@@ -21,7 +22,7 @@ export interface QueueConfig {
   enabled?: boolean;
   /** A registered type: `memory`, `sqlite`, or one added with `registerQueueType`. */
   type: string;
-  /** The type's own settings, as parsed JSON. `memory`: the engine fields. `sqlite`: `path` plus the engine fields. `postgres`: `connectionString` (or a `pg.Pool` as `deps.pool`, never closed by the queue) and `schema`, plus the engine fields. `clickhouse`: `url`, optional `username`, `password`, `database`, plus the engine fields, with the shared locker as `deps.locker` (required to consume). */
+  /** The type's own settings, as parsed JSON. `memory`: the engine fields. `sqlite`: `path` plus the engine fields. `postgres`: `connectionString` (or a `pg.Pool` as `deps.pool`, never closed by the queue) and `schema`, plus the engine fields. `clickhouse`: `url`, optional `username`, `password`, `database`, plus the engine fields, with the shared locker as `deps.locker` (required to consume). `nats`: see `NatsQueueConfig` (servers, stream prefix, replicas, duplicate window, credentials, `retentionHours`, `maxPayloadBytes`). */
   config?: unknown;
 }
 
@@ -227,4 +228,16 @@ registerQueueType('clickhouse', async (block, deps) => {
     await store.close();
     throw err;
   }
+});
+
+registerQueueType('nats', async (block, deps) => {
+  const { resolveNatsConfig } = await import('./brokers/nats/config.js');
+  const cfg = resolveNatsConfig(block);
+  if (deps.tracing !== undefined) throw new UnsupportedError('nats queue: tracing is not supported yet');
+  const { openNatsQueue } = await import('./brokers/nats/queue.js');
+  return openNatsQueue(cfg, {
+    ...(deps.codec !== undefined ? { codec: deps.codec as Codec<unknown> } : {}),
+    ...(deps.onError !== undefined ? { onError: deps.onError } : {}),
+    ...(deps.logger !== undefined ? { logger: deps.logger } : {}),
+  });
 });

@@ -162,6 +162,10 @@ const ROWS: Row[] = [
     coveredBy: 'test/queue/postgres.test.ts',
   },
   {
+    doc: 'docs/OPERATIONS.md', claim: 'Pause and\nResume are refused (`UnsupportedError`', error: 'UnsupportedError',
+    coveredBy: 'test/queue/nats.test.ts',
+  },
+  {
     doc: 'docs/QUEUE.md', claim: '`@opentelemetry/api` not installed, building the queue throws `UnsupportedError`', error: 'UnsupportedError',
     coveredBy: 'test/queue/tracing.test.ts',
   },

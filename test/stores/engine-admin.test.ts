@@ -13,7 +13,7 @@ import { permanent } from '../../src/queue/permanent.js';
 import { MemoryStore } from '../../src/queue/stores/memory.js';
 import type { Delivery, Message, RedriveOptions, Store } from '../../src/queue/types.js';
 import { dec, enc, engineHarness, FAST } from './engine-harness.js';
-import { STORE_FACTORIES } from './factories.js';
+import { QUEUE_FACTORIES, conformanceIt, keyed } from './factories.js';
 import { claimReq, counts, deferred, sleep, waitFor } from './helpers.js';
 
 /** A dead-letter copy as a subscription would publish it, from topic `source`. */
@@ -23,8 +23,9 @@ function copy(id: string, source: string | undefined, extra: Partial<Message> = 
   return { id, topic: 'dlq', payload: enc(`payload of ${id}`), headers, ...extra };
 }
 
-for (const factory of STORE_FACTORIES) {
+for (const factory of QUEUE_FACTORIES) {
   describe(`engine groups and dead letters: ${factory.name}`, { skip: factory.skip }, () => {
+    const it = conformanceIt(factory, 'admin');
     const t = engineHarness(factory);
 
     it('removeGroup refuses while this queue has a subscription of the group, then removes it once closed', async () => {
@@ -67,7 +68,7 @@ for (const factory of STORE_FACTORIES) {
       assert.equal(await b.q.removeGroup('t', 'g'), true);
       await waitFor(() => aborted, 3000, 'the heartbeat to see the lease gone');
       await sub.close();
-      assert.equal(a.store.count('ack'), 0, 'an aborted handler writes no ack');
+      if (a.store) assert.equal(a.store.count('ack'), 0, 'an aborted handler writes no ack');
       assert.deepEqual(counts(await b.q.stats('t', 'g')), { pending: 0, leased: 0, dead: 0 });
       assert.deepEqual(await b.q.listGroups(), []);
     });
@@ -122,7 +123,7 @@ for (const factory of STORE_FACTORIES) {
         got.push(d);
       }, { ...FAST, deadLetterTopic: 'orders.dead' });
       await q.publish(
-        { id: 'o1', topic: 'orders', key: 'c-1', payload: enc('one'), headers: { trace: 't1' } },
+        { id: 'o1', topic: 'orders', ...keyed(factory, 'c-1'), payload: enc('one'), headers: { trace: 't1' } },
         { id: 'o2', topic: 'orders', payload: enc('two') },
       );
       await waitFor(async () => (await q.stats('orders', 'billing')).dead === 2);
@@ -134,7 +135,7 @@ for (const factory of STORE_FACTORIES) {
       const byPayload = new Map(got.map((d) => [dec(d.payload), d]));
       const one = byPayload.get('one')!;
       assert.equal(one.topic, 'orders');
-      assert.equal(one.key, 'c-1');
+      assert.equal(one.key, keyed(factory, 'c-1').key);
       // The copy of o1's dead delivery has the delivery's ID; the redriven message's ID derives from it.
       const copyId = one.headers![HEADER_REDRIVE_FROM]!;
       assert.equal(one.id, redriveId(copyId));

@@ -6,10 +6,10 @@
  * dead-lettered for lost leases it caused itself.
  */
 import assert from 'node:assert/strict';
-import { describe, it } from 'node:test';
+import { describe } from 'node:test';
 import type { LeaseLostEvent } from '../../src/queue/events.js';
 import { enc, engineHarness } from './engine-harness.js';
-import { STORE_FACTORIES } from './factories.js';
+import { QUEUE_FACTORIES, conformanceIt } from './factories.js';
 import { counts, sleep, waitFor } from './helpers.js';
 
 /** Counts handler runs per message and the most that ever overlapped. */
@@ -34,8 +34,9 @@ function overlapMeter() {
   };
 }
 
-for (const factory of STORE_FACTORIES) {
+for (const factory of QUEUE_FACTORIES) {
   describe(`engine attempts: ${factory.name}`, { skip: factory.skip }, () => {
+    const it = conformanceIt(factory, 'attempts');
     const t = engineHarness(factory);
 
     it('renewals failing for a short blip: the message completes once, the handler never runs twice at once, nothing dies', async () => {

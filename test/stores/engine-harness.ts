@@ -47,6 +47,12 @@ export function engineHarness(factory: StoreFactory): EngineHarness {
   });
   return {
     async instance(cfg: EngineConfig = {}, hide: ReadonlyArray<Hideable> = []) {
+      if (h.openQueue) {
+        // A broker: no store to instrument (cases that need one are declared unsupported).
+        const q = (await h.openQueue({ onError: (err, op) => errors.push({ op, err }), ...cfg } as EngineConfig<unknown>)) as unknown as StoreQueue;
+        queues.push(q);
+        return { q, store: undefined as unknown as InstrumentedStore };
+      }
       const store = new InstrumentedStore(await h.open());
       for (const method of hide) Object.defineProperty(store, method, { value: undefined });
       const q = createStoreQueue(store, { onError: (err, op) => errors.push({ op, err }), ...cfg });

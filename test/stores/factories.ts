@@ -5,12 +5,15 @@
  * skipped, except under CI.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
+import { it as nodeIt } from 'node:test';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { MemoryBacking, MemoryStore } from '../../src/queue/stores/memory.js';
 import { SqliteStore } from '../../src/queue/stores/sqlite/store.js';
-import type { Store } from '../../src/queue/types.js';
+import type { EngineConfig } from '../../src/queue/options.js';
+import type { Queue, Store } from '../../src/queue/types.js';
 import { clickhouseFactory } from './clickhouse-env.js';
+import { natsFactory } from './nats-env.js';
 import { postgresFactory } from './postgres-env.js';
 
 /** One isolated data set; every `open()` is another instance over it. */
@@ -19,6 +22,12 @@ export interface StoreHarness {
   open(): Promise<Store>;
   /** Closes every handle opened here and removes the data. */
   cleanup(): Promise<void>;
+  /**
+   * Set for a broker, a `Queue` implemented without the Store SPI (nats):
+   * builds another instance on this harness's data, taking the engine
+   * settings of `cfg` that apply. `open` then throws.
+   */
+  openQueue?(cfg?: EngineConfig<unknown>): Promise<Queue<unknown>>;
 }
 
 export interface StoreFactory {
@@ -32,6 +41,13 @@ export interface StoreFactory {
    * renewals, and ClickHouse's fenced renewals take about 100 ms under load.
    */
   slowness?: number;
+  /**
+   * Conformance cases this implementation declares unsupported, by
+   * `<suite> <case number>` (e.g. `delivery 7`), or `<suite>: <title>` for
+   * a case without a number, each with the reason it
+   * does not apply; `conformanceIt` skips them with that reason.
+   */
+  unsupported?: Readonly<Record<string, string>>;
   create(): Promise<StoreHarness>;
 }
 
@@ -69,3 +85,27 @@ export const sqliteFactory: StoreFactory = {
 };
 
 export const STORE_FACTORIES: StoreFactory[] = [memoryFactory, sqliteFactory, postgresFactory, clickhouseFactory];
+
+/** The stores and the brokers (queues without a store): the entries of the conformance files that use `conformanceIt`. */
+export const QUEUE_FACTORIES: StoreFactory[] = [...STORE_FACTORIES, natsFactory];
+
+/**
+ * `it` for the conformance files: a case titled `<n>. …` of `suite` is
+ * skipped, with the factory's reason, when the factory lists `<suite> <n>`
+ * in `unsupported`. Call as `const it = conformanceIt(factory, 'delivery')`.
+ */
+export function conformanceIt(factory: StoreFactory, suite: string): typeof nodeIt {
+  const wrapped = ((name: string, ...rest: unknown[]) => {
+    const n = /^([0-9]+[a-z]?)\./.exec(name)?.[1];
+    const why = factory.unsupported?.[n === undefined ? `${suite}: ${name}` : `${suite} ${n}`];
+    if (why === undefined) return (nodeIt as (...a: unknown[]) => unknown)(name, ...rest);
+    const fn = rest.find((r) => typeof r === 'function');
+    return nodeIt(name, { skip: `unsupported by ${factory.name}: ${why}` }, fn as () => void);
+  }) as unknown as typeof nodeIt;
+  return wrapped;
+}
+
+/** `{ key }`, or `{}` for an implementation that refuses keys (`unsupported.keys`): for cases where the key is incidental. */
+export function keyed(factory: StoreFactory, key: string): { key?: string } {
+  return factory.unsupported?.keys !== undefined ? {} : { key };
+}

@@ -1,0 +1,363 @@
+/**
+ * One consumer group's subscription on a JetStream durable pull consumer.
+ *
+ * - **Claim.** A pull (`fetch`) asks for as many messages as there are free
+ *   handler slots plus `prefetch` room; the server counts them against the
+ *   consumer's `max_ack_pending` (`maxInFlight`) for every client at once.
+ *   When a pull ends (full, or its wait ran out) the next one is made as
+ *   soon as a slot is free.
+ * - **Attempt.** The server's delivery count: a negative ack and an expired
+ *   ack wait (a lost lease) both count. A delivery past `maxAttempts` lost
+ *   its earlier leases; it is dead-lettered without running.
+ * - **Lease.** The consumer's `ack_wait` is `leaseDurationMs`; every third of
+ *   it each held message gets an in-progress ack (`working()`), which resets
+ *   its ack wait. A lease not renewed for a whole `leaseDurationMs` (the
+ *   connection was down) is taken as lost: the handler's signal aborts and
+ *   its outcome is discarded.
+ * - **Outcome.** Success: an ack the server confirms (`ackAck`). Failure: a
+ *   negative ack delayed by the engine's equal-jitter backoff. `permanent`,
+ *   or the last attempt failing: the dead-letter copy (when the subscription
+ *   has a `deadLetterTopic`), then `term`. Negative acks and terms are
+ *   confirmed by a round trip to the server (`flush`), not by a reply.
+ * - **Close.** No new pull; a pulled message not started yet is given back
+ *   with a plain negative ack (JetStream counts that as a delivery); running
+ *   handlers get until the deadline, then are aborted and keep their leases.
+ */
+import type { Consumer, ConsumerMessages, JsMsg } from '@nats-io/jetstream';
+import type { NatsConnection } from '@nats-io/transport-node';
+import { equalJitterBackoffMs } from '../../../backoff.js';
+import type { Codec } from '../../../codecs.js';
+import { CodecError } from '../../../errors.js';
+import { deadLetterCopy, errorText } from '../../dead-letter.js';
+import { deliveryId } from '../../delivery-id.js';
+import type { DeadLetterReason, QueueSignals } from '../../events.js';
+import { checkCloseOptions, type CloseOptions, type ResolvedSubscribeOptions } from '../../options.js';
+import { isPermanent } from '../../permanent.js';
+import type { Delivery, Handler, StoredMessage, Subscription } from '../../types.js';
+import { attemptKey, beginAttempt, markCompleted, superseded, wasCompleted } from './attempts.js';
+import { fromWire } from './wire.js';
+
+/** Longest a pull waits for messages before the next one is made, ms (JetStream's floor is 1000). */
+const PULL_EXPIRES_MS = 5000;
+/** How long an ack waits for the server's confirmation, ms. */
+const ACK_TIMEOUT_MS = 5000;
+
+/** What a subscription needs from its queue. */
+export interface NatsSubscriptionHost {
+  readonly nc: NatsConnection;
+  readonly signals: QueueSignals;
+  /** Whether the connection is up now (an in-progress ack sent while it is down waits in the client and may arrive too late). */
+  connected(): boolean;
+  /** Stores dead-letter copies (IDs set) on their topic. */
+  publishStored(msgs: StoredMessage[]): Promise<void>;
+  /** Counts delivery `did` as dead in this subscription's group (idempotent within the duplicate window). */
+  recordDead(did: string): Promise<void>;
+  /** Whether the group's consumer no longer exists (removed by `removeGroup`, here or elsewhere). */
+  groupGone(): Promise<boolean>;
+  /** Called once the subscription has closed. */
+  forget(sub: NatsSubscription): void;
+}
+
+interface Held {
+  readonly msg: JsMsg;
+  readonly ac: AbortController;
+  lastBeat: number;
+  lost: boolean;
+}
+
+export class NatsSubscription implements Subscription {
+  readonly topic: string;
+  readonly group: string;
+  readonly #consumer: Consumer;
+  readonly #host: NatsSubscriptionHost;
+  readonly #handler: Handler<unknown>;
+  readonly #opts: ResolvedSubscribeOptions;
+  readonly #codec: Codec<unknown> | undefined;
+  readonly #held = new Set<Held>();
+  readonly #running = new Set<Promise<void>>();
+  /** Acks sent and not yet confirmed. */
+  readonly #acking = new Set<Promise<void>>();
+  /** Pulled, not started: waiting for a slot. */
+  readonly #waiting: JsMsg[] = [];
+  #pull: ConsumerMessages | undefined;
+  #slotFreed: (() => void) | undefined;
+  #closing = false;
+  #closePromise: Promise<void> | undefined;
+  readonly #beat: NodeJS.Timeout;
+  readonly #loop: Promise<void>;
+
+  constructor(topic: string, group: string, consumer: Consumer, handler: Handler<unknown>, opts: ResolvedSubscribeOptions, codec: Codec<unknown> | undefined, host: NatsSubscriptionHost) {
+    this.topic = topic;
+    this.group = group;
+    this.#consumer = consumer;
+    this.#handler = handler;
+    this.#opts = opts;
+    this.#codec = codec;
+    this.#host = host;
+    this.#beat = setInterval(() => this.#heartbeat(), Math.max(1, opts.leaseDurationMs / 3));
+    this.#beat.unref();
+    this.#loop = this.#run();
+  }
+
+  async #run(): Promise<void> {
+    while (!this.#closing) {
+      // Unconfirmed acks beyond one per slot hold slots too, so a slow server is not sent ever more.
+      const free = this.#opts.concurrency - this.#running.size - Math.max(0, this.#acking.size - this.#opts.concurrency);
+      const room = free + this.#opts.prefetch - this.#waiting.length;
+      if (free <= 0 || room <= 0) {
+        await new Promise<void>((resolve) => (this.#slotFreed = resolve));
+        continue;
+      }
+      try {
+        const pull = await this.#consumer.fetch({ max_messages: Math.min(this.#opts.batchSize, room), expires: PULL_EXPIRES_MS });
+        this.#pull = pull;
+        if (this.#closing) pull.stop();
+        for await (const m of pull) {
+          if (this.#closing) {
+            m.nak();
+            continue;
+          }
+          this.#waiting.push(m);
+          this.#startWaiting();
+        }
+      } catch (err) {
+        if (this.#closing) break;
+        // A removed group's consumer is gone, and with it every lease on it.
+        if (await this.#host.groupGone().catch(() => false)) for (const h of this.#held) this.#lose(h, 'heartbeat');
+        else this.#host.signals.report(err, 'claim');
+        await new Promise<void>((resolve) => setTimeout(resolve, Math.min(this.#opts.pollIntervalMs, 1000)).unref());
+      } finally {
+        this.#pull = undefined;
+      }
+    }
+  }
+
+  /** Starts waiting messages while slots are free. */
+  #startWaiting(): void {
+    while (this.#waiting.length > 0 && this.#running.size < this.#opts.concurrency && !this.#closing) {
+      const m = this.#waiting.shift()!;
+      const p = this.#attempt(m).finally(() => {
+        this.#running.delete(p);
+        this.#startWaiting();
+        this.#wakeLoop();
+      });
+      this.#running.add(p);
+    }
+  }
+
+  #heartbeat(): void {
+    const now = performance.now();
+    const connected = this.#host.connected();
+    for (const h of this.#held) {
+      if (h.lost) continue;
+      // This tick came too late (the event loop was blocked): the ack wait may have run out and the server redelivered.
+      if (now - h.lastBeat >= this.#opts.leaseDurationMs) {
+        this.#lose(h, 'lapse');
+        continue;
+      }
+      if (connected) {
+        try {
+          h.msg.working();
+          h.lastBeat = now;
+          continue;
+        } catch {
+          // not sent: judged below
+        }
+      }
+      if (now - h.lastBeat >= this.#opts.leaseDurationMs) this.#lose(h, 'lapse');
+    }
+    for (const m of this.#waiting) {
+      try {
+        m.working();
+      } catch {
+        // a lapsed wait brings the message back to the group: nothing lost
+      }
+    }
+  }
+
+  #lose(h: Held, op: 'lapse' | 'ack' | 'heartbeat' | 'claim'): void {
+    if (h.lost) return;
+    h.lost = true;
+    h.ac.abort(new Error(`lease lost (${op})`));
+    const m = h.msg;
+    this.#host.signals.emit('leaseLost', { ...this.#event(m), op });
+  }
+
+  #event(m: JsMsg): { topic: string; group: string; deliveryId: string; messageId: string; attempt: number } {
+    const id = m.headers?.get('Nats-Msg-Id') || `seq-${m.seq}`;
+    return { topic: this.topic, group: this.group, deliveryId: deliveryId(id, this.group), messageId: id, attempt: m.info.deliveryCount };
+  }
+
+  async #attempt(m: JsMsg): Promise<void> {
+    const stored = fromWire(this.topic, m.data, m.headers, m.time, `seq-${m.seq}`);
+    const attempt = m.info.deliveryCount;
+    const did = deliveryId(stored.id, this.group);
+    const held: Held = { msg: m, ac: new AbortController(), lastBeat: performance.now(), lost: false };
+    this.#held.add(held);
+    const key = attemptKey(m.info.stream, m.info.consumer, m.info.streamSequence);
+    let end: (() => void) | undefined;
+    let handedOff = false;
+    try {
+      end = await beginAttempt(key, attempt); // an earlier attempt still running here finishes first; heartbeats keep this lease meanwhile
+      if (held.lost) return;
+      if (superseded(key, attempt)) return this.#lose(held, 'claim');
+      if (wasCompleted(key)) {
+        // Delivered again before the server saw our ack: done already, so acked without running.
+        await m.ackAck({ timeout: ACK_TIMEOUT_MS }).catch(() => false);
+        return;
+      }
+      if (attempt > this.#opts.maxAttempts) {
+        const err = new Error(`attempts exhausted: ${this.#opts.maxAttempts} leases lost`);
+        await this.#deadLetter(held, stored, did, this.#opts.maxAttempts, 'leases', err, undefined);
+        return;
+      }
+      let payload: unknown = stored.payload;
+      if (this.#codec) {
+        try {
+          payload = this.#codec.decode(stored.payload);
+        } catch (err) {
+          const e = err instanceof CodecError ? err : new CodecError(`codec could not decode the payload: ${errorText(err)}`, { cause: err });
+          await this.#deadLetter(held, stored, did, attempt, 'decode', e, undefined);
+          return;
+        }
+      }
+      const delivery: Delivery<unknown> = { ...stored, payload, deliveryId: did, group: this.group, attempt };
+      const started = performance.now();
+      let failure: { err: unknown } | undefined;
+      try {
+        await this.#handler(delivery, held.ac.signal);
+      } catch (err) {
+        failure = { err };
+      }
+      const durationMs = performance.now() - started;
+      // No renewal for a whole lease (a blocked event loop, or the connection down): the server may have redelivered.
+      if (!held.lost && performance.now() - held.lastBeat >= this.#opts.leaseDurationMs) this.#lose(held, 'lapse');
+      if (!held.lost && superseded(key, attempt)) this.#lose(held, 'claim');
+      if (held.lost || held.ac.signal.aborted) return; // outcome discarded: another consumer may hold it now
+      if (!failure) {
+        // The slot goes to the next message now; the ack is confirmed in the background, its lease heartbeated until then.
+        const finish = end;
+        end = undefined;
+        handedOff = true;
+        const p: Promise<void> = this.#ack(held, key, durationMs).finally(() => {
+          this.#acking.delete(p);
+          this.#held.delete(held);
+          finish();
+          this.#wakeLoop();
+        });
+        this.#acking.add(p);
+        return;
+      }
+      const { err } = failure;
+      if (isPermanent(err) || attempt >= this.#opts.maxAttempts) {
+        await this.#deadLetter(held, stored, did, attempt, isPermanent(err) ? 'permanent' : 'exhausted', err, durationMs);
+        return;
+      }
+      await this.#retry(held, err, durationMs);
+    } catch (err) {
+      this.#host.signals.report(err, 'outcome');
+    } finally {
+      if (!handedOff) this.#held.delete(held);
+      end?.();
+    }
+  }
+
+  async #ack(held: Held, key: string, durationMs: number): Promise<void> {
+    const m = held.msg;
+    let ok = false;
+    try {
+      ok = await m.ackAck({ timeout: ACK_TIMEOUT_MS });
+    } catch (err) {
+      this.#host.signals.report(err, 'ack');
+    }
+    if (ok) {
+      markCompleted(key); // a newer attempt already on its way is then acked without running
+      this.#host.signals.emit('completed', { ...this.#event(m), durationMs });
+    } else this.#lose(held, 'ack');
+  }
+
+  #wakeLoop(): void {
+    const wake = this.#slotFreed;
+    this.#slotFreed = undefined;
+    wake?.();
+  }
+
+  async #retry(held: Held, err: unknown, durationMs: number): Promise<void> {
+    const m = held.msg;
+    const delayMs = Math.round(equalJitterBackoffMs(m.info.deliveryCount, this.#opts.backoffBaseMs, this.#opts.backoffMaxMs));
+    m.nak(delayMs);
+    await this.#host.nc.flush();
+    this.#host.signals.emit('retrying', { ...this.#event(m), delayMs, error: err, durationMs });
+  }
+
+  async #deadLetter(held: Held, stored: StoredMessage, did: string, attempts: number, reason: DeadLetterReason, err: unknown, durationMs: number | undefined): Promise<void> {
+    const m = held.msg;
+    const dlq = this.#opts.deadLetterTopic;
+    if (dlq !== undefined) {
+      const claimed = { deliveryId: did, claimToken: '', group: this.group, attempt: m.info.deliveryCount, message: stored };
+      try {
+        await this.#host.publishStored([deadLetterCopy(claimed, dlq, errorText(err), attempts)]);
+      } catch (pubErr) {
+        // The copy is not stored: retry instead, as the engine does.
+        this.#host.signals.report(pubErr, 'dead-letter publish');
+        await this.#retry(held, err, durationMs ?? 0);
+        return;
+      }
+    }
+    try {
+      await this.#host.recordDead(did);
+    } catch (ledgerErr) {
+      // Not counted: retry instead, so no death goes unrecorded.
+      this.#host.signals.report(ledgerErr, 'dead-letter record');
+      await this.#retry(held, err, durationMs ?? 0);
+      return;
+    }
+    m.term(); // no reason text: nats-server 2.9 ignores a "+TERM <reason>" ack
+    await this.#host.nc.flush();
+    const ev = { ...this.#event(m), reason, error: err, ...(durationMs !== undefined ? { durationMs } : {}), ...(dlq !== undefined ? { deadLetterTopic: dlq } : {}) };
+    this.#host.signals.emit('deadLettered', ev);
+  }
+
+  /** See `Subscription.close`. */
+  close(opts?: CloseOptions): Promise<void> {
+    checkCloseOptions(opts);
+    this.#closePromise ??= this.#close(opts);
+    return this.#closePromise;
+  }
+
+  async #close(opts: CloseOptions | undefined): Promise<void> {
+    this.#closing = true;
+    this.#pull?.stop();
+    const wake = this.#slotFreed;
+    this.#slotFreed = undefined;
+    wake?.();
+    for (const m of this.#waiting.splice(0)) m.nak();
+    const timeoutMs = opts?.timeoutMs ?? this.#opts.leaseDurationMs;
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, timeoutMs);
+      opts?.signal?.addEventListener('abort', () => resolve(), { once: true });
+      if (opts?.signal?.aborted) resolve();
+    });
+    const settled = async () => {
+      await Promise.allSettled([...this.#running]);
+      await Promise.allSettled([...this.#acking]);
+    };
+    await Promise.race([settled(), deadline]);
+    clearTimeout(timer);
+    // Past the deadline: abort what still runs; its leases stay and run out.
+    for (const h of this.#held) h.ac.abort(new Error('subscription closed'));
+    clearInterval(this.#beat);
+    await Promise.race([this.#loop, new Promise((r) => setTimeout(r, 1000).unref())]);
+    try {
+      if (!this.#host.nc.isClosed()) await Promise.race([this.#host.nc.flush(), new Promise((r) => setTimeout(r, 1000).unref())]);
+    } catch {
+      // the connection is gone; the naks above are lost and those messages come back after their ack wait
+    }
+    this.#host.forget(this);
+  }
+
+  async [Symbol.asyncDispose](): Promise<void> {
+    await this.close();
+  }
+}

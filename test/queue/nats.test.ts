@@ -1,0 +1,156 @@
+/**
+ * The nats queue beyond the shared conformance cases: its config block, its
+ * name and header encodings, what it refuses with `UnsupportedError`,
+ * publish de-duplication, calls racing each other and close, and a close
+ * that returns while the server has gone silent. The server-side tests need
+ * NATS with JetStream (test/stores/nats-env.ts): skipped without it, failed
+ * under CI=true.
+ */
+import assert from 'node:assert/strict';
+import { after, describe, it } from 'node:test';
+import { ClosedError, InvalidArgumentError, UnsupportedError } from '../../src/errors.js';
+import { resolveNatsConfig } from '../../src/queue/brokers/nats/config.js';
+import { escapeName, streamName, subjectOf, topicOfStream, unescapeName } from '../../src/queue/brokers/nats/names.js';
+import { fromWire, toHeaders } from '../../src/queue/brokers/nats/wire.js';
+import { createQueue } from '../../src/queue/registry.js';
+import type { Delivery, Queue, Subscription } from '../../src/queue/types.js';
+import { TcpProxy } from '../helpers/tcp-proxy.js';
+import { NATS_SKIP, NATS_URL, deleteStreams, openTestNatsQueue, testPrefix } from '../stores/nats-env.js';
+import { deferred, sleep, waitFor, within } from '../stores/helpers.js';
+
+const enc = (s: string) => new TextEncoder().encode(s);
+const FAST = { leaseDurationMs: 2000, backoffBaseMs: 5, backoffMaxMs: 20 };
+
+describe('nats queue: config, names and headers', () => {
+  it('the config block takes its keys and defaults, and refuses unknown keys and bad values', async () => {
+    const d = resolveNatsConfig(undefined);
+    assert.deepEqual([d.servers, d.streamPrefix, d.replicas, d.duplicateWindowMs, d.retentionHours], [['127.0.0.1:4222'], 'FERRY', 1, 120_000, 168]);
+    const c = resolveNatsConfig({ servers: ['a:1', 'b:2'], streamPrefix: 'app-1', replicas: 3, duplicateWindowMs: 60_000, user: 'u', password: 'p', name: 'svc' });
+    assert.deepEqual([c.servers, c.replicas, c.user, c.password, c.name], [['a:1', 'b:2'], 3, 'u', 'p', 'svc']);
+    const bad: unknown[] = [
+      { bogus: 1 }, { replicas: 0 }, { replicas: 6 }, { replicas: 1.5 }, { streamPrefix: 'a.b' }, { streamPrefix: 'a_b' }, { servers: [] },
+      { servers: 3 }, { password: 'p' }, { token: 't', user: 'u' }, { tracing: true }, { duplicateWindowMs: 10 }, [], 'x',
+      { retentionHours: 0.01, duplicateWindowMs: 120_000 },
+    ];
+    for (const b of bad) assert.throws(() => resolveNatsConfig(b), InvalidArgumentError, JSON.stringify(b));
+    await assert.rejects(createQueue({ type: 'nats', config: { sever: 'x' } }), InvalidArgumentError);
+  });
+
+  it('topic and group names escape one-to-one into JetStream names', () => {
+    const names = ['a', 'a.b', 'a_b', 'a__b', 'a._b', '_d', '.', '..', '_', 'A-b.C_d-', 'x'.repeat(100)];
+    const escaped = new Set(names.map(escapeName));
+    assert.equal(escaped.size, names.length);
+    for (const n of names) {
+      assert.equal(unescapeName(escapeName(n)), n);
+      assert.match(escapeName(n), /^[A-Za-z0-9_-]+$/);
+      assert.equal(topicOfStream('P', streamName('P', n)), n);
+      assert.doesNotMatch(subjectOf('P', n), /\.\.|\.$/);
+    }
+    assert.equal(unescapeName('a_x'), undefined);
+    assert.throws(() => streamName('P', '.'.repeat(150)), UnsupportedError);
+  });
+
+  it('headers survive the trip through NATS: CR, LF, % and edge whitespace included', () => {
+    const headers = { a: ' x\r\ny ', b: '%0041%', c: '', d: '\t', e: 'plain value' };
+    const m = { id: 'i', topic: 't', payload: enc('p'), publishedAt: new Date(1_700_000_000_123), headers };
+    const h = toHeaders(m);
+    for (const k of h.keys()) assert.doesNotMatch(h.get(k), /[\r\n]|^\s|\s$/);
+    h.set('Nats-Msg-Id', 'i');
+    const back = fromWire('t', m.payload, h, new Date(0), 'fallback');
+    assert.deepEqual(back, m);
+  });
+});
+
+describe('nats queue: against the server', { skip: NATS_SKIP }, () => {
+  const prefixes: string[] = [];
+  const queues: Queue<unknown>[] = [];
+  const open = async (prefix = testPrefix(), servers: string = NATS_URL) => {
+    if (!prefixes.includes(prefix)) prefixes.push(prefix);
+    const q = await openTestNatsQueue(prefix, {}, servers);
+    queues.push(q);
+    return q;
+  };
+  after(async () => {
+    await Promise.allSettled(queues.map((q) => q.close({ timeoutMs: 100 })));
+    for (const p of prefixes) await deleteStreams(p).catch(() => undefined);
+  });
+
+  it('what JetStream cannot promise is refused with UnsupportedError, storing nothing', async () => {
+    const q = await open();
+    const cases: Array<[string, () => Promise<unknown>]> = [
+      ['key', () => q.publish({ topic: 't', payload: enc('a') }, { topic: 't', key: 'k', payload: enc('b') })],
+      ['deliverAt', () => q.publish({ topic: 't', payload: enc('a'), deliverAt: new Date(Date.now() + 1000) })],
+      ['priority', () => q.publish({ topic: 't', payload: enc('a'), priority: 3 })],
+      ['rateLimit', () => q.subscribe('t', 'g', async () => undefined, { rateLimit: { max: 1, intervalMs: 1000 } })],
+      ['pauseGroup', () => q.pauseGroup('t', 'g')],
+      ['resumeGroup', () => q.resumeGroup('t', 'g')],
+      ['schedule', () => q.schedule('s', { topic: 't', everyMs: 1000, payload: enc('x') })],
+      ['listSchedules', () => q.listSchedules()],
+    ];
+    for (const [what, call] of cases) {
+      await assert.rejects(call(), (err: unknown) => err instanceof UnsupportedError && err.code === 'ERR_UNSUPPORTED' && /nats/.test(err.message), what);
+    }
+    assert.deepEqual((await q.listMessages('t')).messages, []);
+    await assert.rejects(q.publish({ topic: 't', payload: enc('a'), headers: { 'bad name': 'x' } }), InvalidArgumentError);
+    await assert.rejects(q.publish({ topic: 't', payload: enc('a'), headers: { 'Nats-Expected-Stream': 'x' } }), InvalidArgumentError);
+  });
+
+  it('a message ID published twice within the duplicate window is stored and delivered once', async () => {
+    const q = await open();
+    const got: Delivery[] = [];
+    await q.subscribe('t', 'g', async (d) => void got.push(d as Delivery), FAST);
+    assert.deepEqual(await q.publish({ id: 'same', topic: 't', payload: enc('1') }), ['same']);
+    assert.deepEqual(await q.publish({ id: 'same', topic: 't', payload: enc('2') }, { id: 'other', topic: 't', payload: enc('3') }), ['same', 'other']);
+    await waitFor(() => got.length === 2);
+    await sleep(100);
+    assert.deepEqual(got.map((d) => [d.id, new TextDecoder().decode(d.payload)]).sort(), [['other', '3'], ['same', '1']]);
+    assert.equal((await q.listMessages('t')).messages.length, 2);
+  });
+
+  it('publish, subscribe and close called at once: each resolves or rejects with ClosedError, and every resolved publish is delivered', async () => {
+    for (let round = 0; round < 3; round++) {
+      const prefix = testPrefix();
+      const producer = await open(prefix);
+      const consumer = await open(prefix);
+      const seen = new Set<string>();
+      const handler = async (d: Delivery<unknown>) => void seen.add(d.id);
+      // subscribe ∥ publish, pairwise, on two instances.
+      const pairs = await Promise.all(Array.from({ length: 4 }, (_, i) => Promise.all([
+        consumer.subscribe('t', 'g', handler, { ...FAST, startFrom: 'earliest' }),
+        producer.publish({ id: `a${i}`, topic: 't', payload: enc('x') }),
+      ])));
+      const subs = pairs.map(([s]) => s);
+      // Subscription.close ∥ publish.
+      await Promise.all(subs.slice(0, 2).map((s, i) => Promise.all([s.close(), producer.publish({ id: `b${i}`, topic: 't', payload: enc('x') })])));
+      await waitFor(() => seen.size === 6, 10_000, 'the six messages');
+      // Queue.close ∥ publish and ∥ subscribe: resolved or ClosedError, nothing else.
+      const racing = await Promise.allSettled([producer.publish({ id: 'c', topic: 't', payload: enc('x') }), producer.close(), consumer.subscribe('t', 'late', handler, FAST), consumer.close()]);
+      for (const r of racing) if (r.status === 'rejected') assert.ok(r.reason instanceof ClosedError, String(r.reason));
+      await assert.rejects(producer.publish({ topic: 't', payload: enc('x') }), ClosedError);
+      await assert.rejects(consumer.subscribe('t', 'g', handler), ClosedError);
+      const lateSub = racing[2];
+      if (lateSub.status === 'fulfilled') await (lateSub.value as Subscription).close(); // already closed by the queue: idempotent
+    }
+  });
+
+  it('close returns while the server has gone silent, aborting a running handler', async () => {
+    const proxy = await TcpProxy.start(Number(NATS_URL.split(':').pop()));
+    try {
+      const q = await open(testPrefix(), `127.0.0.1:${proxy.port}`);
+      let aborted = false;
+      const started = deferred();
+      await q.subscribe('t', 'g', async (_d, signal) => {
+        started.resolve();
+        await new Promise<void>((r) => signal.addEventListener('abort', () => r(), { once: true }));
+        aborted = true;
+      }, FAST);
+      await q.publish({ topic: 't', payload: enc('x') });
+      await started.promise;
+      proxy.freeze();
+      await within(q.close({ timeoutMs: 100 }), 'close on a silent server', 30_000);
+      assert.equal(aborted, true);
+    } finally {
+      await proxy.close();
+    }
+  });
+});
