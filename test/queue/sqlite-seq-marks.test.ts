@@ -3,7 +3,7 @@
  * (a publish writes one page fewer), the janitor walks messages in seq order
  * up to a mark it records at each purge (ferry_seq_marks). A database of
  * version 6 (fixtures/sqlite-v6.db, written by the version 6 store: topic
- * `jobs`, group `workers` from the earliest; a acked, b leased for an hour
+ * `jobs`, group `workers` from the earliest; a acked, b leased until 2099 (the lease the store wrote, an hour, was moved out so the fixture does not age)
  * on key k1, c pending behind it, d scheduled for 2099; topic `other`, no
  * group, message e) is migrated keeping every row (its messages get marks
  * by minute of publish time), and the janitor deletes what it deleted

@@ -43,7 +43,7 @@ const PULL_EXPIRES_MS = 5000;
 const ACK_TIMEOUT_MS = 5000;
 
 /** What a subscription needs from its queue. */
-export interface NatsSubscriptionHost {
+export interface NatsSubscriptionHooks {
   readonly nc: NatsConnection;
   readonly signals: QueueSignals;
   /** Whether the connection is up now (an in-progress ack sent while it is down waits in the client and may arrive too late). */
@@ -69,7 +69,7 @@ export class NatsSubscription implements Subscription {
   readonly topic: string;
   readonly group: string;
   readonly #consumer: Consumer;
-  readonly #host: NatsSubscriptionHost;
+  readonly #host: NatsSubscriptionHooks;
   readonly #handler: Handler<unknown>;
   readonly #opts: ResolvedSubscribeOptions;
   readonly #codec: Codec<unknown> | undefined;
@@ -86,7 +86,7 @@ export class NatsSubscription implements Subscription {
   readonly #beat: NodeJS.Timeout;
   readonly #loop: Promise<void>;
 
-  constructor(topic: string, group: string, consumer: Consumer, handler: Handler<unknown>, opts: ResolvedSubscribeOptions, codec: Codec<unknown> | undefined, host: NatsSubscriptionHost) {
+  constructor(topic: string, group: string, consumer: Consumer, handler: Handler<unknown>, opts: ResolvedSubscribeOptions, codec: Codec<unknown> | undefined, host: NatsSubscriptionHooks) {
     this.topic = topic;
     this.group = group;
     this.#consumer = consumer;
