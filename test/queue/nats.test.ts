@@ -8,8 +8,9 @@
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
-import { ClosedError, InvalidArgumentError, UnsupportedError } from '../../src/errors.js';
+import { ClosedError, IOError, InvalidArgumentError, PayloadTooLargeError, UnsupportedError } from '../../src/errors.js';
 import { resolveNatsConfig } from '../../src/queue/brokers/nats/config.js';
+import { NATS_HEADER_ROOM } from '../../src/queue/brokers/nats/queue.js';
 import { escapeName, streamName, subjectOf, topicOfStream, unescapeName } from '../../src/queue/brokers/nats/names.js';
 import { fromWire, toHeaders } from '../../src/queue/brokers/nats/wire.js';
 import { createQueue } from '../../src/queue/registry.js';
@@ -30,10 +31,12 @@ describe('nats queue: config, names and headers', () => {
     const bad: unknown[] = [
       { bogus: 1 }, { replicas: 0 }, { replicas: 6 }, { replicas: 1.5 }, { streamPrefix: 'a.b' }, { streamPrefix: 'a_b' }, { servers: [] },
       { servers: 3 }, { password: 'p' }, { token: 't', user: 'u' }, { tracing: true }, { duplicateWindowMs: 10 }, [], 'x',
-      { retentionHours: 0.01, duplicateWindowMs: 120_000 },
+      { retentionHours: 0.01, duplicateWindowMs: 120_000 }, { streamPrefix: 'app-dead' },
     ];
     for (const b of bad) assert.throws(() => resolveNatsConfig(b), InvalidArgumentError, JSON.stringify(b));
     await assert.rejects(createQueue({ type: 'nats', config: { sever: 'x' } }), InvalidArgumentError);
+    // A credentials file that cannot be read is an IOError naming it, not Node's bare error.
+    await assert.rejects(createQueue({ type: 'nats', config: { credsFile: '/nonexistent/ferry.creds' } }), (e: unknown) => e instanceof IOError && !e.transient && /ferry\.creds/.test(e.message));
   });
 
   it('topic and group names escape one-to-one into JetStream names', () => {
@@ -95,6 +98,14 @@ describe('nats queue: against the server', { skip: NATS_SKIP }, () => {
     await assert.rejects(q.publish({ topic: 't', payload: enc('a'), headers: { 'Nats-Expected-Stream': 'x' } }), InvalidArgumentError);
   });
 
+  it("payloads leave room for headers under the server's max_payload: the default limit is below it, a larger one is refused at open", async () => {
+    const q = await open();
+    // This server runs with the default max_payload of 1 MiB.
+    await assert.rejects(q.publish({ topic: 't', payload: new Uint8Array((1 << 20) - NATS_HEADER_ROOM + 1) }), PayloadTooLargeError);
+    assert.equal((await q.publish({ topic: 't', payload: new Uint8Array((1 << 20) - NATS_HEADER_ROOM) })).length, 1);
+    await assert.rejects(createQueue({ type: 'nats', config: { servers: NATS_URL, streamPrefix: testPrefix(), maxPayloadBytes: 8 << 20 } }), InvalidArgumentError);
+  });
+
   it('a message ID published twice within the duplicate window is stored and delivered once', async () => {
     const q = await open();
     const got: Delivery[] = [];
@@ -128,6 +139,12 @@ describe('nats queue: against the server', { skip: NATS_SKIP }, () => {
       for (const r of racing) if (r.status === 'rejected') assert.ok(r.reason instanceof ClosedError, String(r.reason));
       await assert.rejects(producer.publish({ topic: 't', payload: enc('x') }), ClosedError);
       await assert.rejects(consumer.subscribe('t', 'g', handler), ClosedError);
+      // Once close has been called, a publish or subscribe is refused at once, even before close resolves.
+      const third = await open(prefix);
+      const closing = third.close();
+      await assert.rejects(third.publish({ topic: 't', payload: enc('late') }), ClosedError);
+      await assert.rejects(third.subscribe('t', 'g', handler), ClosedError);
+      await closing;
       const lateSub = racing[2];
       if (lateSub.status === 'fulfilled') await (lateSub.value as Subscription).close(); // already closed by the queue: idempotent
     }

@@ -21,7 +21,7 @@ export const DEFAULT_DUPLICATE_WINDOW_MS = 120_000;
 export interface NatsQueueConfig {
   /** Server URLs, e.g. `"nats://127.0.0.1:4222"` or a list of them. Default `127.0.0.1:4222`. */
   servers?: string | string[];
-  /** Prefix of every stream name and subject this queue makes: letters, digits, `-` (no `.`, `_`, `*`, `>`). Default `FERRY`. Two queues with one prefix on one account share their topics. */
+  /** Prefix of every stream name and subject this queue makes: letters, digits, `-` (no `.`, `_`, `*`, `>`), not ending in `-dead` (`P-dead.>` is prefix `P`'s dead-letter ledger). Default `FERRY`. Two queues with one prefix on one account share their topics. */
   streamPrefix?: string;
   /** Copies of each stream in a cluster, 1–5. Default 1. */
   replicas?: number;
@@ -39,7 +39,7 @@ export interface NatsQueueConfig {
   name?: string;
   /** How long messages are kept in each stream, hours, whether or not every group has consumed them. Default: the engine's `retentionHours` (168). */
   retentionHours?: number;
-  /** Largest payload accepted by `publish`, bytes. Default 1 MiB (the server's own `max_payload` caps it too). */
+  /** Largest payload accepted by `publish`, bytes. A NATS message carries its headers too, and the server refuses one over its `max_payload` (1 MiB unless configured), so this must leave `NATS_HEADER_ROOM` (8 KiB) below it for the headers, a dead-letter copy's included; a larger value makes opening the queue throw `InvalidArgumentError`. Default: 1 MiB, or the server's `max_payload` less that room if lower. */
   maxPayloadBytes?: number;
   /** Whether to trace publishes and handler attempts. Not supported here yet: `true` is refused. */
   tracing?: boolean;
@@ -68,7 +68,8 @@ export interface ResolvedNatsConfig {
   replicas: number;
   duplicateWindowMs: number;
   retentionHours: number;
-  maxPayloadBytes: number;
+  /** Undefined: the default, taken from the server when the queue opens. */
+  maxPayloadBytes?: number;
   name: string;
   user?: string;
   password?: string;
@@ -104,6 +105,8 @@ export function resolveNatsConfig(block: unknown): ResolvedNatsConfig {
   if (servers.length === 0) throw new InvalidArgumentError('nats queue config: servers is empty');
   const streamPrefix = c.streamPrefix === undefined ? DEFAULT_STREAM_PREFIX : str('streamPrefix', c.streamPrefix);
   if (!PREFIX_RE.test(streamPrefix)) throw new InvalidArgumentError(`nats queue config: streamPrefix ${JSON.stringify(streamPrefix)} must be 1–32 of [A-Za-z0-9-]`);
+  // The dead-letter ledger of prefix P takes the subjects `P-dead.>`, which a prefix `P-dead` would use for its topics.
+  if (streamPrefix.endsWith('-dead')) throw new InvalidArgumentError(`nats queue config: streamPrefix ${JSON.stringify(streamPrefix)} must not end in "-dead" (the subjects of the prefix without it hold its dead-letter ledger)`);
   if (c.tracing !== undefined && typeof c.tracing !== 'boolean') throw new InvalidArgumentError('nats queue config: tracing must be a boolean');
   if (c.tracing === true) throw new InvalidArgumentError('nats queue config: tracing is not supported by the nats queue yet');
   const out: ResolvedNatsConfig = {
@@ -112,12 +115,12 @@ export function resolveNatsConfig(block: unknown): ResolvedNatsConfig {
     replicas: c.replicas === undefined ? 1 : num('replicas', c.replicas, 1, 5, true),
     duplicateWindowMs: c.duplicateWindowMs === undefined ? DEFAULT_DUPLICATE_WINDOW_MS : num('duplicateWindowMs', c.duplicateWindowMs, 100, 7 * 24 * 3_600_000, true),
     retentionHours: c.retentionHours === undefined ? 168 : num('retentionHours', c.retentionHours, 0.001, 100 * 365 * 24, false),
-    maxPayloadBytes: c.maxPayloadBytes === undefined ? 1 << 20 : num('maxPayloadBytes', c.maxPayloadBytes, 1, 64 << 20, true),
     name: c.name === undefined ? 'ferry' : str('name', c.name),
   };
   if (c.user !== undefined) out.user = str('user', c.user);
   if (c.password !== undefined) out.password = str('password', c.password);
   if (c.token !== undefined) out.token = str('token', c.token);
+  if (c.maxPayloadBytes !== undefined) out.maxPayloadBytes = num('maxPayloadBytes', c.maxPayloadBytes, 1, 64 << 20, true);
   if (c.credsFile !== undefined) out.credsFile = str('credsFile', c.credsFile);
   if (out.password !== undefined && out.user === undefined) throw new InvalidArgumentError('nats queue config: password needs user');
   if (out.token !== undefined && out.user !== undefined) throw new InvalidArgumentError('nats queue config: give token or user/password, not both');

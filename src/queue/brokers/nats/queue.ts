@@ -14,7 +14,7 @@ import { readFile } from 'node:fs/promises';
 import { AckPolicy, DeliverPolicy, DiscardPolicy, JetStreamApiError, RetentionPolicy, StorageType, jetstream, jetstreamManager, type ConsumerConfig, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
 import { connect, credsAuthenticator, nanos, type NatsConnection, type NodeConnectionOptions } from '@nats-io/transport-node';
 import type { Codec } from '../../../codecs.js';
-import { ClosedError, CodecError, DeadLetterLoopError, InvalidArgumentError, PayloadTooLargeError, UnsupportedError, asIOError } from '../../../errors.js';
+import { ClosedError, CodecError, DeadLetterLoopError, IOError, InvalidArgumentError, PayloadTooLargeError, UnsupportedError, asIOError } from '../../../errors.js';
 import { knownKeys, rejectUnknownKeys } from '../../../known-keys.js';
 import { KeyedLock, groupKey } from '../../admin.js';
 import { errorText } from '../../dead-letter.js';
@@ -50,22 +50,39 @@ function isPublishOptions(v: unknown): v is PublishOptions<unknown> {
   return typeof v === 'object' && v !== null && !('topic' in v) && 'codec' in v;
 }
 
+/** Bytes of a NATS message kept below the server's `max_payload` for its headers (ferry's own, the caller's, a dead-letter copy's six). */
+export const NATS_HEADER_ROOM = 8192;
+
 /** Opens the connection `cfg` describes and builds the queue on it. Rejects with an `IOError` when no server answers. */
 export async function openNatsQueue(cfg: ResolvedNatsConfig, settings: NatsQueueSettings = {}): Promise<NatsQueue<unknown>> {
   const opts: NodeConnectionOptions = { servers: cfg.servers, name: cfg.name, maxReconnectAttempts: -1, reconnectTimeWait: 250 };
   if (cfg.user !== undefined) opts.user = cfg.user;
   if (cfg.password !== undefined) opts.pass = cfg.password;
   if (cfg.token !== undefined) opts.token = cfg.token;
-  if (cfg.credsFile !== undefined) opts.authenticator = credsAuthenticator(await readFile(cfg.credsFile));
+  if (cfg.credsFile !== undefined) {
+    let creds: Uint8Array;
+    try {
+      creds = await readFile(cfg.credsFile);
+    } catch (err) {
+      throw new IOError(`nats queue config: cannot read credsFile ${JSON.stringify(cfg.credsFile)}: ${(err as Error).message}`, { cause: err, transient: false });
+    }
+    opts.authenticator = credsAuthenticator(creds);
+  }
   let nc: NatsConnection;
   try {
     nc = await connect(opts);
   } catch (err) {
     throw asIOError(`connect to ${cfg.servers.join(', ')}`, err, SOURCE);
   }
+  const serverMax = nc.info?.max_payload ?? 1 << 20;
+  const room = serverMax - NATS_HEADER_ROOM;
+  if (cfg.maxPayloadBytes !== undefined && cfg.maxPayloadBytes > room) {
+    await nc.close().catch(() => undefined);
+    throw new InvalidArgumentError(`nats queue config: maxPayloadBytes ${cfg.maxPayloadBytes} leaves no room for headers under the server's max_payload of ${serverMax} bytes (at most ${room})`);
+  }
   try {
     const jsm = await jetstreamManager(nc);
-    return new NatsQueue(nc, jsm, cfg, settings);
+    return new NatsQueue(nc, jsm, { ...cfg, maxPayloadBytes: cfg.maxPayloadBytes ?? Math.min(1 << 20, room) }, settings);
   } catch (err) {
     await nc.close().catch(() => undefined);
     throw asIOError('open JetStream (is the server started with -js?)', err, SOURCE);
@@ -76,7 +93,7 @@ export class NatsQueue<T = Uint8Array> implements Queue<T> {
   readonly #nc: NatsConnection;
   readonly #jsm: JetStreamManager;
   readonly #js: JetStreamClient;
-  readonly #cfg: ResolvedNatsConfig;
+  readonly #cfg: ResolvedNatsConfig & { maxPayloadBytes: number };
   readonly #codec: Codec<unknown> | undefined;
   readonly #signals: QueueSignals;
   /** Streams known to exist, by topic. */
@@ -86,10 +103,12 @@ export class NatsQueue<T = Uint8Array> implements Queue<T> {
   /** Orders subscribing and removing each (topic, group) in this queue. */
   readonly #groupLock = new KeyedLock();
   #connected = true;
+  /** Set when `close` is first called: public calls made from then on throw `ClosedError`, as on the engine's queues. */
+  #closing = false;
   #closed = false;
   #closePromise: Promise<void> | undefined;
 
-  constructor(nc: NatsConnection, jsm: JetStreamManager, cfg: ResolvedNatsConfig, settings: NatsQueueSettings) {
+  constructor(nc: NatsConnection, jsm: JetStreamManager, cfg: ResolvedNatsConfig & { maxPayloadBytes: number }, settings: NatsQueueSettings) {
     this.#nc = nc;
     this.#jsm = jsm;
     this.#js = jetstream(nc);
@@ -126,7 +145,7 @@ export class NatsQueue<T = Uint8Array> implements Queue<T> {
   }
 
   #assertOpen(): void {
-    if (this.#closed) throw new ClosedError('queue is closed');
+    if (this.#closing || this.#closed) throw new ClosedError('queue is closed');
   }
 
   #ledger: Promise<void> | undefined;
@@ -251,7 +270,7 @@ export class NatsQueue<T = Uint8Array> implements Queue<T> {
     try {
       await this.#publishStored(stored);
     } catch (err) {
-      if (this.#closed) throw new ClosedError('queue is closed', { cause: err });
+      if (this.#closing || this.#closed) throw new ClosedError('queue is closed', { cause: err });
       throw err;
     }
     return stored.map((m) => m.id);
@@ -546,6 +565,7 @@ export class NatsQueue<T = Uint8Array> implements Queue<T> {
   /** See `Queue.close`. The connection is closed last, waiting at most 2 s for a server that no longer answers. */
   close(opts?: CloseOptions): Promise<void> {
     checkCloseOptions(opts);
+    this.#closing = true;
     this.#closePromise ??= this.#close(opts);
     return this.#closePromise;
   }
