@@ -36,6 +36,15 @@ export class Claims {
   readonly #conn: Connection;
   /** Groups whose last claim here found work (see `claim`). */
   readonly #busy = new Set<string>();
+  /**
+   * Deliveries whose last fenced write here failed without an answer (a
+   * timeout, a cut connection): the version it carried. The server may still
+   * apply it later, so the next fenced write of the delivery goes above it
+   * (two rows of one version would leave the latest to chance) and runs
+   * under the group's distributed lock, where no claim runs. Cleared by the
+   * next write that is answered.
+   */
+  readonly #unanswered = new Map<string, number>();
 
   constructor(conn: Connection) {
     this.#conn = conn;
@@ -174,6 +183,8 @@ export class Claims {
         const writes: SqlValue[][] = [];
         const written = new Set<string>();
         const mineHeld: Claimed[] = [];
+        const versions = new Map<string, number>();
+        let afterUnanswered = false;
         let soonest = Infinity;
         for (const c of mine) {
           const d = current.get(c.deliveryId);
@@ -182,11 +193,21 @@ export class Claims {
           soonest = Math.min(soonest, d.leaseUntil);
           if (written.has(d.deliveryId)) continue;
           written.add(d.deliveryId);
-          writes.push(deliveryValues({ ...next(d, now), ver: d.ver + 1 }));
+          const unanswered = this.#unanswered.get(d.deliveryId);
+          if (unanswered !== undefined) afterUnanswered = true;
+          const ver = Math.max(d.ver, unanswered ?? 0) + 1;
+          versions.set(d.deliveryId, ver);
+          writes.push(deliveryValues({ ...next(d, now), ver }));
         }
-        if (fast && soonest - conn.clock.now() <= FAST_MARGIN_MS) return false;
+        if (fast && (afterUnanswered || soonest - conn.clock.now() <= FAST_MARGIN_MS)) return false;
         guard();
-        await conn.insert('insert-deliveries', writes);
+        try {
+          await conn.insert('insert-deliveries', writes);
+        } catch (err) {
+          for (const [id, ver] of versions) this.#unanswered.set(id, Math.max(ver, this.#unanswered.get(id) ?? 0));
+          throw err;
+        }
+        for (const id of versions.keys()) this.#unanswered.delete(id);
         // A write answered close to a lease's end, without the group's lock
         // (fast) or after it lapsed, may have landed after a claim read the
         // row, and lost to it (the claim's version is the larger): it is held
@@ -201,7 +222,7 @@ export class Claims {
           }
         }
         if (!lockHeld && soonest - conn.clock.now() <= FAST_MARGIN_MS / 2) {
-          for (const c of mineHeld) unsure.set(c, current.get(c.deliveryId)!.ver + 1);
+          for (const c of mineHeld) unsure.set(c, versions.get(c.deliveryId)!);
           return true;
         }
         for (const c of mineHeld) held.add(c);
