@@ -4,7 +4,9 @@
  * restarted after each crash. The deliveries claimed in the same batch as
  * the poison one, whose handlers never ran, must not spend their attempts on
  * those crashes: exactly the poison message is dead-lettered (after
- * `maxAttempts` runs) and the other 100 are handled. On SQLite and Postgres.
+ * `maxAttempts` runs) and the other 100 are handled. On SQLite, Postgres and
+ * the nats queue (where JetStream charges every hand-out, so ferry counts
+ * handler starts in its attempt ledger).
  */
 import assert from 'node:assert/strict';
 import type { ChildProcess } from 'node:child_process';
@@ -17,8 +19,15 @@ import { fileURLToPath } from 'node:url';
 import { HEADER_DLQ_MESSAGE_ID } from '../../src/queue/dead-letter.js';
 import { SqliteStore } from '../../src/queue/stores/sqlite/store.js';
 import { PostgresStore } from '../../src/queue/stores/postgres/store.js';
-import type { Store } from '../../src/queue/types.js';
+import type { MessagePage, QueueStats, Store } from '../../src/queue/types.js';
+import { NATS_SKIP, NATS_URL, deleteStreams, openTestNatsQueue, testPrefix } from '../stores/nats-env.js';
 import { POSTGRES_SKIP, POSTGRES_URL, dropSchema, testSchema } from '../stores/postgres-env.js';
+
+/** What the test reads of a store, or of a queue that has none. */
+interface Watched {
+  stats(topic: string, group: string): Promise<Pick<QueueStats, 'pending' | 'leased' | 'dead'>>;
+  listMessages?(topic: string, opts: { limit: number }): Promise<MessagePage>;
+}
 
 const here = dirname(fileURLToPath(import.meta.url));
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
@@ -31,7 +40,7 @@ after(() => {
 });
 
 /** Runs the worker until the group is drained, restarting it whenever it crashes; resolves with the number of crashes. */
-async function runUntilDrained(store: Store, args: string[]): Promise<number> {
+async function runUntilDrained(store: Watched, args: string[]): Promise<number> {
   let crashes = 0;
   for (;;) {
     const child = spawnChild(process.execPath, ['--import', 'tsx', join(here, 'fixtures', 'crash-loop-worker.ts'), ...args], { stdio: ['ignore', 'ignore', 'inherit'] });
@@ -58,12 +67,17 @@ async function runUntilDrained(store: Store, args: string[]): Promise<number> {
   }
 }
 
+const messages = () => Array.from({ length: 101 }, (_, i) => ({
+  id: `m${String(i).padStart(3, '0')}`, topic: 't', payload: new TextEncoder().encode(i === 2 ? 'poison' : `ok ${i}`), publishedAt: new Date(),
+}));
+
 async function check(store: Store, args: string[]): Promise<void> {
   await store.ensureGroup('t', 'g', 'latest');
-  const msgs = Array.from({ length: 101 }, (_, i) => ({
-    id: `m${String(i).padStart(3, '0')}`, topic: 't', payload: new TextEncoder().encode(i === 2 ? 'poison' : `ok ${i}`), publishedAt: new Date(),
-  }));
-  await store.append(msgs);
+  await store.append(messages());
+  await expectOnlyPoisonDead(store, args);
+}
+
+async function expectOnlyPoisonDead(store: Watched, args: string[]): Promise<void> {
   const crashes = await runUntilDrained(store, args);
   const stats = await store.stats('t', 'g');
   assert.deepEqual({ pending: stats.pending, leased: stats.leased, dead: stats.dead }, { pending: 0, leased: 0, dead: 1 });
@@ -93,6 +107,22 @@ describe('a crash loop takes down only the message that causes it', () => {
     } finally {
       await store.close();
       await dropSchema(schema);
+    }
+  });
+});
+
+describe('a crash loop on the nats queue takes down only the message that causes it', () => {
+  it('nats', { skip: NATS_SKIP }, async () => {
+    const prefix = testPrefix();
+    const q = await openTestNatsQueue(prefix);
+    try {
+      // The group's consumer exists before the messages (a subscription that closes at once makes it).
+      await (await q.subscribe('t', 'g', async () => undefined, { startFrom: 'earliest' })).close();
+      await q.publish(...messages().map(({ id, topic, payload }) => ({ id, topic, payload })));
+      await expectOnlyPoisonDead(q, ['nats', NATS_URL, prefix]);
+    } finally {
+      await q.close();
+      await deleteStreams(prefix).catch(() => undefined);
     }
   });
 });

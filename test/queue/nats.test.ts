@@ -9,6 +9,9 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import { ClosedError, IOError, InvalidArgumentError, PayloadTooLargeError, UnsupportedError } from '../../src/errors.js';
+import { jetstream, jetstreamManager } from '@nats-io/jetstream';
+import { connect } from '@nats-io/transport-node';
+import { AttemptConflict, AttemptLedger, attemptLedgerStream } from '../../src/queue/brokers/nats/attempt-ledger.js';
 import { resolveNatsConfig } from '../../src/queue/brokers/nats/config.js';
 import { NATS_HEADER_ROOM } from '../../src/queue/brokers/nats/queue.js';
 import { escapeName, streamName, subjectOf, topicOfStream, unescapeName } from '../../src/queue/brokers/nats/names.js';
@@ -31,7 +34,7 @@ describe('nats queue: config, names and headers', () => {
     const bad: unknown[] = [
       { bogus: 1 }, { replicas: 0 }, { replicas: 6 }, { replicas: 1.5 }, { streamPrefix: 'a.b' }, { streamPrefix: 'a_b' }, { servers: [] },
       { servers: 3 }, { password: 'p' }, { token: 't', user: 'u' }, { tracing: true }, { duplicateWindowMs: 10 }, [], 'x',
-      { retentionHours: 0.01, duplicateWindowMs: 120_000 }, { streamPrefix: 'app-dead' },
+      { retentionHours: 0.01, duplicateWindowMs: 120_000 }, { streamPrefix: 'app-dead' }, { streamPrefix: 'app-att' },
     ];
     for (const b of bad) assert.throws(() => resolveNatsConfig(b), InvalidArgumentError, JSON.stringify(b));
     await assert.rejects(createQueue({ type: 'nats', config: { sever: 'x' } }), InvalidArgumentError);
@@ -168,6 +171,33 @@ describe('nats queue: against the server', { skip: NATS_SKIP }, () => {
       assert.equal(aborted, true);
     } finally {
       await proxy.close();
+    }
+  });
+
+  it('the attempt ledger: a record reads back, of two writers expecting one record the second is refused, forget drops it', async () => {
+    const prefix = testPrefix();
+    prefixes.push(prefix);
+    const nc = await connect({ servers: NATS_URL });
+    try {
+      const jsm = await jetstreamManager(nc);
+      await jsm.streams.add({ name: attemptLedgerStream(prefix), subjects: [`${prefix}-att.>`], max_msgs_per_subject: 1 });
+      const ledger = new AttemptLedger(jetstream(nc), jsm, prefix, 'a.b', 'g_1', async () => undefined);
+      assert.deepEqual(await ledger.read(7), { attempt: 0, failed: false, seq: 0 });
+      const seq = await ledger.write(7, 2, false, 0);
+      assert.deepEqual(await ledger.read(7), { attempt: 2, failed: false, seq });
+      // Two processes both read that record and both try to start attempt 3: one wins.
+      const both = await Promise.allSettled([ledger.write(7, 3, false, seq), ledger.write(7, 3, false, seq)]);
+      assert.deepEqual(both.map((r) => r.status).sort(), ['fulfilled', 'rejected']);
+      assert.ok(both.some((r) => r.status === 'rejected' && r.reason instanceof AttemptConflict));
+      const won = (both.find((r) => r.status === 'fulfilled') as PromiseFulfilledResult<number>).value;
+      await assert.rejects(ledger.write(7, 3, true, seq), AttemptConflict, 'a failure written under a lost lease is refused');
+      await ledger.write(7, 3, true, won);
+      assert.deepEqual(await ledger.read(7), { attempt: 3, failed: true, seq: won + 1 });
+      await ledger.forget(7);
+      assert.deepEqual(await ledger.read(7), { attempt: 0, failed: false, seq: 0 });
+      assert.equal((await jsm.streams.info(attemptLedgerStream(prefix))).state.messages, 0);
+    } finally {
+      await nc.close();
     }
   });
 });

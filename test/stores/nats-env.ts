@@ -46,7 +46,7 @@ export async function deleteStreams(prefix: string, servers: string | string[] =
   try {
     const jsm = await jetstreamManager(nc);
     const names: string[] = [];
-    for await (const si of jsm.streams.list()) if (si.config.name.startsWith(`${prefix}_`) || si.config.name === `${prefix}-DEAD`) names.push(si.config.name);
+    for await (const si of jsm.streams.list()) if (si.config.name.startsWith(`${prefix}_`) || si.config.name === `${prefix}-DEAD` || si.config.name === `${prefix}-ATT`) names.push(si.config.name);
     for (const n of names) await jsm.streams.delete(n).catch(() => undefined);
   } finally {
     await nc.close();

@@ -21,7 +21,7 @@ export const DEFAULT_DUPLICATE_WINDOW_MS = 120_000;
 export interface NatsQueueConfig {
   /** Server URLs, e.g. `"nats://127.0.0.1:4222"` or a list of them. Default `127.0.0.1:4222`. */
   servers?: string | string[];
-  /** Prefix of every stream name and subject this queue makes: letters, digits, `-` (no `.`, `_`, `*`, `>`), not ending in `-dead` (`P-dead.>` is prefix `P`'s dead-letter ledger). Default `FERRY`. Two queues with one prefix on one account share their topics. */
+  /** Prefix of every stream name and subject this queue makes: letters, digits, `-` (no `.`, `_`, `*`, `>`), not ending in `-dead` or `-att` (`P-dead.>` and `P-att.>` are prefix `P`'s dead-letter and attempt ledgers). Default `FERRY`. Two queues with one prefix on one account share their topics. */
   streamPrefix?: string;
   /** Copies of each stream in a cluster, 1–5. Default 1. */
   replicas?: number;
@@ -105,8 +105,10 @@ export function resolveNatsConfig(block: unknown): ResolvedNatsConfig {
   if (servers.length === 0) throw new InvalidArgumentError('nats queue config: servers is empty');
   const streamPrefix = c.streamPrefix === undefined ? DEFAULT_STREAM_PREFIX : str('streamPrefix', c.streamPrefix);
   if (!PREFIX_RE.test(streamPrefix)) throw new InvalidArgumentError(`nats queue config: streamPrefix ${JSON.stringify(streamPrefix)} must be 1–32 of [A-Za-z0-9-]`);
-  // The dead-letter ledger of prefix P takes the subjects `P-dead.>`, which a prefix `P-dead` would use for its topics.
-  if (streamPrefix.endsWith('-dead')) throw new InvalidArgumentError(`nats queue config: streamPrefix ${JSON.stringify(streamPrefix)} must not end in "-dead" (the subjects of the prefix without it hold its dead-letter ledger)`);
+  // The ledgers of prefix P take the subjects `P-dead.>` and `P-att.>`, which a prefix `P-dead` or `P-att` would use for its topics.
+  for (const end of ['-dead', '-att']) {
+    if (streamPrefix.endsWith(end)) throw new InvalidArgumentError(`nats queue config: streamPrefix ${JSON.stringify(streamPrefix)} must not end in "${end}" (the subjects of the prefix without it hold one of its ledgers)`);
+  }
   if (c.tracing !== undefined && typeof c.tracing !== 'boolean') throw new InvalidArgumentError('nats queue config: tracing must be a boolean');
   if (c.tracing === true) throw new InvalidArgumentError('nats queue config: tracing is not supported by the nats queue yet');
   const out: ResolvedNatsConfig = {

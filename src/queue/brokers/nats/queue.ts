@@ -25,6 +25,7 @@ import { checkCloseOptions, checkCodec, resolveSubscribeOptions, type CloseOptio
 import { redrive } from '../../redrive.js';
 import type { ScheduleInfo, ScheduleOptions } from '../../schedules/types.js';
 import type { ConsumerGroup, Handler, ListMessagesOptions, Message, MessagePage, PublishOptions, Queue, QueueStats, RedriveOptions, RedriveResult, Store, StoredMessage, Subscription } from '../../types.js';
+import { AttemptLedger, attemptLedgerGroupFilter, attemptLedgerStream, attemptLedgerSubjects } from './attempt-ledger.js';
 import type { ResolvedNatsConfig } from './config.js';
 import { deadLedgerStream, deadLedgerSubject, durableName, streamName, subjectOf, topicOfStream, unescapeName } from './names.js';
 import { NatsSubscription } from './subscription.js';
@@ -149,6 +150,17 @@ export class NatsQueue<T = Uint8Array> implements Queue<T> {
   }
 
   #ledger: Promise<void> | undefined;
+  #attemptLedger: Promise<void> | undefined;
+
+  /** Creates the attempt ledger stream unless it exists (once per queue): one record kept per delivery. */
+  #ensureAttemptLedger(): Promise<void> {
+    if (!this.#attemptLedger) {
+      const p = this.#addStream(attemptLedgerStream(this.#cfg.streamPrefix), attemptLedgerSubjects(this.#cfg.streamPrefix), { max_msgs_per_subject: 1 });
+      p.catch(() => (this.#attemptLedger = undefined));
+      this.#attemptLedger = p;
+    }
+    return this.#attemptLedger;
+  }
 
   /** Creates the dead-delivery ledger stream unless it exists (once per queue). */
   #ensureLedger(): Promise<void> {
@@ -188,7 +200,7 @@ export class NatsQueue<T = Uint8Array> implements Queue<T> {
     return this.#addStream(streamName(this.#cfg.streamPrefix, topic), subjectOf(this.#cfg.streamPrefix, topic));
   }
 
-  async #addStream(name: string, subject: string): Promise<void> {
+  async #addStream(name: string, subject: string, extra: { max_msgs_per_subject?: number } = {}): Promise<void> {
     try {
       await this.#jsm.streams.info(name);
       return;
@@ -205,6 +217,7 @@ export class NatsQueue<T = Uint8Array> implements Queue<T> {
         num_replicas: this.#cfg.replicas,
         max_age: nanos(this.#cfg.retentionHours * 3_600_000),
         duplicate_window: nanos(this.#cfg.duplicateWindowMs),
+        ...extra,
       });
     } catch (err) {
       // Another instance may have created it meanwhile.
@@ -366,6 +379,7 @@ export class NatsQueue<T = Uint8Array> implements Queue<T> {
       connected: () => this.#connected && !this.#nc.isClosed(),
       publishStored: (msgs) => this.#publishStored(msgs),
       recordDead: (did) => this.#recordDead(topic, group, did),
+      ledger: new AttemptLedger(this.#js, this.#jsm, this.#cfg.streamPrefix, topic, group, () => this.#ensureAttemptLedger()),
       groupGone: async () => {
         try {
           await this.#jsm.consumers.info(stream, durable);
@@ -446,6 +460,8 @@ export class NatsQueue<T = Uint8Array> implements Queue<T> {
       const had = await this.#jsm.consumers.delete(streamName(this.#cfg.streamPrefix, topic), durableName(group));
       await this.#ensureLedger();
       await this.#jsm.streams.purge(deadLedgerStream(this.#cfg.streamPrefix), { filter: deadLedgerSubject(this.#cfg.streamPrefix, topic, group) });
+      await this.#ensureAttemptLedger();
+      await this.#jsm.streams.purge(attemptLedgerStream(this.#cfg.streamPrefix), { filter: attemptLedgerGroupFilter(this.#cfg.streamPrefix, topic, group) });
       return had;
     } catch (err) {
       if (isNotFound(err)) return false;

@@ -6,9 +6,12 @@
  *   consumer's `max_ack_pending` (`maxInFlight`) for every client at once.
  *   When a pull ends (full, or its wait ran out) the next one is made as
  *   soon as a slot is free.
- * - **Attempt.** The server's delivery count: a negative ack and an expired
- *   ack wait (a lost lease) both count. A delivery past `maxAttempts` lost
- *   its earlier leases; it is dead-lettered without running.
+ * - **Attempt.** Handler starts, from the attempt ledger (attempt-ledger.ts)
+ *   for a delivery that came back: a message pulled and never started is
+ *   not charged. A delivery past `maxAttempts` lost its earlier leases; it
+ *   is dead-lettered without running. One that came back without a failure
+ *   recorded (its holder crashed or stalled) is *recovered*: it runs alone
+ *   (run-alone.ts), so a crash it causes again costs no other handler.
  * - **Lease.** The consumer's `ack_wait` is `leaseDurationMs`; every third of
  *   it each held message gets an in-progress ack (`working()`), which resets
  *   its ack wait. A lease not renewed for a whole `leaseDurationMs` (the
@@ -34,7 +37,9 @@ import type { DeadLetterReason, QueueSignals } from '../../events.js';
 import { checkCloseOptions, type CloseOptions, type ResolvedSubscribeOptions } from '../../options.js';
 import { isPermanent } from '../../permanent.js';
 import type { Delivery, Handler, StoredMessage, Subscription } from '../../types.js';
+import { AttemptConflict, type AttemptLedger } from './attempt-ledger.js';
 import { attemptKey, beginAttempt, markCompleted, superseded, wasCompleted } from './attempts.js';
+import { RunAlone } from './run-alone.js';
 import { fromWire } from './wire.js';
 
 /** Longest a pull waits for messages before the next one is made, ms (JetStream's floor is 1000). */
@@ -52,6 +57,8 @@ export interface NatsSubscriptionHooks {
   publishStored(msgs: StoredMessage[]): Promise<void>;
   /** Counts delivery `did` as dead in this subscription's group (idempotent within the duplicate window). */
   recordDead(did: string): Promise<void>;
+  /** The attempt ledger of this subscription's group. */
+  readonly ledger: AttemptLedger;
   /** Whether the group's consumer no longer exists (removed by `removeGroup`, here or elsewhere). */
   groupGone(): Promise<boolean>;
   /** Called once the subscription has closed. */
@@ -63,6 +70,8 @@ interface Held {
   readonly ac: AbortController;
   lastBeat: number;
   lost: boolean;
+  /** The attempt number, once the ledger has told it (the delivery count until then). */
+  attempt: number;
 }
 
 export class NatsSubscription implements Subscription {
@@ -74,6 +83,8 @@ export class NatsSubscription implements Subscription {
   readonly #opts: ResolvedSubscribeOptions;
   readonly #codec: Codec<unknown> | undefined;
   readonly #held = new Set<Held>();
+  /** Handlers run side by side, a recovered delivery alone. */
+  readonly #gate = new RunAlone();
   readonly #running = new Set<Promise<void>>();
   /** Acks sent and not yet confirmed. */
   readonly #acking = new Set<Promise<void>>();
@@ -179,37 +190,70 @@ export class NatsSubscription implements Subscription {
     if (h.lost) return;
     h.lost = true;
     h.ac.abort(new Error(`lease lost (${op})`));
-    const m = h.msg;
-    this.#host.signals.emit('leaseLost', { ...this.#event(m), op });
+    this.#host.signals.emit('leaseLost', { ...this.#event(h), op });
   }
 
-  #event(m: JsMsg): { topic: string; group: string; deliveryId: string; messageId: string; attempt: number } {
+  #event(h: Held): { topic: string; group: string; deliveryId: string; messageId: string; attempt: number } {
+    const m = h.msg;
     const id = m.headers?.get('Nats-Msg-Id') || `seq-${m.seq}`;
-    return { topic: this.topic, group: this.group, deliveryId: deliveryId(id, this.group), messageId: id, attempt: m.info.deliveryCount };
+    return { topic: this.topic, group: this.group, deliveryId: deliveryId(id, this.group), messageId: id, attempt: h.attempt };
   }
 
   async #attempt(m: JsMsg): Promise<void> {
     const stored = fromWire(this.topic, m.data, m.headers, m.time, `seq-${m.seq}`);
-    const attempt = m.info.deliveryCount;
+    const count = m.info.deliveryCount;
     const did = deliveryId(stored.id, this.group);
-    const held: Held = { msg: m, ac: new AbortController(), lastBeat: performance.now(), lost: false };
+    const held: Held = { msg: m, ac: new AbortController(), lastBeat: performance.now(), lost: false, attempt: count };
     this.#held.add(held);
     const key = attemptKey(m.info.stream, m.info.consumer, m.info.streamSequence);
     let end: (() => void) | undefined;
+    let leave: (() => void) | undefined;
     let handedOff = false;
     try {
-      end = await beginAttempt(key, attempt); // an earlier attempt still running here finishes first; heartbeats keep this lease meanwhile
+      end = await beginAttempt(key, count); // an earlier attempt still running here finishes first; heartbeats keep this lease meanwhile
       if (held.lost) return;
-      if (superseded(key, attempt)) return this.#lose(held, 'claim');
+      if (superseded(key, count)) return this.#lose(held, 'claim');
       if (wasCompleted(key)) {
         // Delivered again before the server saw our ack: done already, so acked without running.
         await m.ackAck({ timeout: ACK_TIMEOUT_MS }).catch(() => false);
         return;
       }
+      // A first delivery is attempt 1 with no record; one that came back asks the ledger what last started.
+      let recordSeq = 0;
+      let recovered = false;
+      let attempt = 1;
+      if (count > 1) {
+        let rec;
+        try {
+          rec = await this.#host.ledger.read(m.seq);
+        } catch (err) {
+          // Not known: given back unstarted, so no attempt is spent.
+          this.#host.signals.report(err, 'claim');
+          m.nak(Math.min(this.#opts.pollIntervalMs, 1000));
+          return;
+        }
+        recordSeq = rec.seq;
+        // With no record, the first delivery is taken to have started (and maybe crashed).
+        attempt = (rec.seq === 0 ? 1 : rec.attempt) + 1;
+        recovered = !rec.failed;
+      }
+      held.attempt = attempt;
       if (attempt > this.#opts.maxAttempts) {
         const err = new Error(`attempts exhausted: ${this.#opts.maxAttempts} leases lost`);
         await this.#deadLetter(held, stored, did, this.#opts.maxAttempts, 'leases', err, undefined);
         return;
+      }
+      leave = await this.#gate.enter(recovered, held.ac.signal);
+      if (leave === undefined || held.lost) return;
+      if (count > 1) {
+        try {
+          recordSeq = await this.#host.ledger.write(m.seq, attempt, false, recordSeq);
+        } catch (err) {
+          if (err instanceof AttemptConflict) return this.#lose(held, 'claim');
+          this.#host.signals.report(err, 'claim');
+          m.nak(Math.min(this.#opts.pollIntervalMs, 1000));
+          return;
+        }
       }
       let payload: unknown = stored.payload;
       if (this.#codec) {
@@ -232,16 +276,20 @@ export class NatsSubscription implements Subscription {
       const durationMs = performance.now() - started;
       // No renewal for a whole lease (a blocked event loop, or the connection down): the server may have redelivered.
       if (!held.lost && performance.now() - held.lastBeat >= this.#opts.leaseDurationMs) this.#lose(held, 'lapse');
-      if (!held.lost && superseded(key, attempt)) this.#lose(held, 'claim');
+      if (!held.lost && superseded(key, count)) this.#lose(held, 'claim');
       if (held.lost || held.ac.signal.aborted) return; // outcome discarded: another consumer may hold it now
       if (!failure) {
         // The slot goes to the next message now; the ack is confirmed in the background, its lease heartbeated until then.
+        // Its turn at the gate lasts until the ack is confirmed: a recovered delivery must not crash the process under an ack in flight.
         const finish = end;
+        const left = leave;
         end = undefined;
+        leave = undefined;
         handedOff = true;
-        const p: Promise<void> = this.#ack(held, key, durationMs).finally(() => {
+        const p: Promise<void> = this.#ack(held, key, durationMs, count > 1).finally(() => {
           this.#acking.delete(p);
           this.#held.delete(held);
+          left();
           finish();
           this.#wakeLoop();
         });
@@ -253,16 +301,29 @@ export class NatsSubscription implements Subscription {
         await this.#deadLetter(held, stored, did, attempt, isPermanent(err) ? 'permanent' : 'exhausted', err, durationMs);
         return;
       }
+      // The failure is recorded first, so the redelivery is known as a retry, not a recovery.
+      try {
+        await this.#host.ledger.write(m.seq, attempt, true, recordSeq);
+      } catch (ledgerErr) {
+        if (ledgerErr instanceof AttemptConflict) return this.#lose(held, 'ack');
+        this.#host.signals.report(ledgerErr, 'retry record'); // the redelivery then runs alone: slower, not wrong
+      }
       await this.#retry(held, err, durationMs);
     } catch (err) {
       this.#host.signals.report(err, 'outcome');
     } finally {
+      leave?.();
       if (!handedOff) this.#held.delete(held);
       end?.();
     }
   }
 
-  async #ack(held: Held, key: string, durationMs: number): Promise<void> {
+  /** Drops the delivery's ledger record in the background (it completed or died). */
+  #forget(m: JsMsg): void {
+    this.#host.ledger.forget(m.seq).catch((err: unknown) => this.#host.signals.report(err, 'forget attempts'));
+  }
+
+  async #ack(held: Held, key: string, durationMs: number, recorded: boolean): Promise<void> {
     const m = held.msg;
     let ok = false;
     try {
@@ -272,7 +333,8 @@ export class NatsSubscription implements Subscription {
     }
     if (ok) {
       markCompleted(key); // a newer attempt already on its way is then acked without running
-      this.#host.signals.emit('completed', { ...this.#event(m), durationMs });
+      if (recorded) this.#forget(m);
+      this.#host.signals.emit('completed', { ...this.#event(held), durationMs });
     } else this.#lose(held, 'ack');
   }
 
@@ -284,17 +346,17 @@ export class NatsSubscription implements Subscription {
 
   async #retry(held: Held, err: unknown, durationMs: number): Promise<void> {
     const m = held.msg;
-    const delayMs = Math.round(equalJitterBackoffMs(m.info.deliveryCount, this.#opts.backoffBaseMs, this.#opts.backoffMaxMs));
+    const delayMs = Math.round(equalJitterBackoffMs(held.attempt, this.#opts.backoffBaseMs, this.#opts.backoffMaxMs));
     m.nak(delayMs);
     await this.#host.nc.flush();
-    this.#host.signals.emit('retrying', { ...this.#event(m), delayMs, error: err, durationMs });
+    this.#host.signals.emit('retrying', { ...this.#event(held), delayMs, error: err, durationMs });
   }
 
   async #deadLetter(held: Held, stored: StoredMessage, did: string, attempts: number, reason: DeadLetterReason, err: unknown, durationMs: number | undefined): Promise<void> {
     const m = held.msg;
     const dlq = this.#opts.deadLetterTopic;
     if (dlq !== undefined) {
-      const claimed = { deliveryId: did, claimToken: '', group: this.group, attempt: m.info.deliveryCount, message: stored };
+      const claimed = { deliveryId: did, claimToken: '', group: this.group, attempt: held.attempt, message: stored };
       try {
         await this.#host.publishStored([deadLetterCopy(claimed, dlq, errorText(err), attempts)]);
       } catch (pubErr) {
@@ -314,7 +376,8 @@ export class NatsSubscription implements Subscription {
     }
     m.term(); // no reason text: nats-server 2.9 ignores a "+TERM <reason>" ack
     await this.#host.nc.flush();
-    const ev = { ...this.#event(m), reason, error: err, ...(durationMs !== undefined ? { durationMs } : {}), ...(dlq !== undefined ? { deadLetterTopic: dlq } : {}) };
+    if (m.info.deliveryCount > 1) this.#forget(m); // a first delivery has no record
+    const ev = { ...this.#event(held), reason, error: err, ...(durationMs !== undefined ? { durationMs } : {}), ...(dlq !== undefined ? { deadLetterTopic: dlq } : {}) };
     this.#host.signals.emit('deadLettered', ev);
   }
 
@@ -331,7 +394,10 @@ export class NatsSubscription implements Subscription {
     const wake = this.#slotFreed;
     this.#slotFreed = undefined;
     wake?.();
-    for (const m of this.#waiting.splice(0)) m.nak();
+    // Given back unstarted: a first delivery gets a record of attempt 0, so its return is not charged an attempt or taken as a recovery.
+    const givenBack = this.#waiting.splice(0);
+    const records = givenBack.filter((m) => m.info.deliveryCount === 1).map((m) => this.#host.ledger.write(m.seq, 0, true, 0).catch(() => 0));
+    for (const m of givenBack) m.nak();
     const timeoutMs = opts?.timeoutMs ?? this.#opts.leaseDurationMs;
     let timer: NodeJS.Timeout | undefined;
     const deadline = new Promise<void>((resolve) => {
@@ -350,7 +416,7 @@ export class NatsSubscription implements Subscription {
     clearInterval(this.#beat);
     await Promise.race([this.#loop, new Promise((r) => setTimeout(r, 1000).unref())]);
     try {
-      if (!this.#host.nc.isClosed()) await Promise.race([this.#host.nc.flush(), new Promise((r) => setTimeout(r, 1000).unref())]);
+      if (!this.#host.nc.isClosed()) await Promise.race([Promise.all([this.#host.nc.flush(), ...records]), new Promise((r) => setTimeout(r, 1000).unref())]);
     } catch {
       // the connection is gone; the naks above are lost and those messages come back after their ack wait
     }
