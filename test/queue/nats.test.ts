@@ -200,4 +200,25 @@ describe('nats queue: against the server', { skip: NATS_SKIP }, () => {
       await nc.close();
     }
   });
+
+  it("removeGroup from another instance aborts a handler whose subscription has no free slot (so makes no pull)", async () => {
+    const prefix = testPrefix();
+    const a = await open(prefix);
+    const b = await open(prefix);
+    const started = deferred();
+    const aborted = deferred();
+    const sub = await a.subscribe('t', 'g', async (_d, signal) => {
+      started.resolve();
+      await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
+      aborted.resolve();
+    }, { ...FAST, concurrency: 1, prefetch: 0 });
+    try {
+      await a.publish({ topic: 't', payload: enc('x') });
+      await within(started.promise, 'the handler to start', 20_000);
+      assert.equal(await b.removeGroup('t', 'g'), true);
+      await within(aborted.promise, 'the heartbeat to find the group gone and abort the handler', 30_000);
+    } finally {
+      await sub.close({ timeoutMs: 100 });
+    }
+  });
 });

@@ -84,10 +84,14 @@ export const sqliteFactory: StoreFactory = {
   },
 };
 
-export const STORE_FACTORIES: StoreFactory[] = [memoryFactory, sqliteFactory, postgresFactory, clickhouseFactory];
+/** `FERRY_TEST_ONLY=nats,sqlite` keeps the named entries only, for a quicker local run of one implementation's conformance. */
+const only = process.env.FERRY_TEST_ONLY?.split(',').map((n) => n.trim());
+const chosen = (f: StoreFactory) => only === undefined || only.includes(f.name);
+
+export const STORE_FACTORIES: StoreFactory[] = [memoryFactory, sqliteFactory, postgresFactory, clickhouseFactory].filter(chosen);
 
 /** The stores and the brokers (queues without a store): the entries of the conformance files that use `conformanceIt`. */
-export const QUEUE_FACTORIES: StoreFactory[] = [...STORE_FACTORIES, natsFactory];
+export const QUEUE_FACTORIES: StoreFactory[] = [...STORE_FACTORIES, natsFactory].filter(chosen);
 
 /**
  * `it` for the conformance files: a case titled `<n>. …` of `suite` is

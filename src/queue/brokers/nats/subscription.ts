@@ -156,8 +156,18 @@ export class NatsSubscription implements Subscription {
     }
   }
 
+  /** Set while a heartbeat's check that the group's consumer still exists is out. */
+  #checkingGroup = false;
+
   #heartbeat(): void {
     const now = performance.now();
+    // In-progress acks to a deleted consumer are silently dropped: while handlers run, ask once a tick whether the group was removed (by any instance).
+    if (this.#held.size > 0 && !this.#checkingGroup && this.#host.connected()) {
+      this.#checkingGroup = true;
+      this.#host.groupGone().then((gone) => {
+        if (gone) for (const h of this.#held) this.#lose(h, 'heartbeat');
+      }, () => undefined).finally(() => (this.#checkingGroup = false));
+    }
     const connected = this.#host.connected();
     for (const h of this.#held) {
       if (h.lost) continue;
