@@ -81,6 +81,12 @@ function createPrivate(path: string): void {
 /** The parameters that fence a write on claim `c` (ack.sql): its message's ID, its group and its claim token. */
 const fence = (c: Claimed): { id: string; grp: string; token: string } => ({ id: c.message.id, grp: c.group, token: c.claimToken });
 
+/** What ack.sql and kill.sql return for the row they finished. */
+interface FinishedRow {
+  topic: string;
+  msg_key: string | null;
+}
+
 let driver: Promise<typeof BetterSqlite3> | undefined;
 
 /**
@@ -203,7 +209,19 @@ export class SqliteStore implements Store {
 
   /** Acks the deliveries of `cs` still held; returns those. Inside a write transaction. */
   #ackRows(cs: Claimed[], now: number): Claimed[] {
-    return cs.filter((c) => this.#q.ack.run({ now, ...fence(c) }).changes === 1);
+    return cs.filter((c) => this.#finished(this.#q.ack.get({ now, ...fence(c) }) as FinishedRow | undefined, c.group));
+  }
+
+  /**
+   * After ack.sql or kill.sql: whether it finished the row (`row`, what it
+   * returned), and if that row was keyed, the next delivery of its lane is
+   * unblocked (unblock-lane.sql). The row's own key, not the claim's
+   * message: a claim made by an older ferry may not carry it.
+   */
+  #finished(row: FinishedRow | undefined, group: string): boolean {
+    if (row === undefined) return false;
+    if (row.msg_key !== null) this.#q.unblockLane.run({ topic: row.topic, grp: group, key: row.msg_key });
+    return true;
   }
 
   async ensureGroup(topic: string, group: string, startFrom: StartFrom): Promise<void> {
@@ -304,7 +322,9 @@ export class SqliteStore implements Store {
   }
 
   async kill(c: Claimed, lastError: string, opts?: KillOptions): Promise<boolean> {
-    const killed = this.#write((now) => this.#q.kill.run({ now, error: lastError, unrun: opts?.unrun ? 1 : 0, ...fence(c) }).changes === 1);
+    const killed = this.#write((now) =>
+      this.#finished(this.#q.kill.get({ now, error: lastError, unrun: opts?.unrun ? 1 : 0, ...fence(c) }) as FinishedRow | undefined, c.group),
+    );
     if (killed && c.message.key !== undefined) this.#notify([c]);
     return killed;
   }
