@@ -13,7 +13,9 @@
  * rows up to p; `audit` has no rows) is migrated keeping every row, with c,
  * d, h and p blocked, and its lanes go on in order. A property test checks
  * that `blocked` is exactly "an earlier live delivery of its key exists"
- * after any sequence of store calls.
+ * after any sequence of store calls. And an ack that moves a lane on wakes
+ * the other handles on the file (a handle skips the wake-up when every
+ * listener is its own).
  */
 import assert from 'node:assert/strict';
 import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
@@ -130,6 +132,35 @@ describe('sqlite store: schema version 8 (lane heads)', () => {
       assert.deepEqual(order, all.slice(0, 3));
     } finally {
       await s.close();
+    }
+  });
+
+  it('an ack that moves a lane on wakes the other handles on the file, whether or not its own handle listens, and never itself', async () => {
+    const path = join(dir, 'wake.db');
+    const a = await SqliteStore.open({ path, synchronous: 'normal' });
+    const b = await SqliteStore.open({ path, synchronous: 'normal' });
+    const stop = new AbortController();
+    try {
+      await a.ensureGroup('t', 'g', 'earliest');
+      await a.append([msg('t', { key: 'k' }), msg('t', { key: 'k' }), msg('t', { key: 'k' })]);
+      const heardByA: string[] = [];
+      const heardByB: string[] = [];
+      const listeningB = b.listen(stop.signal, (topic) => heardByB.push(topic));
+      await a.ack(await a.claim(claimReq('t', 'g')));
+      assert.deepEqual(heardByB, ['t']);
+      const listeningA = a.listen(stop.signal, (topic) => heardByA.push(topic));
+      await a.ack(await a.claim(claimReq('t', 'g')));
+      assert.deepEqual(heardByB, ['t', 't']);
+      assert.deepEqual(heardByA, []);
+      stop.abort();
+      await Promise.all([listeningA, listeningB]);
+      // With no listener left, an ack wakes no one.
+      await a.ack(await a.claim(claimReq('t', 'g')));
+      assert.deepEqual([heardByA.length, heardByB.length], [0, 2]);
+    } finally {
+      stop.abort();
+      await a.close();
+      await b.close();
     }
   });
 

@@ -123,6 +123,8 @@ export class SqliteStore implements Store {
   readonly capabilities: StoreCapabilities = { priority: true, rateLimit: true };
   /** The poll query, prepared on first use (due-pairs.ts). */
   #due: SqliteDuePairs | undefined;
+  /** How many of `fileEvents`' listeners on this file are this handle's own (`listen`), which its `#notify` need not reach. */
+  #listening = 0;
 
   private constructor(db: Database, file: string | undefined) {
     this.#db = db;
@@ -262,9 +264,14 @@ export class SqliteStore implements Store {
     });
   }
 
-  /** Tells other handles on this file in this process that the topics of `items` may have claimable work. */
+  /**
+   * Tells other handles on this file in this process that the topics of
+   * `items` may have claimable work. Nothing to do when every listener is
+   * this handle's own (one queue on the file: the usual case), which skips
+   * an emit per keyed ack on a lane's hot path.
+   */
   #notify(items: Array<{ topic: string } | { message: { topic: string } }>): void {
-    if (this.#file === undefined || items.length === 0 || fileEvents.listenerCount(this.#file) === 0) return;
+    if (this.#file === undefined || items.length === 0 || fileEvents.listenerCount(this.#file) <= this.#listening) return;
     const topics = new Set(items.map((i) => ('message' in i ? i.message.topic : i.topic)));
     for (const t of topics) fileEvents.emit(this.#file, t, this);
   }
@@ -477,11 +484,17 @@ export class SqliteStore implements Store {
     const onWake = (topic: string, from: SqliteStore) => {
       if (from !== this) wake(topic);
     };
-    if (file !== undefined) fileEvents.on(file, onWake);
+    if (file !== undefined) {
+      fileEvents.on(file, onWake);
+      this.#listening++;
+    }
     try {
       await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
     } finally {
-      if (file !== undefined) fileEvents.off(file, onWake);
+      if (file !== undefined) {
+        fileEvents.off(file, onWake);
+        this.#listening--;
+      }
     }
   }
 }
