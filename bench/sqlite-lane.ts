@@ -7,14 +7,18 @@
  * the rate, the process's CPU per message (µs), the store calls the drain
  * made, and the load; then the median rate.
  *
- * Every message costs one claim (the ack of the one before it and the claim
- * of it share a transaction, `Store.ackAndClaim`), and that claim walks the
- * live rows of the lane still behind it: the CPU per message grows with
- * `depth`, which is what this shows beside the `queue.sqlite.e2e.keyed1` row.
+ * Every message costs one claim transaction (the ack of the one before it
+ * and the claim of it share one, `Store.ackAndClaim`), so the drain can go no
+ * faster than the file's commit rate: each round also runs its raw twin, a
+ * loop of one-row UPDATE transactions on a file beside it (WAL, the same
+ * `synchronous`), and prints the drain's rate as a ratio of that. Until
+ * schema version 8 the claim walked every live row of the lane behind its
+ * head, so the CPU per message grew with `depth`; now it should not.
  */
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
+import Database from 'better-sqlite3';
 import { createStoreQueue } from '../src/queue/engine.js';
 import { SqliteStore } from '../src/queue/stores/sqlite/store.js';
 
@@ -25,8 +29,26 @@ const BODY = new Uint8Array(1024).fill(7);
 const BENCH_DIR = process.env.FERRY_BENCH_DIR ?? join(process.cwd(), '.bench-tmp');
 const COUNTED = ['claim', 'ackAndClaim', 'ack', 'extend', 'duePairs'] as const;
 
+/** Commits per second of `n` one-row UPDATE transactions on a new file in `dir` (WAL, `synchronous`): the raw twin. */
+function rawCommits(dir: string, n: number): number {
+  const db = new Database(join(dir, 'raw.db'));
+  try {
+    db.pragma('journal_mode = WAL');
+    db.pragma(`synchronous = ${synchronous}`);
+    db.exec('CREATE TABLE t (k INTEGER PRIMARY KEY, v INTEGER NOT NULL); INSERT INTO t VALUES (1, 0)');
+    const bump = db.prepare('UPDATE t SET v = v + 1 WHERE k = 1');
+    const tx = db.transaction(() => bump.run());
+    const start = performance.now();
+    for (let i = 0; i < n; i++) tx.immediate();
+    return (n * 1000) / (performance.now() - start);
+  } finally {
+    db.close();
+  }
+}
+
 mkdirSync(BENCH_DIR, { recursive: true });
 const rates: number[] = [];
+const ratios: number[] = [];
 for (let r = 1; r <= rounds; r++) {
   const dir = mkdtempSync(join(BENCH_DIR, 'lane-'));
   const store = await SqliteStore.open({ path: join(dir, 'queue.db'), synchronous });
@@ -57,11 +79,18 @@ for (let r = 1; r <= rounds; r++) {
     const ms = performance.now() - start;
     const cpu = process.cpuUsage(cpu0);
     await sub.close();
-    rates.push((depth * 1000) / ms);
-    process.stdout.write(`round ${r}: ${Math.round((depth * 1000) / ms)} msgs/s, ${((cpu.user + cpu.system) / depth).toFixed(0)} µs CPU/msg, store calls ${JSON.stringify(calls)}, load ${loadavg()[0]!.toFixed(2)}\n`);
+    const rate = (depth * 1000) / ms;
+    const raw = rawCommits(dir, Math.min(depth, 2000));
+    rates.push(rate);
+    ratios.push(rate / raw);
+    process.stdout.write(
+      `round ${r}: ${Math.round(rate)} msgs/s, ${((cpu.user + cpu.system) / depth).toFixed(0)} µs CPU/msg, raw twin ${Math.round(raw)} commits/s (ratio ${(rate / raw).toFixed(2)}), ` +
+        `store calls ${JSON.stringify(calls)}, load ${loadavg()[0]!.toFixed(2)}\n`,
+    );
   } finally {
     await q.close();
     rmSync(dir, { recursive: true, force: true });
   }
 }
-process.stdout.write(`depth ${depth}, synchronous ${synchronous}: median ${Math.round([...rates].sort((a, b) => a - b)[Math.floor(rates.length / 2)]!)} msgs/s\n`);
+const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+process.stdout.write(`depth ${depth}, synchronous ${synchronous}: median ${Math.round(median(rates))} msgs/s, median ratio to the raw twin ${median(ratios).toFixed(2)}\n`);

@@ -57,7 +57,7 @@ describe('sqlite store: schema.sql and the migrations', () => {
     const fresh = join(dir, 'new.db');
     await (await SqliteStore.open({ path: fresh })).close();
     const want = shape(fresh);
-    for (const v of [1, 2, 3, 4, 5]) {
+    for (const v of [1, 2, 3, 4, 5, 6, 7]) {
       const p = join(dir, `v${v}.db`);
       copyFileSync(join(fixtures, `sqlite-v${v}.db`), p);
       await (await SqliteStore.open({ path: p })).close();

@@ -23,13 +23,16 @@
  *    cursor reached the newest message, so every message of priority 0 was
  *    seen first.
  *
- * Each is a range of the live index (topic, grp, priority DESC,
- * message_seq) read in index order and cut off at the claim's limit: no sort
- * of the backlog, which a test checks in the plans. A keyed delivery is
- * claimable only at the head of its lane among live rows, which is the whole
- * lane: an earlier message of its key lies before it in publish order, so
- * before the cursor too (walks 1 and 2 lie before the cursor; 4 runs with
- * nothing past it).
+ * Each is a range of the index of lane heads (ferry_deliveries_heads:
+ * topic, grp, priority DESC, message_seq) read in index order and cut off at
+ * the claim's limit: no sort of the backlog, which a test checks in the
+ * plans. A keyed delivery is claimable only at the head of its lane among
+ * live rows, which is the whole lane: an earlier message of its key lies
+ * before it in publish order, so before the cursor too (walks 1 and 2 lie
+ * before the cursor; 4 runs with nothing past it). The rows behind a head
+ * are `blocked` and not in that index (make-delivery.sql marks them, an ack
+ * or dead-letter of the head frees the next, unblock-lane.sql), so a lane
+ * N deep costs a claim one row, not N probes (migrations/008).
  *
  * The other design, walking an index of messages by priority past the
  * cursor beside the live rows, was left: a claimed message past the cursor

@@ -11,7 +11,7 @@ import { IOError } from '../../../errors.js';
 import { files } from './sql.js';
 
 /** The version this code creates and reads: the newest migration's. */
-export const SCHEMA_VERSION = 7;
+export const SCHEMA_VERSION = 8;
 
 /**
  * Creates the tables in an empty database, or brings one made by an earlier

@@ -56,6 +56,8 @@ CREATE TABLE IF NOT EXISTS ferry_seq_marks (
 -- One row per message and group, made at claim time, keyed by its message's
 -- seq so a publish appends at the end of every index it touches. state is a
 -- code of src/queue/stores/delivery-state.ts; priority is its message's.
+-- blocked is 1 while a live keyed row has an earlier live row of its key (it
+-- is not the head of its lane), else 0 (migrations/008).
 CREATE TABLE IF NOT EXISTS ferry_deliveries (
   message_seq INTEGER NOT NULL,
   grp TEXT NOT NULL,
@@ -71,13 +73,16 @@ CREATE TABLE IF NOT EXISTS ferry_deliveries (
   last_error TEXT,
   finished_at INTEGER,
   priority INTEGER NOT NULL DEFAULT 0,
+  blocked INTEGER NOT NULL DEFAULT 0,
   PRIMARY KEY (message_seq, grp)
 ) WITHOUT ROWID;
--- Claims: live work only, highest priority first, then in publish order.
-CREATE INDEX IF NOT EXISTS ferry_deliveries_live ON ferry_deliveries (topic, grp, priority DESC, message_seq) WHERE state < 2 /* acked */;
+-- Claims: live work at the head of its lane only (every unkeyed row is its
+-- own lane), highest priority first, then in publish order.
+CREATE INDEX IF NOT EXISTS ferry_deliveries_heads ON ferry_deliveries (topic, grp, priority DESC, message_seq) WHERE state < 2 /* acked */ AND blocked = 0;
 -- Leased rows by lease end: maxInFlight's count (in-flight.sql).
 CREATE INDEX IF NOT EXISTS ferry_deliveries_leased ON ferry_deliveries (topic, grp, lease_until) WHERE state = 1 /* leased */;
--- The head-of-lane test of keyed deliveries.
+-- Each key lane's live rows in order: whether a new row is blocked, and the
+-- next head when one is acked or dead-lettered.
 CREATE INDEX IF NOT EXISTS ferry_deliveries_lane ON ferry_deliveries (topic, grp, msg_key, message_seq) WHERE state < 2 /* acked */ AND msg_key IS NOT NULL;
 -- Dead rows: counted per group, purged by age.
 CREATE INDEX IF NOT EXISTS ferry_deliveries_dead ON ferry_deliveries (topic, grp, finished_at) WHERE state = 3 /* dead */;

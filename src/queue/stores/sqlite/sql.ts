@@ -35,6 +35,7 @@ const STORE_STATEMENTS = [
   'forgetClaimStarts',
   'lease',
   'ack',
+  'unblockLane',
   'retry',
   'kill',
   'extend',

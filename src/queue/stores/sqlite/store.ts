@@ -81,6 +81,12 @@ function createPrivate(path: string): void {
 /** The parameters that fence a write on claim `c` (ack.sql): its message's ID, its group and its claim token. */
 const fence = (c: Claimed): { id: string; grp: string; token: string } => ({ id: c.message.id, grp: c.group, token: c.claimToken });
 
+/** What ack.sql and kill.sql return for the row they finished. */
+interface FinishedRow {
+  topic: string;
+  msg_key: string | null;
+}
+
 let driver: Promise<typeof BetterSqlite3> | undefined;
 
 /**
@@ -117,6 +123,8 @@ export class SqliteStore implements Store {
   readonly capabilities: StoreCapabilities = { priority: true, rateLimit: true };
   /** The poll query, prepared on first use (due-pairs.ts). */
   #due: SqliteDuePairs | undefined;
+  /** How many of `fileEvents`' listeners on this file are this handle's own (`listen`), which its `#notify` need not reach. */
+  #listening = 0;
 
   private constructor(db: Database, file: string | undefined) {
     this.#db = db;
@@ -203,7 +211,19 @@ export class SqliteStore implements Store {
 
   /** Acks the deliveries of `cs` still held; returns those. Inside a write transaction. */
   #ackRows(cs: Claimed[], now: number): Claimed[] {
-    return cs.filter((c) => this.#q.ack.run({ now, ...fence(c) }).changes === 1);
+    return cs.filter((c) => this.#finished(this.#q.ack.get({ now, ...fence(c) }) as FinishedRow | undefined, c.group));
+  }
+
+  /**
+   * After ack.sql or kill.sql: whether it finished the row (`row`, what it
+   * returned), and if that row was keyed, the next delivery of its lane is
+   * unblocked (unblock-lane.sql). The row's own key, not the claim's
+   * message: a claim made by an older ferry may not carry it.
+   */
+  #finished(row: FinishedRow | undefined, group: string): boolean {
+    if (row === undefined) return false;
+    if (row.msg_key !== null) this.#q.unblockLane.run({ topic: row.topic, grp: group, key: row.msg_key });
+    return true;
   }
 
   async ensureGroup(topic: string, group: string, startFrom: StartFrom): Promise<void> {
@@ -244,9 +264,14 @@ export class SqliteStore implements Store {
     });
   }
 
-  /** Tells other handles on this file in this process that the topics of `items` may have claimable work. */
+  /**
+   * Tells other handles on this file in this process that the topics of
+   * `items` may have claimable work. Nothing to do when every listener is
+   * this handle's own (one queue on the file: the usual case), which skips
+   * an emit per keyed ack on a lane's hot path.
+   */
   #notify(items: Array<{ topic: string } | { message: { topic: string } }>): void {
-    if (this.#file === undefined || items.length === 0 || fileEvents.listenerCount(this.#file) === 0) return;
+    if (this.#file === undefined || items.length === 0 || fileEvents.listenerCount(this.#file) <= this.#listening) return;
     const topics = new Set(items.map((i) => ('message' in i ? i.message.topic : i.topic)));
     for (const t of topics) fileEvents.emit(this.#file, t, this);
   }
@@ -304,7 +329,9 @@ export class SqliteStore implements Store {
   }
 
   async kill(c: Claimed, lastError: string, opts?: KillOptions): Promise<boolean> {
-    const killed = this.#write((now) => this.#q.kill.run({ now, error: lastError, unrun: opts?.unrun ? 1 : 0, ...fence(c) }).changes === 1);
+    const killed = this.#write((now) =>
+      this.#finished(this.#q.kill.get({ now, error: lastError, unrun: opts?.unrun ? 1 : 0, ...fence(c) }) as FinishedRow | undefined, c.group),
+    );
     if (killed && c.message.key !== undefined) this.#notify([c]);
     return killed;
   }
@@ -457,11 +484,17 @@ export class SqliteStore implements Store {
     const onWake = (topic: string, from: SqliteStore) => {
       if (from !== this) wake(topic);
     };
-    if (file !== undefined) fileEvents.on(file, onWake);
+    if (file !== undefined) {
+      fileEvents.on(file, onWake);
+      this.#listening++;
+    }
     try {
       await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve(), { once: true }));
     } finally {
-      if (file !== undefined) fileEvents.off(file, onWake);
+      if (file !== undefined) {
+        fileEvents.off(file, onWake);
+        this.#listening--;
+      }
     }
   }
 }
