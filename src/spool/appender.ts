@@ -82,15 +82,15 @@ export class Appender {
       if (headAtTailEnd) this.host.retireHead();
       else this.host.release(sealed);
     }
-    let room = noSync ? this.behind.reserve(tail, tail.size, size) : undefined;
-    if (!room) {
+    let room = noSync ? this.behind.reserve(tail, tail.size, size) : -1;
+    if (room < 0) {
       // Staged frames go first; a failure there cuts them and moves the end.
       this.writeStaged();
       if (noSync) room = this.behind.reserve(tail, tail.size, size);
     }
     const at = tail.size;
-    if (room) {
-      writeFrame(data, room);
+    if (room >= 0) {
+      writeFrame(data, this.behind.buffer, room);
       this.behind.staged(size);
     } else {
       // Appends write synchronously, so one buffer serves them all; a frame
@@ -126,7 +126,12 @@ export class Appender {
       undoWrite(st.seg, st.at);
       st.seg.size = st.at;
       this.flusher.lostStaged(err);
+      return;
     }
+    // The head reads these frames from memory rather than the file (a
+    // sender close behind the producer would otherwise read and hash
+    // every record a second time).
+    st.seg.remember(st.at, st.bytes);
   }
 
   /** Forgets the staged frames unwritten: a rollback cut the place they were going. */

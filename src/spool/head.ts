@@ -16,7 +16,7 @@
 import { asIOError, CorruptError, IOError, type CorruptReason, type FerryError } from '../errors.js';
 import type { FileSystem } from '../storage/fs.js';
 import type { CursorFile } from './cursor.js';
-import { SEGMENT_HEADER_SIZE } from './format.js';
+import { FRAME_OVERHEAD, SEGMENT_HEADER_SIZE } from './format.js';
 import { Popped } from './popped.js';
 import { readFrameAt, wholeFramesEnd, type FrameRead } from './read-frame.js';
 import { ShortReadError, type SpoolSegment } from './segment.js';
@@ -35,7 +35,7 @@ export interface HeadHost {
   /** The head stepped past damage: wakes `signal()`. */
   skipped(): void;
   /** The commit handed out with a record: a no-op after close, and it waits its turn behind a requeue. */
-  commit(seg: SpoolSegment, at: number, next: number, epoch: number): Promise<void>;
+  commit(seg: object, at: number, next: number, epoch: number): Promise<void>;
 }
 
 export class Head {
@@ -72,6 +72,8 @@ export class Head {
         continue;
       }
       const at = this.offset;
+      const own = h.ownFrame(at);
+      if (own) return this.handOut(h, at, { payload: own, next: at + FRAME_OVERHEAD + own.length });
       let f: FrameRead;
       try {
         f = readFrameAt(h, at);
@@ -128,10 +130,14 @@ export class Head {
       at = first.next;
     }
     // Payloads are views into read-ahead windows, which a refill replaces and
-    // never overwrites: they stay valid until copied, all at once, below.
-    const found: Array<{ seg: SpoolSegment; at: number; payload: Uint8Array; next: number }> = [];
+    // never overwrites, or into the runs this process wrote, which nothing
+    // writes into again: they stay valid until copied, all at once, below.
+    // Parallel arrays rather than an object per record.
+    const payloads: Uint8Array[] = [];
+    const ats: number[] = [];
+    const segsOf: SpoolSegment[] = [];
     let fresh = 0;
-    while (out.length + found.length < max && bytes < maxBytes) {
+    while (out.length + payloads.length < max && bytes < maxBytes) {
       let seg = segs[i]!;
       if (at >= seg.size) {
         if (i + 1 >= segs.length) break;
@@ -140,26 +146,34 @@ export class Head {
         at = SEGMENT_HEADER_SIZE;
         if (at >= seg.size) continue;
       }
-      let f: FrameRead;
-      try {
-        f = readFrameAt(seg, at);
-      } catch {
-        break;
+      let payload = seg.ownFrame(at);
+      if (!payload) {
+        let f: FrameRead;
+        try {
+          f = readFrameAt(seg, at);
+        } catch {
+          break;
+        }
+        if (f.kind !== 'ok') break;
+        payload = f.payload;
       }
-      if (f.kind !== 'ok') break;
-      found.push({ seg, at, payload: f.payload, next: f.next });
-      bytes += f.payload.length;
-      fresh += f.payload.length;
-      at = f.next;
+      payloads.push(payload);
+      ats.push(at);
+      segsOf.push(seg);
+      bytes += payload.length;
+      fresh += payload.length;
+      at += FRAME_OVERHEAD + payload.length;
     }
     // One copy for the batch: each record's data is a view into a buffer
     // the batch owns, instead of an allocation of its own.
     const copy = new Uint8Array(fresh);
     let pos = 0;
-    for (const r of found) {
-      copy.set(r.payload, pos);
-      out.push(this.handOutCopy(r.seg, r.at, r.next, copy.subarray(pos, pos + r.payload.length)));
-      pos += r.payload.length;
+    for (let k = 0; k < payloads.length; k++) {
+      const payload = payloads[k]!;
+      const n = payload.length;
+      copy.set(payload, pos);
+      out.push(this.handOutCopy(segsOf[k]!, ats[k]!, ats[k]! + FRAME_OVERHEAD + n, copy.subarray(pos, pos + n)));
+      pos += n;
     }
     return out;
   }
@@ -224,8 +238,7 @@ export class Head {
   /** A record whose `data` (already a copy the caller may keep) was read at `at` in `seg`, with the commit that retires it. */
   private handOutCopy(seg: SpoolSegment, at: number, next: number, data: Uint8Array): Popped {
     this.host.counters.popped++;
-    const epoch = seg.epoch;
-    return new Popped(data, () => this.host.commit(seg, at, next, epoch), seg.seq, at, next, epoch, seg);
+    return new Popped(data, this.host, seg.seq, at, next, seg.epoch, seg);
   }
 
   /**
@@ -252,6 +265,7 @@ export class Head {
     if (this.host.segments[0] !== seg || this.offset !== at || next > seg.size || !seg.intactSince(epoch, next)) return false;
     this.offset = next;
     this.host.counters.committed++;
+    seg.forgetBelow(next);
     this.retireConsumed();
     return true;
   }

@@ -6,11 +6,18 @@
  * before anything reads the tail, syncs or rotates) costs one syscall per
  * burst. The contract does not change: an unsynced record may be lost by a
  * crash until `sync()` resolves.
+ *
+ * A burst handed over by {@link WriteBehind.take} is never written into
+ * again (the next burst goes after it, or into a fresh buffer), so the
+ * segment can keep it as the bytes it wrote and serve reads of those frames
+ * from memory (segment.ts, `remember`).
  */
 import type { SpoolSegment } from './segment.js';
 
 /** Staged bytes that trigger a write at once. */
 const HIGH_WATER = 256 * 1024;
+/** Fresh staging buffers are this large; a taken burst's buffer goes on being filled after it while this much is left. */
+const STAGE_BYTES = 64 * 1024;
 
 export interface Staged {
   seg: SpoolSegment;
@@ -20,7 +27,7 @@ export interface Staged {
 }
 
 export class WriteBehind {
-  private buf = new Uint8Array(64 * 1024);
+  private buf = new Uint8Array(STAGE_BYTES);
   private len = 0;
   private seg: SpoolSegment | undefined;
   private at = 0;
@@ -35,12 +42,13 @@ export class WriteBehind {
 
   /**
    * Space for a frame of `n` bytes that goes at `at` in `seg`, right after
-   * what is staged; undefined when it does not continue the staged run or is
-   * too large to stage (the caller writes staged bytes and then the frame).
+   * what is staged: its index in {@link buffer}, or -1 when it does not
+   * continue the staged run or is too large to stage (the caller writes
+   * staged bytes and then the frame).
    */
-  reserve(seg: SpoolSegment, at: number, n: number): Uint8Array | undefined {
-    if (this.len > 0 && (seg !== this.seg || at !== this.at + this.len)) return undefined;
-    if (this.len + n > HIGH_WATER) return undefined;
+  reserve(seg: SpoolSegment, at: number, n: number): number {
+    if (this.len > 0 && (seg !== this.seg || at !== this.at + this.len)) return -1;
+    if (this.len + n > HIGH_WATER) return -1;
     if (this.buf.length < this.len + n) {
       const next = new Uint8Array(Math.min(HIGH_WATER, Math.max(this.len + n, this.buf.length * 2)));
       next.set(this.buf.subarray(0, this.len));
@@ -50,7 +58,12 @@ export class WriteBehind {
       this.seg = seg;
       this.at = at;
     }
-    return this.buf.subarray(this.len, this.len + n);
+    return this.len;
+  }
+
+  /** The staging buffer, valid for the frame just reserved. */
+  get buffer(): Uint8Array {
+    return this.buf;
   }
 
   /** Counts `n` reserved bytes as staged, and makes sure they are written this turn. */
@@ -65,10 +78,12 @@ export class WriteBehind {
     }
   }
 
-  /** Hands over the staged bytes (a view valid until the next reserve) and empties the stage. */
+  /** Hands over the staged bytes (a view the stage never writes into again) and empties the stage. */
   take(): Staged | undefined {
     if (this.len === 0) return undefined;
     const out = { seg: this.seg!, at: this.at, bytes: this.buf.subarray(0, this.len) };
+    const rest = this.buf.length - this.len;
+    this.buf = rest >= STAGE_BYTES / 4 ? this.buf.subarray(this.len) : new Uint8Array(STAGE_BYTES);
     this.len = 0;
     this.seg = undefined;
     return out;
