@@ -131,13 +131,20 @@ export class Head {
     }
     // Payloads are views into read-ahead windows, which a refill replaces and
     // never overwrites, or into the runs this process wrote, which nothing
-    // writes into again: they stay valid until copied, all at once, below.
-    // Parallel arrays rather than an object per record.
-    const payloads: Uint8Array[] = [];
-    const ats: number[] = [];
-    const segsOf: SpoolSegment[] = [];
-    let fresh = 0;
-    while (out.length + payloads.length < max && bytes < maxBytes) {
+    // writes into again: they stay valid until copied, below. Frames that
+    // lie back to back in one buffer form a span, copied with one `set`
+    // (frame headers included): a copy per record cost more than the rest
+    // of the pop. Numbers in arrays rather than an object per record.
+    const spanBufs: ArrayBufferLike[] = [];
+    const spanFrom: number[] = [];
+    const spanTo: number[] = [];
+    /** Per record: its span, its payload's byte offset in that span's buffer, its length, its segment index and file position. */
+    const recSpan: number[] = [];
+    const recOff: number[] = [];
+    const recLen: number[] = [];
+    const recSeg: number[] = [];
+    const recAt: number[] = [];
+    while (out.length + recLen.length < max && bytes < maxBytes) {
       let seg = segs[i]!;
       if (at >= seg.size) {
         if (i + 1 >= segs.length) break;
@@ -157,23 +164,39 @@ export class Head {
         if (f.kind !== 'ok') break;
         payload = f.payload;
       }
-      payloads.push(payload);
-      ats.push(at);
-      segsOf.push(seg);
-      bytes += payload.length;
-      fresh += payload.length;
-      at += FRAME_OVERHEAD + payload.length;
-    }
-    // One copy for the batch: each record's data is a view into a buffer
-    // the batch owns, instead of an allocation of its own.
-    const copy = new Uint8Array(fresh);
-    let pos = 0;
-    for (let k = 0; k < payloads.length; k++) {
-      const payload = payloads[k]!;
       const n = payload.length;
-      copy.set(payload, pos);
-      out.push(this.handOutCopy(segsOf[k]!, ats[k]!, ats[k]! + FRAME_OVERHEAD + n, copy.subarray(pos, pos + n)));
-      pos += n;
+      const off = payload.byteOffset;
+      const last = spanBufs.length - 1;
+      if (last >= 0 && spanBufs[last] === payload.buffer && spanTo[last]! + FRAME_OVERHEAD === off) {
+        spanTo[last] = off + n;
+      } else {
+        spanBufs.push(payload.buffer);
+        spanFrom.push(off);
+        spanTo.push(off + n);
+      }
+      recSpan.push(spanBufs.length - 1);
+      recOff.push(off);
+      recLen.push(n);
+      recSeg.push(i);
+      recAt.push(at);
+      bytes += n;
+      at += FRAME_OVERHEAD + n;
+    }
+    if (recLen.length === 0) return out;
+    // One buffer for the batch: each record's data is a view into it, instead of an allocation of its own.
+    const base: number[] = [];
+    let total = 0;
+    for (let k = 0; k < spanBufs.length; k++) {
+      base.push(total);
+      total += spanTo[k]! - spanFrom[k]!;
+    }
+    const copy = new Uint8Array(total);
+    for (let k = 0; k < spanBufs.length; k++) copy.set(new Uint8Array(spanBufs[k]!, spanFrom[k]!, spanTo[k]! - spanFrom[k]!), base[k]!);
+    for (let k = 0; k < recLen.length; k++) {
+      const sp = recSpan[k]!;
+      const pos = base[sp]! + recOff[k]! - spanFrom[sp]!;
+      const n = recLen[k]!;
+      out.push(this.handOutCopy(segs[recSeg[k]!]!, recAt[k]!, recAt[k]! + FRAME_OVERHEAD + n, copy.subarray(pos, pos + n)));
     }
     return out;
   }
