@@ -15,6 +15,7 @@ import type { Flusher } from './flusher.js';
 import type { ResolvedSpoolOptions } from './options.js';
 import type { SpoolSegment } from './segment.js';
 import { WriteBehind } from './write-behind.js';
+import type { WrittenMemory } from './written-memory.js';
 
 /** Largest frame built in the reusable buffer. */
 const SCRATCH_MAX = 1 << 20;
@@ -37,16 +38,20 @@ export interface AppendHost {
   release(seg: SpoolSegment): void;
   /** A frame was placed and is readable: wakes `signal()`. */
   placed(): void;
+  /** Where staging blocks come from (and go back to once nothing kept is in them). */
+  readonly written: WrittenMemory;
 }
 
 export class Appender {
   private scratch = new Uint8Array(64 * 1024);
-  private readonly behind = new WriteBehind(() => this.writeStaged());
+  private readonly behind: WriteBehind;
 
   constructor(
     private readonly host: AppendHost,
     private readonly flusher: Flusher,
-  ) {}
+  ) {
+    this.behind = new WriteBehind(() => this.writeStaged(), host.written);
+  }
 
   /**
    * Checks, rotates and writes one frame, synchronously. `ignoreCap` marks a

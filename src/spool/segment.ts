@@ -11,6 +11,7 @@ import type { FileHandle, FileSystem } from '../storage/fs.js';
 import { spoolSegmentNames } from '../storage/segment-names.js';
 import { asIOError } from '../errors.js';
 import { encodeSegmentHeader, FRAME_OVERHEAD, SEGMENT_HEADER_SIZE } from './format.js';
+import type { WrittenMemory } from './written-memory.js';
 
 /**
  * A read found fewer bytes than the spool knows it wrote there: the file was
@@ -24,15 +25,6 @@ export class ShortReadError extends Error {
 /** Bytes read at once when the head reads a frame; later frames come from memory. */
 const READ_AHEAD = 64 * 1024;
 const EMPTY = new Uint8Array(0);
-/**
- * What the segments of one spool may keep of their own writes, together
- * (see {@link SpoolSegment.remember}): `bytes` held now, at most `max`.
- */
-export interface WrittenBudget {
-  bytes: number;
-  readonly max: number;
-}
-
 /** Bytes this process wrote at a file position, kept for the head to read. */
 interface Written {
   from: number;
@@ -60,7 +52,7 @@ export class SpoolSegment {
   private cacheFrom = 0;
   private closeWhenIdle = false;
   /** Where the bytes of {@link remember} are counted; nothing is kept without one. */
-  budget: WrittenBudget | undefined;
+  budget: WrittenMemory | undefined;
   /** Runs of whole frames this process wrote, in file order, not yet passed by the head. */
   private written: Written[] = [];
   private writtenBytes = 0;
@@ -158,13 +150,13 @@ export class SpoolSegment {
    */
   remember(at: number, bytes: Uint8Array): void {
     const budget = this.budget;
-    if (!budget || this.retired || budget.bytes + bytes.length > budget.max) return;
+    if (!budget || this.retired) return;
     const last = this.written.at(-1);
     // Runs after a gap (one not kept) are fine; out of order would break the search.
     if (last && last.from + last.bytes.length > at) return;
+    if (!budget.keep(bytes)) return;
     this.written.push({ from: at, bytes });
     this.writtenBytes += bytes.length;
-    budget.bytes += bytes.length;
   }
 
   /**
@@ -192,18 +184,19 @@ export class SpoolSegment {
   forgetBelow(pos: number): void {
     const runs = this.written;
     let n = 0;
-    let freed = 0;
-    while (n < runs.length && runs[n]!.from + runs[n]!.bytes.length <= pos) freed += runs[n++]!.bytes.length;
+    while (n < runs.length && runs[n]!.from + runs[n]!.bytes.length <= pos) {
+      const b = runs[n++]!.bytes;
+      this.writtenBytes -= b.length;
+      this.budget?.forget(b);
+    }
     if (n === 0) return;
     runs.splice(0, n);
     this.writtenHint = 0;
-    this.writtenBytes -= freed;
-    if (this.budget) this.budget.bytes -= freed;
   }
 
   /** Drops every run this process wrote (a cut may put other bytes where they were, or the segment is gone). */
   forgetWritten(): void {
-    if (this.budget) this.budget.bytes -= this.writtenBytes;
+    for (const run of this.written) this.budget?.forget(run.bytes);
     this.written = [];
     this.writtenBytes = 0;
     this.writtenHint = 0;

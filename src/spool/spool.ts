@@ -31,7 +31,8 @@ import { Head } from './head.js';
 import { resolveSpoolOptions, type ResolvedSpoolOptions, type SpoolOptions } from './options.js';
 import { Popped } from './popped.js';
 import { recover, type RecoveryCounts } from './recovery.js';
-import { SpoolSegment, type WrittenBudget } from './segment.js';
+import { SpoolSegment } from './segment.js';
+import { WrittenMemory } from './written-memory.js';
 import type { SpoolStats } from './stats.js';
 import { ConsumerTurns } from './turns.js';
 
@@ -56,7 +57,7 @@ export class Spool implements AsyncDisposable {
   /** Consumer calls held while a requeue's copy waits for its fdatasync. */
   private readonly turns = new ConsumerTurns();
   /** What the segments keep of this process's writes for the head to read from memory (segment.ts, `remember`). */
-  private readonly written: WrittenBudget = { bytes: 0, max: WRITTEN_MEMORY_BYTES };
+  private readonly written = new WrittenMemory(WRITTEN_MEMORY_BYTES);
 
   private constructor(
     /** The spool's directory, absolute. */
@@ -92,6 +93,7 @@ export class Spool implements AsyncDisposable {
         retireHead: () => this.head.retire(),
         release: (seg) => this.release(seg),
         placed: () => this.wake.fire(),
+        written: this.written,
       },
       this.flusher,
     );

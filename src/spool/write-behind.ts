@@ -7,17 +7,19 @@
  * burst. The contract does not change: an unsynced record may be lost by a
  * crash until `sync()` resolves.
  *
- * A burst handed over by {@link WriteBehind.take} is never written into
- * again (the next burst goes after it, or into a fresh buffer), so the
- * segment can keep it as the bytes it wrote and serve reads of those frames
- * from memory (segment.ts, `remember`).
+ * A burst handed over by {@link WriteBehind.take} is not written into
+ * again while the segment keeps it (the next burst goes after it, or into
+ * another block; written-memory.ts reuses a block only when nothing kept is
+ * in it), so the segment can serve reads of those frames from memory
+ * (segment.ts, `remember`).
  */
 import type { SpoolSegment } from './segment.js';
+import { STAGE_BLOCK_BYTES, type WrittenMemory } from './written-memory.js';
 
-/** Staged bytes that trigger a write at once. */
-const HIGH_WATER = 256 * 1024;
-/** Fresh staging buffers are this large; a taken burst's buffer goes on being filled after it while this much is left. */
-const STAGE_BYTES = 64 * 1024;
+/** Staged bytes that trigger a write at once: one block. */
+const HIGH_WATER = STAGE_BLOCK_BYTES;
+/** A taken burst's block goes on being filled after it while this much is left. */
+const MIN_REST = 16 * 1024;
 
 export interface Staged {
   seg: SpoolSegment;
@@ -27,13 +29,19 @@ export interface Staged {
 }
 
 export class WriteBehind {
-  private buf = new Uint8Array(STAGE_BYTES);
+  /** The rest of the current block, from the first staged byte on. */
+  private buf: Uint8Array;
   private len = 0;
   private seg: SpoolSegment | undefined;
   private at = 0;
   private timer: NodeJS.Immediate | undefined;
 
-  constructor(private readonly idle: () => void) {}
+  constructor(
+    private readonly idle: () => void,
+    private readonly memory: WrittenMemory,
+  ) {
+    this.buf = memory.acquire();
+  }
 
   /** Bytes staged. */
   get size(): number {
@@ -50,8 +58,10 @@ export class WriteBehind {
     if (this.len > 0 && (seg !== this.seg || at !== this.at + this.len)) return -1;
     if (this.len + n > HIGH_WATER) return -1;
     if (this.buf.length < this.len + n) {
-      const next = new Uint8Array(Math.min(HIGH_WATER, Math.max(this.len + n, this.buf.length * 2)));
+      // The rest of this block is too short: the staged frames move to a new one.
+      const next = this.memory.acquire();
       next.set(this.buf.subarray(0, this.len));
+      this.memory.release(this.buf.buffer);
       this.buf = next;
     }
     if (this.len === 0) {
@@ -82,8 +92,12 @@ export class WriteBehind {
   take(): Staged | undefined {
     if (this.len === 0) return undefined;
     const out = { seg: this.seg!, at: this.at, bytes: this.buf.subarray(0, this.len) };
-    const rest = this.buf.length - this.len;
-    this.buf = rest >= STAGE_BYTES / 4 ? this.buf.subarray(this.len) : new Uint8Array(STAGE_BYTES);
+    if (this.buf.length - this.len >= MIN_REST) {
+      this.buf = this.buf.subarray(this.len);
+    } else {
+      this.memory.release(this.buf.buffer);
+      this.buf = this.memory.acquire();
+    }
     this.len = 0;
     this.seg = undefined;
     return out;

@@ -7,7 +7,8 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { GroupLostError, IOError } from '../../src/errors.js';
-import { SpoolSegment, type WrittenBudget } from '../../src/spool/segment.js';
+import { SpoolSegment } from '../../src/spool/segment.js';
+import { STAGE_BLOCK_BYTES, WrittenMemory } from '../../src/spool/written-memory.js';
 import { encodeFrame } from '../../src/spool/format.js';
 import { FaultyFileSystem, DIR, dec, enc, openS, range, rec, REC_FRAME } from './helpers.js';
 
@@ -63,7 +64,7 @@ describe('frames this process wrote', () => {
     const fs = new FaultyFileSystem();
     fs.mkdirp(DIR);
     const seg = SpoolSegment.create(fs, DIR, 1);
-    const budget: WrittenBudget = { bytes: 0, max: 3 * REC_FRAME };
+    const budget = new WrittenMemory(3 * REC_FRAME);
     seg.budget = budget;
     const frame = (i: number) => encodeFrame(enc(rec(i)));
     let at = 8;
@@ -85,5 +86,21 @@ describe('frames this process wrote', () => {
     assert.equal(budget.bytes, 0);
     assert.equal(seg.ownFrame(8 + 2 * REC_FRAME), undefined);
     seg.close();
+  });
+});
+
+describe('staging blocks', () => {
+  it('go back for reuse only when the stage has moved on and no kept burst is in them', () => {
+    const m = new WrittenMemory(1 << 20);
+    const a = m.acquire();
+    const burst = a.subarray(0, 100);
+    assert.equal(m.keep(burst), true);
+    m.release(a.buffer); // the stage moves on; the burst is still kept
+    const b = m.acquire();
+    assert.notEqual(b.buffer, a.buffer, 'a block with a kept burst is not handed out again');
+    m.forget(burst);
+    assert.equal(m.bytes, 0);
+    assert.equal(m.acquire().buffer, a.buffer, 'the last user gone, the block is reused');
+    assert.equal(b.length, STAGE_BLOCK_BYTES);
   });
 });
