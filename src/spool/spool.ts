@@ -37,10 +37,11 @@ import type { SpoolStats } from './stats.js';
 import { ConsumerTurns } from './turns.js';
 
 /**
- * Bytes of its own recent `appendNoSync` writes a spool keeps in memory, so a
- * consumer close behind the producer pops them without reading and hashing
- * each frame again. Frames past this (a consumer far behind) are read from
- * the file, as after a restart.
+ * Bytes of its own recent `appendNoSync` writes a spool keeps in memory once
+ * something in this process pops from it, so a consumer close behind the
+ * producer pops them without reading and hashing each frame again. Frames
+ * past this (a consumer far behind) are read from the file, as after a
+ * restart.
  */
 export const WRITTEN_MEMORY_BYTES = 32 << 20;
 
@@ -216,6 +217,7 @@ export class Spool implements AsyncDisposable {
    */
   async pop(): Promise<Popped | undefined> {
     this.checkOpen();
+    this.written.consuming = true;
     // Direct when nothing is held: a detour through a promise here would
     // cost a commit made right after the pop its share of a cursor fdatasync.
     if (!this.turns.busy) return this.head.pop();
@@ -246,6 +248,7 @@ export class Spool implements AsyncDisposable {
     if (!Number.isSafeInteger(max) || max < 1) throw new InvalidArgumentError(`max must be a positive integer, got ${shown(max)}`);
     if (after !== undefined && !(after instanceof Popped)) throw new InvalidArgumentError('after must be a record from pop or popBatch');
     this.checkOpen();
+    this.written.consuming = true;
     if (!this.turns.busy) return this.head.popBatch(max, maxBytes, after);
     return this.turns.run(() => this.head.popBatch(max, maxBytes, after));
   }

@@ -16,6 +16,12 @@ const FREE_BLOCKS = 8;
 export class WrittenMemory {
   /** Bytes of kept bursts now. */
   bytes = 0;
+  /**
+   * Set by the first pop: a spool nobody pops from in this process (a
+   * producer only, such as `ferry push`) keeps nothing, since nothing would
+   * ever read it from memory.
+   */
+  consuming = false;
   /** Users of each block in use: the stage, and each kept burst in it. */
   private readonly users = new WeakMap<ArrayBufferLike, number>();
   private readonly free: Uint8Array[] = [];
@@ -34,7 +40,7 @@ export class WrittenMemory {
 
   /** Whether a burst of `n` bytes may be kept; when it may, counts it (and its block's user). */
   keep(bytes: Uint8Array): boolean {
-    if (this.bytes + bytes.length > this.max) return false;
+    if (!this.consuming || this.bytes + bytes.length > this.max) return false;
     this.bytes += bytes.length;
     const users = this.users.get(bytes.buffer);
     if (users !== undefined) this.users.set(bytes.buffer, users + 1);

@@ -20,6 +20,7 @@ describe('frames this process wrote', () => {
   it('are popped without reading the segment; after a reopen they are read from it', async () => {
     const fs = new FaultyFileSystem();
     const s = await openS(fs);
+    assert.equal(await s.pop(), undefined, 'a consumer: from now on the spool keeps what it writes');
     // 2 KiB records: 100 KiB, more than one read-ahead window.
     const big = (i: number) => rec(i).padEnd(2048, '.');
     for (let i = 0; i < 50; i++) await s.appendNoSync(enc(big(i)));
@@ -40,9 +41,22 @@ describe('frames this process wrote', () => {
     await t.close();
   });
 
+  it('are not kept while nothing has popped: a producer alone reads nothing back, so it holds nothing', async () => {
+    const fs = new FaultyFileSystem();
+    const s = await openS(fs);
+    for (let i = 0; i < 50; i++) await s.appendNoSync(enc(rec(i).padEnd(2048, '.')));
+    await s.sync();
+    fs.inject({ step: 'read', error: 'EIO', times: Infinity, path: '.seg' });
+    await assert.rejects(s.popBatch(10), IOError, 'the first pop reads the file');
+    fs.clearFaults();
+    assert.deepEqual((await s.popBatch(3)).map((p) => dec(p.data).slice(0, 5)), range(0, 3));
+    await s.close();
+  });
+
   it('cut by a rollback are never handed out: the frames appended in their place are', async () => {
     const fs = new FaultyFileSystem();
     const s = await openS(fs);
+    assert.equal(await s.pop(), undefined);
     await appendNoSyncAll(s, 0, 5);
     await s.sync();
     await appendNoSyncAll(s, 100, 110); // lost below
@@ -65,6 +79,7 @@ describe('frames this process wrote', () => {
     fs.mkdirp(DIR);
     const seg = SpoolSegment.create(fs, DIR, 1);
     const budget = new WrittenMemory(3 * REC_FRAME);
+    budget.consuming = true;
     seg.budget = budget;
     const frame = (i: number) => encodeFrame(enc(rec(i)));
     let at = 8;
@@ -92,6 +107,7 @@ describe('frames this process wrote', () => {
 describe('staging blocks', () => {
   it('go back for reuse only when the stage has moved on and no kept burst is in them', () => {
     const m = new WrittenMemory(1 << 20);
+    m.consuming = true;
     const a = m.acquire();
     const burst = a.subarray(0, 100);
     assert.equal(m.keep(burst), true);
