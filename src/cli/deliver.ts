@@ -96,6 +96,14 @@ export function httpTarget(url: string, o: HttpTargetOptions): HttpDeliver {
   // Idle keep-alive sockets are unref'd by the agent: they do not hold the process open.
   const agent = secure ? new HttpsAgent({ keepAlive: true }) : new HttpAgent({ keepAlive: true });
   const send = secure ? httpsRequest : httpRequest;
+  // The URL taken apart once: given a URL object, `request` takes it apart on every call.
+  const where = {
+    protocol: target.protocol,
+    hostname: target.hostname.startsWith('[') ? target.hostname.slice(1, -1) : target.hostname,
+    port: target.port === '' ? undefined : Number(target.port),
+    path: target.pathname + target.search,
+    auth: target.username || target.password ? `${decodeURIComponent(target.username)}:${decodeURIComponent(target.password)}` : undefined,
+  };
   const deliver = (records: Uint8Array[]) =>
     new Promise<void>((resolve, reject) => {
       const single = format === 'lines' && o.batch === 1 && records.length === 1;
@@ -110,7 +118,7 @@ export function httpTarget(url: string, o: HttpTargetOptions): HttpDeliver {
         req.destroy();
         reject(new Error(`POST ${url}: ${err}`));
       };
-      const req = send(target, { method: 'POST', agent, headers: { 'content-type': type, 'content-length': body.length } }, (res) => {
+      const req = send({ ...where, method: 'POST', agent, headers: { 'content-type': type, 'content-length': body.length } }, (res) => {
         res.on('error', (err) => finish(describe(err)));
         res.on('end', () => {
           const status = res.statusCode ?? 0;

@@ -77,6 +77,9 @@ export async function runSender(
   const onStop = () => halt.abort();
   stop.addEventListener('abort', onStop, { once: true });
   if (stop.aborted) halt.abort();
+  // One listener for the whole run, waking whichever wait is current
+  // (an EventTarget listener added and removed per wait cost more than the wait).
+  halt.signal.addEventListener('abort', () => kick(), { once: true });
 
   const window: Flight[] = [];
   const commits: Promise<void>[] = [];
@@ -156,11 +159,12 @@ export async function runSender(
       // per delivery) cost more than the commit. One wait on the spool at a
       // time, kept across loops until an append (or the end) settles it.
       const woken = new Promise<void>((r) => (kick = r));
-      const onHalt = () => kick();
-      halt.signal.addEventListener('abort', onHalt, { once: true });
-      // The intake may finish without appending anything: look again now and then.
-      const timer = setTimeout(() => kick(), IDLE_POLL_MS);
-      if (window.length < o.concurrency && !appendWait) {
+      const room = window.length < o.concurrency;
+      // The intake may finish without appending anything: look again now and
+      // then. A full window needs no timer: a delivery always ends (accepted,
+      // or its retry wait cut short by a halt) and wakes this loop.
+      const timer = room ? setTimeout(() => kick(), IDLE_POLL_MS) : undefined;
+      if (room && !appendWait) {
         appendWait = spool.signal({ signal: ended.signal }).then(
           () => {
             appendWait = undefined;
@@ -171,10 +175,9 @@ export async function runSender(
         );
       }
       // An append that landed since this loop began popping is not waited for.
-      if (!appended || window.length >= o.concurrency) await woken;
+      if (!appended || !room) await woken;
       clearTimeout(timer);
       kick = () => {};
-      halt.signal.removeEventListener('abort', onHalt);
     }
   } finally {
     // Stopping (or failing): cut retry waits short, let deliveries under way finish, commit the accepted prefix.

@@ -15,6 +15,7 @@ import type { Flusher } from './flusher.js';
 import type { ResolvedSpoolOptions } from './options.js';
 import type { SpoolSegment } from './segment.js';
 import { WriteBehind } from './write-behind.js';
+import type { WrittenMemory } from './written-memory.js';
 
 /** Largest frame built in the reusable buffer. */
 const SCRATCH_MAX = 1 << 20;
@@ -37,16 +38,20 @@ export interface AppendHost {
   release(seg: SpoolSegment): void;
   /** A frame was placed and is readable: wakes `signal()`. */
   placed(): void;
+  /** Where staging blocks come from (and go back to once nothing kept is in them). */
+  readonly written: WrittenMemory;
 }
 
 export class Appender {
   private scratch = new Uint8Array(64 * 1024);
-  private readonly behind = new WriteBehind(() => this.writeStaged());
+  private readonly behind: WriteBehind;
 
   constructor(
     private readonly host: AppendHost,
     private readonly flusher: Flusher,
-  ) {}
+  ) {
+    this.behind = new WriteBehind(() => this.writeStaged(), host.written);
+  }
 
   /**
    * Checks, rotates and writes one frame, synchronously. `ignoreCap` marks a
@@ -82,15 +87,15 @@ export class Appender {
       if (headAtTailEnd) this.host.retireHead();
       else this.host.release(sealed);
     }
-    let room = noSync ? this.behind.reserve(tail, tail.size, size) : undefined;
-    if (!room) {
+    let room = noSync ? this.behind.reserve(tail, tail.size, size) : -1;
+    if (room < 0) {
       // Staged frames go first; a failure there cuts them and moves the end.
       this.writeStaged();
       if (noSync) room = this.behind.reserve(tail, tail.size, size);
     }
     const at = tail.size;
-    if (room) {
-      writeFrame(data, room);
+    if (room >= 0) {
+      writeFrame(data, this.behind.buffer, room);
       this.behind.staged(size);
     } else {
       // Appends write synchronously, so one buffer serves them all; a frame
@@ -126,7 +131,12 @@ export class Appender {
       undoWrite(st.seg, st.at);
       st.seg.size = st.at;
       this.flusher.lostStaged(err);
+      return;
     }
+    // The head reads these frames from memory rather than the file (a
+    // sender close behind the producer would otherwise read and hash
+    // every record a second time).
+    st.seg.remember(st.at, st.bytes);
   }
 
   /** Forgets the staged frames unwritten: a rollback cut the place they were going. */

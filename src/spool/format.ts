@@ -50,20 +50,26 @@ export function parseSegmentHeader(bytes: Uint8Array): HeaderVerdict {
   return KNOWN_VERSIONS.has(version) ? { kind: 'ok', version } : { kind: 'foreign', version };
 }
 
+/** A view of the last buffer a frame was written into: frames are written into a few staging buffers many times over. */
+let frameView: DataView | undefined;
+
 /**
- * Writes the frame for `payload` into `out` (at least `12 + payload.length`
- * bytes) and returns its length. The checksum covers the length bytes too, so
- * the length is staged right before the payload, hashed in one pass, then
- * moved to the front: no second copy of the payload.
+ * Writes the frame for `payload` into `out` at `at` (at least `12 +
+ * payload.length` bytes from there) and returns its length. The checksum
+ * covers the length bytes too, so the length is staged right before the
+ * payload, hashed in one pass, then moved to the front: no second copy of
+ * the payload.
  */
-export function writeFrame(payload: Uint8Array, out: Uint8Array): number {
+export function writeFrame(payload: Uint8Array, out: Uint8Array, at = 0): number {
   const n = payload.length;
-  const view = new DataView(out.buffer, out.byteOffset, out.length);
-  out.set(payload, FRAME_OVERHEAD);
-  view.setUint32(8, n, false);
-  const sum = xxh64(out.subarray(8, FRAME_OVERHEAD + n));
-  view.setUint32(0, n, false);
-  view.setBigUint64(4, sum, false);
+  if (frameView?.buffer !== out.buffer) frameView = new DataView(out.buffer);
+  const view = frameView;
+  const base = out.byteOffset + at;
+  out.set(payload, at + FRAME_OVERHEAD);
+  view.setUint32(base + 8, n, false);
+  const sum = xxh64(out.subarray(at + 8, at + FRAME_OVERHEAD + n));
+  view.setUint32(base, n, false);
+  view.setBigUint64(base + 4, sum, false);
   return FRAME_OVERHEAD + n;
 }
 

@@ -16,7 +16,7 @@
 import { asIOError, CorruptError, IOError, type CorruptReason, type FerryError } from '../errors.js';
 import type { FileSystem } from '../storage/fs.js';
 import type { CursorFile } from './cursor.js';
-import { SEGMENT_HEADER_SIZE } from './format.js';
+import { FRAME_OVERHEAD, SEGMENT_HEADER_SIZE } from './format.js';
 import { Popped } from './popped.js';
 import { readFrameAt, wholeFramesEnd, type FrameRead } from './read-frame.js';
 import { ShortReadError, type SpoolSegment } from './segment.js';
@@ -35,7 +35,7 @@ export interface HeadHost {
   /** The head stepped past damage: wakes `signal()`. */
   skipped(): void;
   /** The commit handed out with a record: a no-op after close, and it waits its turn behind a requeue. */
-  commit(seg: SpoolSegment, at: number, next: number, epoch: number): Promise<void>;
+  commit(seg: object, at: number, next: number, epoch: number): Promise<void>;
 }
 
 export class Head {
@@ -72,6 +72,8 @@ export class Head {
         continue;
       }
       const at = this.offset;
+      const own = h.ownFrame(at);
+      if (own) return this.handOut(h, at, { payload: own, next: at + FRAME_OVERHEAD + own.length });
       let f: FrameRead;
       try {
         f = readFrameAt(h, at);
@@ -128,10 +130,21 @@ export class Head {
       at = first.next;
     }
     // Payloads are views into read-ahead windows, which a refill replaces and
-    // never overwrites: they stay valid until copied, all at once, below.
-    const found: Array<{ seg: SpoolSegment; at: number; payload: Uint8Array; next: number }> = [];
-    let fresh = 0;
-    while (out.length + found.length < max && bytes < maxBytes) {
+    // never overwrites, or into the runs this process wrote, which nothing
+    // writes into again: they stay valid until copied, below. Frames that
+    // lie back to back in one buffer form a span, copied with one `set`
+    // (frame headers included): a copy per record cost more than the rest
+    // of the pop. Numbers in arrays rather than an object per record.
+    const spanBufs: ArrayBufferLike[] = [];
+    const spanFrom: number[] = [];
+    const spanTo: number[] = [];
+    /** Per record: its span, its payload's byte offset in that span's buffer, its length, its segment index and file position. */
+    const recSpan: number[] = [];
+    const recOff: number[] = [];
+    const recLen: number[] = [];
+    const recSeg: number[] = [];
+    const recAt: number[] = [];
+    while (out.length + recLen.length < max && bytes < maxBytes) {
       let seg = segs[i]!;
       if (at >= seg.size) {
         if (i + 1 >= segs.length) break;
@@ -140,26 +153,50 @@ export class Head {
         at = SEGMENT_HEADER_SIZE;
         if (at >= seg.size) continue;
       }
-      let f: FrameRead;
-      try {
-        f = readFrameAt(seg, at);
-      } catch {
-        break;
+      let payload = seg.ownFrame(at);
+      if (!payload) {
+        let f: FrameRead;
+        try {
+          f = readFrameAt(seg, at);
+        } catch {
+          break;
+        }
+        if (f.kind !== 'ok') break;
+        payload = f.payload;
       }
-      if (f.kind !== 'ok') break;
-      found.push({ seg, at, payload: f.payload, next: f.next });
-      bytes += f.payload.length;
-      fresh += f.payload.length;
-      at = f.next;
+      const n = payload.length;
+      const off = payload.byteOffset;
+      const last = spanBufs.length - 1;
+      if (last >= 0 && spanBufs[last] === payload.buffer && spanTo[last]! + FRAME_OVERHEAD === off) {
+        spanTo[last] = off + n;
+      } else {
+        spanBufs.push(payload.buffer);
+        spanFrom.push(off);
+        spanTo.push(off + n);
+      }
+      recSpan.push(spanBufs.length - 1);
+      recOff.push(off);
+      recLen.push(n);
+      recSeg.push(i);
+      recAt.push(at);
+      bytes += n;
+      at += FRAME_OVERHEAD + n;
     }
-    // One copy for the batch: each record's data is a view into a buffer
-    // the batch owns, instead of an allocation of its own.
-    const copy = new Uint8Array(fresh);
-    let pos = 0;
-    for (const r of found) {
-      copy.set(r.payload, pos);
-      out.push(this.handOutCopy(r.seg, r.at, r.next, copy.subarray(pos, pos + r.payload.length)));
-      pos += r.payload.length;
+    if (recLen.length === 0) return out;
+    // One buffer for the batch: each record's data is a view into it, instead of an allocation of its own.
+    const base: number[] = [];
+    let total = 0;
+    for (let k = 0; k < spanBufs.length; k++) {
+      base.push(total);
+      total += spanTo[k]! - spanFrom[k]!;
+    }
+    const copy = new Uint8Array(total);
+    for (let k = 0; k < spanBufs.length; k++) copy.set(new Uint8Array(spanBufs[k]!, spanFrom[k]!, spanTo[k]! - spanFrom[k]!), base[k]!);
+    for (let k = 0; k < recLen.length; k++) {
+      const sp = recSpan[k]!;
+      const pos = base[sp]! + recOff[k]! - spanFrom[sp]!;
+      const n = recLen[k]!;
+      out.push(this.handOutCopy(segs[recSeg[k]!]!, recAt[k]!, recAt[k]! + FRAME_OVERHEAD + n, copy.subarray(pos, pos + n)));
     }
     return out;
   }
@@ -224,8 +261,7 @@ export class Head {
   /** A record whose `data` (already a copy the caller may keep) was read at `at` in `seg`, with the commit that retires it. */
   private handOutCopy(seg: SpoolSegment, at: number, next: number, data: Uint8Array): Popped {
     this.host.counters.popped++;
-    const epoch = seg.epoch;
-    return new Popped(data, () => this.host.commit(seg, at, next, epoch), seg.seq, at, next, epoch, seg);
+    return new Popped(data, this.host, seg.seq, at, next, seg.epoch, seg);
   }
 
   /**
@@ -252,6 +288,7 @@ export class Head {
     if (this.host.segments[0] !== seg || this.offset !== at || next > seg.size || !seg.intactSince(epoch, next)) return false;
     this.offset = next;
     this.host.counters.committed++;
+    seg.forgetBelow(next);
     this.retireConsumed();
     return true;
   }

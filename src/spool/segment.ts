@@ -10,7 +10,8 @@ import { join } from 'node:path';
 import type { FileHandle, FileSystem } from '../storage/fs.js';
 import { spoolSegmentNames } from '../storage/segment-names.js';
 import { asIOError } from '../errors.js';
-import { encodeSegmentHeader, SEGMENT_HEADER_SIZE } from './format.js';
+import { encodeSegmentHeader, FRAME_OVERHEAD, SEGMENT_HEADER_SIZE } from './format.js';
+import type { WrittenMemory } from './written-memory.js';
 
 /**
  * A read found fewer bytes than the spool knows it wrote there: the file was
@@ -24,6 +25,11 @@ export class ShortReadError extends Error {
 /** Bytes read at once when the head reads a frame; later frames come from memory. */
 const READ_AHEAD = 64 * 1024;
 const EMPTY = new Uint8Array(0);
+/** Bytes this process wrote at a file position, kept for the head to read. */
+interface Written {
+  from: number;
+  bytes: Uint8Array;
+}
 
 export class SpoolSegment {
   /** No more frames go here (its end is damaged or unknown); the next append rotates. */
@@ -45,6 +51,13 @@ export class SpoolSegment {
   private cache: Uint8Array = EMPTY;
   private cacheFrom = 0;
   private closeWhenIdle = false;
+  /** Where the bytes of {@link remember} are counted; nothing is kept without one. */
+  budget: WrittenMemory | undefined;
+  /** Runs of whole frames this process wrote, in file order, not yet passed by the head. */
+  private written: Written[] = [];
+  private writtenBytes = 0;
+  /** Index in {@link written} of the run the last {@link ownFrame} found. */
+  private writtenHint = 0;
 
   constructor(
     private readonly fs: FileSystem,
@@ -128,9 +141,71 @@ export class SpoolSegment {
     return buf.subarray(0, len);
   }
 
-  /** Cuts the file to `length` bytes and forgets what was read ahead. */
+  /**
+   * Keeps `bytes`, whole frames just written at `at`, so the head can take
+   * them from memory: they are what the file holds there, so they need
+   * neither a read nor a checksum. The caller never writes into `bytes`
+   * again. Ignored when the {@link budget} has no room: the head then reads
+   * those frames from the file, as after a restart.
+   */
+  remember(at: number, bytes: Uint8Array): void {
+    const budget = this.budget;
+    if (!budget || this.retired) return;
+    const last = this.written.at(-1);
+    // Runs after a gap (one not kept) are fine; out of order would break the search.
+    if (last && last.from + last.bytes.length > at) return;
+    if (!budget.keep(bytes)) return;
+    this.written.push({ from: at, bytes });
+    this.writtenBytes += bytes.length;
+  }
+
+  /**
+   * The payload of the frame at `at` when this process wrote it and still
+   * holds it (a view the caller copies), else undefined: read the file.
+   * `at` must be where a frame starts.
+   */
+  ownFrame(at: number): Uint8Array | undefined {
+    const runs = this.written;
+    let i = this.writtenHint < runs.length && runs[this.writtenHint]!.from <= at ? this.writtenHint : 0;
+    for (; i < runs.length; i++) {
+      const run = runs[i]!;
+      const rel = at - run.from;
+      if (rel < 0) return undefined;
+      const b = run.bytes;
+      if (rel >= b.length) continue;
+      this.writtenHint = i;
+      const end = rel + FRAME_OVERHEAD + (((b[rel]! << 24) | (b[rel + 1]! << 16) | (b[rel + 2]! << 8) | b[rel + 3]!) >>> 0);
+      return end <= b.length ? b.subarray(rel + FRAME_OVERHEAD, end) : undefined;
+    }
+    return undefined;
+  }
+
+  /** Drops the runs that end at or before `pos` (the head moved past them). */
+  forgetBelow(pos: number): void {
+    const runs = this.written;
+    let n = 0;
+    while (n < runs.length && runs[n]!.from + runs[n]!.bytes.length <= pos) {
+      const b = runs[n++]!.bytes;
+      this.writtenBytes -= b.length;
+      this.budget?.forget(b);
+    }
+    if (n === 0) return;
+    runs.splice(0, n);
+    this.writtenHint = 0;
+  }
+
+  /** Drops every run this process wrote (a cut may put other bytes where they were, or the segment is gone). */
+  forgetWritten(): void {
+    for (const run of this.written) this.budget?.forget(run.bytes);
+    this.written = [];
+    this.writtenBytes = 0;
+    this.writtenHint = 0;
+  }
+
+  /** Cuts the file to `length` bytes and forgets what was read ahead and written. */
   truncate(length: number): void {
     this.dropCache();
+    this.forgetWritten();
     this.file().truncate(length);
   }
 
@@ -151,8 +226,28 @@ export class SpoolSegment {
     }
   }
 
-  /** Drops the descriptor (a fresh one is opened on next use) and the read-ahead window. */
+  /** Drops the descriptor (a fresh one is opened on next use), the read-ahead window and the runs written (a rollback follows). */
   reopen(): void {
+    this.forgetWritten();
+    this.closeHandle();
+  }
+
+  /**
+   * Closes the descriptor, after any fdatasync in flight. The runs this
+   * process wrote are kept (they are still what the file holds) unless the
+   * segment is retired.
+   */
+  close(): void {
+    if (this.retired) this.forgetWritten();
+    if (this.syncing > 0) {
+      this.closeWhenIdle = true;
+      return;
+    }
+    this.closeWhenIdle = false;
+    this.closeHandle();
+  }
+
+  private closeHandle(): void {
     this.dropCache();
     const h = this.handle;
     this.handle = undefined;
@@ -163,15 +258,5 @@ export class SpoolSegment {
         // the descriptor is abandoned either way
       }
     }
-  }
-
-  /** Closes the descriptor, after any fdatasync in flight. */
-  close(): void {
-    if (this.syncing > 0) {
-      this.closeWhenIdle = true;
-      return;
-    }
-    this.closeWhenIdle = false;
-    this.reopen();
   }
 }

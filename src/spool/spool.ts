@@ -32,8 +32,18 @@ import { resolveSpoolOptions, type ResolvedSpoolOptions, type SpoolOptions } fro
 import { Popped } from './popped.js';
 import { recover, type RecoveryCounts } from './recovery.js';
 import { SpoolSegment } from './segment.js';
+import { WrittenMemory } from './written-memory.js';
 import type { SpoolStats } from './stats.js';
 import { ConsumerTurns } from './turns.js';
+
+/**
+ * Bytes of its own recent `appendNoSync` writes a spool keeps in memory once
+ * something in this process pops from it, so a consumer close behind the
+ * producer pops them without reading and hashing each frame again. Frames
+ * past this (a consumer far behind) are read from the file, as after a
+ * restart.
+ */
+export const WRITTEN_MEMORY_BYTES = 32 << 20;
 
 /** A durable FIFO byte queue in one directory. Create with {@link Spool.open}. */
 export class Spool implements AsyncDisposable {
@@ -47,6 +57,8 @@ export class Spool implements AsyncDisposable {
   private closing: Promise<void> | undefined;
   /** Consumer calls held while a requeue's copy waits for its fdatasync. */
   private readonly turns = new ConsumerTurns();
+  /** What the segments keep of this process's writes for the head to read from memory (segment.ts, `remember`). */
+  private readonly written = new WrittenMemory(WRITTEN_MEMORY_BYTES);
 
   private constructor(
     /** The spool's directory, absolute. */
@@ -61,6 +73,7 @@ export class Spool implements AsyncDisposable {
     private readonly cursor: CursorFile,
   ) {
     this.fs = opts.fs;
+    for (const seg of segs) seg.budget = this.written;
     this.counters = { ...counts, appended: 0, popped: 0, committed: 0, full: 0 };
     this.flusher = new Flusher(this.fs, {
       dir,
@@ -81,6 +94,7 @@ export class Spool implements AsyncDisposable {
         retireHead: () => this.head.retire(),
         release: (seg) => this.release(seg),
         placed: () => this.wake.fire(),
+        written: this.written,
       },
       this.flusher,
     );
@@ -203,6 +217,7 @@ export class Spool implements AsyncDisposable {
    */
   async pop(): Promise<Popped | undefined> {
     this.checkOpen();
+    this.written.consuming = true;
     // Direct when nothing is held: a detour through a promise here would
     // cost a commit made right after the pop its share of a cursor fdatasync.
     if (!this.turns.busy) return this.head.pop();
@@ -233,6 +248,7 @@ export class Spool implements AsyncDisposable {
     if (!Number.isSafeInteger(max) || max < 1) throw new InvalidArgumentError(`max must be a positive integer, got ${shown(max)}`);
     if (after !== undefined && !(after instanceof Popped)) throw new InvalidArgumentError('after must be a record from pop or popBatch');
     this.checkOpen();
+    this.written.consuming = true;
     if (!this.turns.busy) return this.head.popBatch(max, maxBytes, after);
     return this.turns.run(() => this.head.popBatch(max, maxBytes, after));
   }
@@ -417,7 +433,10 @@ export class Spool implements AsyncDisposable {
     await this.head.retired;
     this.appender.writeStaged();
     this.appender.stop();
-    for (const s of this.segs) s.close();
+    for (const s of this.segs) {
+      s.close();
+      s.forgetWritten();
+    }
     await this.cursor.close();
     this.lock.release();
     this.wake.close(() => new ClosedError('spool is closed'));
@@ -433,6 +452,7 @@ export class Spool implements AsyncDisposable {
   /** Creates the next segment and makes it the tail. */
   private addSegment(): SpoolSegment {
     const seg = SpoolSegment.create(this.fs, this.dir, this.nextSeq);
+    seg.budget = this.written;
     this.nextSeq++;
     this.segs.push(seg);
     this.flusher.dirDirty = true;
@@ -468,7 +488,8 @@ export class Spool implements AsyncDisposable {
   }
 
   /** The commit a popped record carries: retires it if it is still the head (see head.ts), in its turn. */
-  private commitAt(seg: SpoolSegment, at: number, next: number, epoch: number): Promise<void> {
+  private commitAt(segment: object, at: number, next: number, epoch: number): Promise<void> {
+    const seg = segment as SpoolSegment;
     if (this.closed) return Promise.resolve();
     if (!this.turns.busy) return this.head.commit(seg, at, next, epoch);
     return this.turns.run(() => this.head.commit(seg, at, next, epoch));

@@ -202,3 +202,35 @@ test('stopped mid-way, it commits only the accepted prefix and leaves the rest i
     await spool.close();
   }
 });
+
+test('a stop while every delivery of a full window waits out a long retry ends the sender, committing nothing', { timeout: 30_000 }, async () => {
+  const spool = await filledSpool(8);
+  const counts: SenderCounts = { out: 0, retries: 0, lastError: '' };
+  const stop = new AbortController();
+  let calls = 0;
+  const run = runSender(
+    spool,
+    async () => {
+      calls++;
+      throw new Error('refused');
+    },
+    // A retry wait of minutes: only the stop can end it.
+    { batch: 2, concurrency: 2, retryBaseMs: 600_000, retryMaxMs: 600_000 },
+    counts,
+    stop.signal,
+    () => true,
+  );
+  try {
+    await until(() => counts.retries === 2, 'both deliveries of the window refused');
+    assert.equal(calls, 2, 'a full window starts nothing more');
+    stop.abort();
+    await run;
+    assert.equal(spool.stats().committed, 0);
+    assert.equal(counts.out, 0);
+    assert.equal(dec((await spool.pop())!.data).slice(0, 4), 'r000', 'every record stays for the next run');
+  } finally {
+    stop.abort();
+    await run.catch(() => {});
+    await spool.close();
+  }
+});

@@ -1,0 +1,122 @@
+/**
+ * The head takes frames this process wrote with `appendNoSync` from memory
+ * (segment.ts, `remember`) instead of reading and hashing them again. What
+ * it takes must always be what the file holds at that place: never a frame
+ * a rollback cut, and after a restart everything comes from the file again.
+ */
+import { describe, it } from 'node:test';
+import assert from 'node:assert/strict';
+import { GroupLostError, IOError } from '../../src/errors.js';
+import { SpoolSegment } from '../../src/spool/segment.js';
+import { STAGE_BLOCK_BYTES, WrittenMemory } from '../../src/spool/written-memory.js';
+import { encodeFrame } from '../../src/spool/format.js';
+import { FaultyFileSystem, DIR, dec, enc, openS, range, rec, REC_FRAME } from './helpers.js';
+
+async function appendNoSyncAll(s: Awaited<ReturnType<typeof openS>>, from: number, to: number): Promise<void> {
+  for (let i = from; i < to; i++) await s.appendNoSync(enc(rec(i)));
+}
+
+describe('frames this process wrote', () => {
+  it('are popped without reading the segment; after a reopen they are read from it', async () => {
+    const fs = new FaultyFileSystem();
+    const s = await openS(fs);
+    assert.equal(await s.pop(), undefined, 'a consumer: from now on the spool keeps what it writes');
+    // 2 KiB records: 100 KiB, more than one read-ahead window.
+    const big = (i: number) => rec(i).padEnd(2048, '.');
+    for (let i = 0; i < 50; i++) await s.appendNoSync(enc(big(i)));
+    await s.sync();
+    fs.inject({ step: 'read', error: 'EIO', times: Infinity, path: '.seg' });
+    const first = await s.popBatch(20);
+    const rest = await s.popBatch(100, Infinity, first.at(-1));
+    assert.deepEqual([...first, ...rest].map((p) => dec(p.data)), range(0, 50).map((_, i) => big(i)));
+    assert.equal(dec((await s.pop())!.data), big(0), 'nothing committed: the head record again, from memory');
+    await s.commitBatch(first);
+    await s.close();
+    fs.clearFaults();
+    const t = await openS(fs);
+    fs.inject({ step: 'read', error: 'EIO', times: Infinity, path: '.seg' });
+    await assert.rejects(t.popBatch(10), IOError, 'a new process has nothing in memory');
+    fs.clearFaults();
+    assert.deepEqual((await t.popBatch(100)).map((p) => dec(p.data)), range(20, 50).map((_, i) => big(20 + i)));
+    await t.close();
+  });
+
+  it('are not kept while nothing has popped: a producer alone reads nothing back, so it holds nothing', async () => {
+    const fs = new FaultyFileSystem();
+    const s = await openS(fs);
+    for (let i = 0; i < 50; i++) await s.appendNoSync(enc(rec(i).padEnd(2048, '.')));
+    await s.sync();
+    fs.inject({ step: 'read', error: 'EIO', times: Infinity, path: '.seg' });
+    await assert.rejects(s.popBatch(10), IOError, 'the first pop reads the file');
+    fs.clearFaults();
+    assert.deepEqual((await s.popBatch(3)).map((p) => dec(p.data).slice(0, 5)), range(0, 3));
+    await s.close();
+  });
+
+  it('cut by a rollback are never handed out: the frames appended in their place are', async () => {
+    const fs = new FaultyFileSystem();
+    const s = await openS(fs);
+    assert.equal(await s.pop(), undefined);
+    await appendNoSyncAll(s, 0, 5);
+    await s.sync();
+    await appendNoSyncAll(s, 100, 110); // lost below
+    const before = await s.popBatch(100);
+    assert.deepEqual(before.map((p) => dec(p.data)), [...range(0, 5), ...range(100, 110)]);
+    fs.inject({ step: 'sync:data', error: 'EIO' });
+    await assert.rejects(s.sync(), GroupLostError);
+    // Same positions, other bytes.
+    await appendNoSyncAll(s, 200, 210);
+    await s.sync();
+    const after = await s.popBatch(100);
+    assert.deepEqual(after.map((p) => dec(p.data)), [...range(0, 5), ...range(200, 210)]);
+    const later = await s.popBatch(100, Infinity, after[7]);
+    assert.deepEqual(later.map((p) => dec(p.data)), range(203, 210));
+    await s.close();
+  });
+
+  it('a segment keeps them within its budget, gives the budget back as the head passes, and forgets them on a cut', () => {
+    const fs = new FaultyFileSystem();
+    fs.mkdirp(DIR);
+    const seg = SpoolSegment.create(fs, DIR, 1);
+    const budget = new WrittenMemory(3 * REC_FRAME);
+    budget.consuming = true;
+    seg.budget = budget;
+    const frame = (i: number) => encodeFrame(enc(rec(i)));
+    let at = 8;
+    for (let i = 0; i < 5; i++) {
+      const f = frame(i);
+      seg.file().pwrite(f, at, 'record');
+      seg.remember(at, f);
+      at += f.length;
+      seg.size = at;
+    }
+    assert.equal(budget.bytes, 3 * REC_FRAME, 'the fourth and fifth frames did not fit');
+    assert.equal(dec(seg.ownFrame(8 + REC_FRAME)!), rec(1));
+    assert.equal(seg.ownFrame(8 + 3 * REC_FRAME), undefined, 'not kept: read from the file');
+    seg.forgetBelow(8 + 2 * REC_FRAME);
+    assert.equal(budget.bytes, REC_FRAME);
+    assert.equal(seg.ownFrame(8), undefined);
+    assert.equal(dec(seg.ownFrame(8 + 2 * REC_FRAME)!), rec(2));
+    seg.truncate(8 + 3 * REC_FRAME);
+    assert.equal(budget.bytes, 0);
+    assert.equal(seg.ownFrame(8 + 2 * REC_FRAME), undefined);
+    seg.close();
+  });
+});
+
+describe('staging blocks', () => {
+  it('go back for reuse only when the stage has moved on and no kept burst is in them', () => {
+    const m = new WrittenMemory(1 << 20);
+    m.consuming = true;
+    const a = m.acquire();
+    const burst = a.subarray(0, 100);
+    assert.equal(m.keep(burst), true);
+    m.release(a.buffer); // the stage moves on; the burst is still kept
+    const b = m.acquire();
+    assert.notEqual(b.buffer, a.buffer, 'a block with a kept burst is not handed out again');
+    m.forget(burst);
+    assert.equal(m.bytes, 0);
+    assert.equal(m.acquire().buffer, a.buffer, 'the last user gone, the block is reused');
+    assert.equal(b.length, STAGE_BLOCK_BYTES);
+  });
+});
