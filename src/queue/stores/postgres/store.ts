@@ -26,6 +26,7 @@ import type { BudgetRow } from './claim-limit.js';
 import { appendValues, TopicGroupsCache } from './fan-out.js';
 import type { GroupsOfRow } from './fan-out.js';
 import { migrate } from './migrate.js';
+import { OwnNotifications } from './own-notifications.js';
 import { sorted, stillHeld, toClaimed, toMessage } from './rows.js';
 import type { ClaimRow, HeldRow } from './rows.js';
 import { scheduleFromRow, scheduleValues } from './schedule-rows.js';
@@ -113,8 +114,8 @@ export class PostgresStore implements Store {
   readonly #listeners = new Set<() => void>();
   readonly #names = new Map<StatementName, string>();
   readonly #timeouts: PostgresTimeouts;
-  /** Backend PIDs of the owned pool's connections: their notifications are this store's own. */
-  readonly #ownPids = new Set<number>();
+  /** The PIDs of this store's connections, whose notifications its listener skips (own-notifications.ts). */
+  readonly #own: OwnNotifications;
   /** The groups of topics this store published to, for one-statement appends. */
   readonly #topicGroups = new TopicGroupsCache();
   /** `listen` calls running. */
@@ -129,7 +130,7 @@ export class PostgresStore implements Store {
     this.#schema = schema;
     this.#sql = statements(quoted);
     this.#channel = wakeChannel(schema);
-    if (ownsPool) pool.on('remove', (c) => this.#ownPids.delete((c as unknown as { processID: number }).processID));
+    this.#own = new OwnNotifications(pool, schema);
   }
 
   /**
@@ -240,10 +241,7 @@ export class PostgresStore implements Store {
         throw err;
       }
       client.on('error', ignore);
-      if (this.#ownsPool) {
-        const pid = (client as unknown as { processID?: number }).processID;
-        if (pid) this.#ownPids.add(pid);
-      }
+      this.#own.checkedOut(client);
       const running = fn(client);
       running.catch(() => undefined);
       try {
@@ -571,12 +569,10 @@ export class PostgresStore implements Store {
       if (n.channel !== this.#channel || !n.payload) return;
       if (heard.size < 10_000) heard.add(n.payload);
       // This store's own notification (a publish, a lane-freeing ack or kill,
-      // a release, a resume): the queue woke its subscriptions when the call returned.
-      // Woken again by the echo, a subscription would claim once more for
-      // nothing (on one key lane, an empty claim per message). Only with one
-      // listener on an owned pool: a pool shared with another store, or a
-      // second queue on this store, did not see the call.
-      if (this.#listenerCount === 1 && this.#ownPids.has(n.processId)) return;
+      // a release, a resume): the queue woke its subscriptions when the call
+      // returned, and the echo would cost them an empty claim. Only with one
+      // listener: a second queue on this store did not see the call.
+      if (this.#listenerCount === 1 && this.#own.isOwn(n.processId)) return;
       wake(n.payload);
     };
     this.#listenerCount++;
@@ -605,6 +601,7 @@ export class PostgresStore implements Store {
     if (this.#closed) return;
     this.#closed = true;
     for (const stop of this.#listeners) stop();
+    this.#own.close();
     if (this.#ownsPool) await this.#pool.end().catch(() => undefined);
   }
 
