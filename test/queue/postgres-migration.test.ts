@@ -193,15 +193,25 @@ describe('postgres store: migration 8 (topics.groups_version, kept by a trigger 
     store = await PostgresStore.open({ connectionString: POSTGRES_URL, schema, poolSize: 2 });
     const versions = (await adminPool.query(`SELECT version FROM ${s}.migrations ORDER BY version`)).rows.map((r) => r.version);
     assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7, 8]);
-    const topicVersions = async () => (await adminPool.query(`SELECT topic, groups_version::int AS v FROM ${s}.topics ORDER BY topic`)).rows;
-    assert.deepEqual(await topicVersions(), [{ topic: 't', v: 0 }, { topic: 'u', v: 0 }]);
+    const topicVersions = async () => (await adminPool.query(`SELECT topic, groups_version::text AS v FROM ${s}.topics ORDER BY topic`)).rows;
+    assert.deepEqual(await topicVersions(), [{ topic: 't', v: '0' }, { topic: 'u', v: '0' }]);
     await store.append([msg('t', { id: 'new' })]);
     assert.deepEqual(ids(await store.claim(claimReq('t', 'g'))), ['old', 'new']);
     assert.deepEqual(ids(await store.claim(claimReq('t', 'h'))), ['new']);
+    // Each change of t's groups sets a version t never had.
+    const seen = new Set(['0']);
+    const changed = async () => {
+      const v = (await topicVersions())[0]!.v as string;
+      assert.ok(!seen.has(v), `version ${v} again`);
+      seen.add(v);
+    };
     await store.ensureGroup('t', 'k', 'latest');
+    await changed();
     await store.ensureGroup('t', 'k', 'latest'); // exists: no change
+    assert.equal(seen.has((await topicVersions())[0]!.v as string), true);
     assert.equal(await store.removeGroup('t', 'h'), true);
-    assert.deepEqual(await topicVersions(), [{ topic: 't', v: 2 }, { topic: 'u', v: 0 }]);
+    await changed();
+    assert.equal((await topicVersions())[1]!.v, '0');
     await store.append([msg('t', { id: 'later' })]);
     assert.deepEqual(ids(await store.claim(claimReq('t', 'k'))), ['later']);
     assert.equal((await adminPool.query(`SELECT count(*)::int AS n FROM ${s}.deliveries WHERE grp = 'h'`)).rows[0].n, 0);

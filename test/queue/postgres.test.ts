@@ -45,7 +45,7 @@ describe('postgres store', { skip: POSTGRES_SKIP }, () => {
   /** Undoes migrations 2 and up on `schema` (dropping its ack records): its tables and indexes are then as an earlier ferry's migration 1 left them. */
   const backToVersion1 = async (schema: string) => {
     await adminPool.query(`DROP TRIGGER groups_version ON "${schema}".groups`);
-    await adminPool.query(`DROP FUNCTION "${schema}".bump_groups_version()`);
+    await adminPool.query(`DROP FUNCTION "${schema}".set_groups_version()`);
     await adminPool.query(`ALTER TABLE "${schema}".topics DROP COLUMN groups_version`);
     await adminPool.query(`DROP TABLE "${schema}".claim_starts`);
     await adminPool.query(`ALTER TABLE "${schema}".groups DROP COLUMN paused`);

@@ -9,20 +9,23 @@
 -- lock is seen, where a read of the groups table in the same statement
 -- would miss it.
 --
--- The trigger bumps the version on every insert and delete of a group,
+-- The trigger sets the version on every insert and delete of a group,
 -- whatever wrote it (an older ferry too), inside that transaction, which
 -- holds the topic's row lock already (lock-topics.sql), so no append can
--- pass between the group's change and the version's. Nothing indexes the
--- column: the update is HOT. Existing topics start at version 0.
+-- pass between the group's change and the version's. The version is the
+-- changing transaction's 64-bit ID, which the cluster never hands out
+-- twice: a version remembered from a schema since dropped and made again
+-- cannot match by chance, as a counter restarting at 0 could. Nothing
+-- indexes the column: the update is HOT. Existing topics start at 0.
 ALTER TABLE __SCHEMA__.topics ADD COLUMN groups_version bigint NOT NULL DEFAULT 0;
 
-CREATE FUNCTION __SCHEMA__.bump_groups_version() RETURNS trigger LANGUAGE plpgsql AS $$
+CREATE FUNCTION __SCHEMA__.set_groups_version() RETURNS trigger LANGUAGE plpgsql AS $$
 BEGIN
-  UPDATE __SCHEMA__.topics SET groups_version = groups_version + 1
+  UPDATE __SCHEMA__.topics SET groups_version = txid_current()
   WHERE topic = CASE WHEN TG_OP = 'DELETE' THEN OLD.topic ELSE NEW.topic END;
   RETURN NULL;
 END
 $$;
 
 CREATE TRIGGER groups_version AFTER INSERT OR DELETE ON __SCHEMA__.groups
-FOR EACH ROW EXECUTE FUNCTION __SCHEMA__.bump_groups_version();
+FOR EACH ROW EXECUTE FUNCTION __SCHEMA__.set_groups_version();
