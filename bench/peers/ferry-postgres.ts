@@ -67,7 +67,7 @@ export const ferryPostgres: JobSystem = {
     { setting: 'subscribe `prefetch`', value: '256', default: '0' },
     { setting: 'subscribe `backoffBaseMs` (first retry delay)', value: '1000', default: '1000' },
     { setting: 'store pool size', value: '10', default: '10' },
-    { setting: 'publish', value: 'one `publish(...100 messages)` call per batch: one transaction', default: '' },
+    { setting: 'publish', value: 'one `publish(...100 messages)` call per batch: one statement (the first publish to a topic: a transaction of four)', default: '' },
   ],
   differs: [],
   keyOrder: '',

@@ -75,7 +75,7 @@ describe('postgres store: migration 6 from a schema at migration 5', { skip: POS
 
     store = await PostgresStore.open({ connectionString: POSTGRES_URL, schema, poolSize: 2 });
     const versions = (await adminPool.query(`SELECT version FROM ${s}.migrations ORDER BY version`)).rows.map((r) => r.version);
-    assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7]);
+    assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7, 8]);
     assert.deepEqual(await snapshot(), before, 'every delivery as it was');
     assert.equal((await adminPool.query(`SELECT count(*)::int AS n FROM ${s}.acks`)).rows[0].n, 1);
     assert.equal((await adminPool.query(`SELECT count(*)::int AS n FROM ${s}.messages`)).rows[0].n, 7);
@@ -154,7 +154,7 @@ describe('postgres store: migration 7 (pending index split into unkeyed and keye
     const before = await snapshot();
     store = await PostgresStore.open({ connectionString: POSTGRES_URL, schema, poolSize: 2 });
     const versions = (await adminPool.query(`SELECT version FROM ${s}.migrations ORDER BY version`)).rows.map((r) => r.version);
-    assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7]);
+    assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7, 8]);
     assert.deepEqual(await snapshot(), before, 'every delivery as it was');
     const st = await store.stats('t', 'g');
     assert.deepEqual([st.pending, st.leased, st.dead], [5, 1, 1]);
@@ -170,5 +170,50 @@ describe('postgres store: migration 7 (pending index split into unkeyed and keye
     const third = await store.ackAndClaim(second, claimReq('t', 'g'));
     assert.deepEqual(ids(third.claimed), ['b2']);
     assert.deepEqual(await store.claim(claimReq('t', 'g')), []);
+  });
+});
+
+describe('postgres store: migration 8 (topics.groups_version, kept by a trigger on groups) from a schema at migration 7', { skip: POSTGRES_SKIP }, () => {
+  const schema = testSchema('mig8');
+  const s = `"${schema}"`;
+  let store: PostgresStore | undefined;
+  after(async () => {
+    await store?.close();
+    await dropSchema(schema);
+  });
+
+  it('keeps every row, starts each topic at version 0, counts every later group change, and appends fan out to the groups of before', async () => {
+    assert.equal(await migrate(adminPool, schema, s, 7), 7);
+    await adminPool.query(`INSERT INTO ${s}.topics VALUES ('t'), ('u')`);
+    await adminPool.query(`INSERT INTO ${s}.groups (topic, grp) VALUES ('t', 'g'), ('t', 'h')`);
+    const seq = (await adminPool.query<{ seq: string }>(
+      `INSERT INTO ${s}.messages (id, topic, payload, published_at, due_at) VALUES ('old', 't', '\\x6f6c64', now(), now()) RETURNING seq`,
+    )).rows[0]!.seq;
+    await adminPool.query(`INSERT INTO ${s}.deliveries (delivery_id, message_seq, topic, grp, state, available_at) VALUES ('old/g', $1, 't', 'g', 0, '-infinity')`, [seq]);
+    store = await PostgresStore.open({ connectionString: POSTGRES_URL, schema, poolSize: 2 });
+    const versions = (await adminPool.query(`SELECT version FROM ${s}.migrations ORDER BY version`)).rows.map((r) => r.version);
+    assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7, 8]);
+    const topicVersions = async () => (await adminPool.query(`SELECT topic, groups_version::text AS v FROM ${s}.topics ORDER BY topic`)).rows;
+    assert.deepEqual(await topicVersions(), [{ topic: 't', v: '0' }, { topic: 'u', v: '0' }]);
+    await store.append([msg('t', { id: 'new' })]);
+    assert.deepEqual(ids(await store.claim(claimReq('t', 'g'))), ['old', 'new']);
+    assert.deepEqual(ids(await store.claim(claimReq('t', 'h'))), ['new']);
+    // Each change of t's groups sets a version t never had.
+    const seen = new Set(['0']);
+    const changed = async () => {
+      const v = (await topicVersions())[0]!.v as string;
+      assert.ok(!seen.has(v), `version ${v} again`);
+      seen.add(v);
+    };
+    await store.ensureGroup('t', 'k', 'latest');
+    await changed();
+    await store.ensureGroup('t', 'k', 'latest'); // exists: no change
+    assert.equal(seen.has((await topicVersions())[0]!.v as string), true);
+    assert.equal(await store.removeGroup('t', 'h'), true);
+    await changed();
+    assert.equal((await topicVersions())[1]!.v, '0');
+    await store.append([msg('t', { id: 'later' })]);
+    assert.deepEqual(ids(await store.claim(claimReq('t', 'k'))), ['later']);
+    assert.equal((await adminPool.query(`SELECT count(*)::int AS n FROM ${s}.deliveries WHERE grp = 'h'`)).rows[0].n, 0);
   });
 });

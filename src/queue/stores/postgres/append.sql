@@ -1,12 +1,36 @@
--- Stores messages and fans them out, in one statement. Messages: $1 ids,
--- $2 topics, $3 keys, $5 headers (JSON text), $6 publish times, $7
--- deliver-at times, $15 priorities, in publish order; their payloads are
--- $4, all of them end to end, cut at byte offsets $13 into lengths $14 (one
--- binary parameter travels far cheaper than an array of bytea, which goes
--- as hex text). Deliveries: $8 message ids, $9 groups, $10 delivery ids
--- (each takes its message's priority). $11 topics to notify on channel $12.
+-- Stores messages and fans them out, in one statement, when the caller knows
+-- the topics' groups. Messages: $1 ids, $2 topics, $3 keys, $5 headers (JSON
+-- text), $6 publish times, $7 deliver-at times, $15 priorities, in publish
+-- order; their payloads are $4, all of them end to end, cut at byte offsets
+-- $13 into lengths $14 (one binary parameter travels far cheaper than an
+-- array of bytea, which goes as hex text). Deliveries: $8 message ids, $9
+-- groups, $10 delivery ids (each takes its message's priority), made for
+-- the groups the caller read at groups_version $17 of topics $16 (every
+-- topic of the messages, distinct). $11 topics to notify on channel $12.
 -- A message ID that exists already inserts nothing and fans out nothing.
-WITH input AS (
+--
+-- First it locks the topics' rows, in topic order like lock-topics.sql (so
+-- appends on a topic commit in seq order, and never deadlock). A row lock
+-- returns the row's newest committed version, so a group registered or
+-- removed while this waited shows as a changed version (migration 8's
+-- trigger) even though this statement's snapshot predates it. Unless every
+-- topic's row exists at the caller's version, nothing is stored and `ok` is
+-- false: the caller reads the groups again under lock-topics and calls this
+-- again in that transaction. The one-time filter on `stored` runs the lock
+-- before any row (and any seq) is made.
+WITH locked AS (
+  SELECT t.topic, t.groups_version
+  FROM __SCHEMA__.topics t
+  WHERE t.topic = ANY($16::text[])
+  ORDER BY t.topic
+  FOR UPDATE
+),
+current AS (
+  SELECT count(*) = cardinality($16::text[]) AS ok
+  FROM locked l
+  JOIN unnest($16::text[], $17::bigint[]) AS v(topic, version) ON v.topic = l.topic AND v.version = l.groups_version
+),
+input AS (
   SELECT *
   FROM unnest($1::text[], $2::text[], $3::text[], $13::int[], $14::int[], $5::text[], $6::timestamptz[], $7::timestamptz[], $15::int[])
     WITH ORDINALITY AS i(id, topic, msg_key, payload_at, payload_len, headers, published_at, deliver_at, priority, ord)
@@ -15,7 +39,9 @@ stored AS (
   INSERT INTO __SCHEMA__.messages (id, topic, msg_key, payload, headers, published_at, deliver_at, due_at, priority)
   SELECT id, topic, msg_key, substring($4::bytea FROM payload_at + 1 FOR payload_len), headers, published_at, deliver_at,
          coalesce(deliver_at, published_at), priority
-  FROM input ORDER BY ord
+  FROM input
+  WHERE (SELECT ok FROM current)
+  ORDER BY ord
   ON CONFLICT (id) DO NOTHING
   RETURNING seq, id, topic, msg_key, deliver_at, priority
 ),
@@ -28,5 +54,5 @@ fanned AS (
   ON CONFLICT DO NOTHING
 )
 -- pg_notify inside the transaction: listeners hear it only once it commits.
-SELECT count(pg_notify($12, t.topic))::int AS woke
-FROM (SELECT DISTINCT topic FROM stored WHERE topic = ANY($11::text[])) t
+SELECT (SELECT ok FROM current) AS ok,
+       (SELECT count(pg_notify($12, t.topic))::int FROM (SELECT DISTINCT topic FROM stored WHERE topic = ANY($11::text[])) t) AS woke

@@ -13,7 +13,7 @@
  */
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
-import { asIOError, ClosedError, InvalidArgumentError, type IOErrorSource } from '../../../errors.js';
+import { asIOError, ClosedError, InvalidArgumentError, IOError, type IOErrorSource } from '../../../errors.js';
 import { deliveryId } from '../../delivery-id.js';
 import { parseSeqCursor } from '../seq-cursor.js';
 import type { ScheduleRecord } from '../../schedules/types.js';
@@ -23,7 +23,10 @@ import { DEFAULT_POSTGRES_SCHEMA, poolConfig, resolveTimeouts } from './connecti
 import type { PostgresTimeouts } from './connection.js';
 import { claimLimit } from './claim-limit.js';
 import type { BudgetRow } from './claim-limit.js';
+import { appendValues, TopicGroupsCache } from './fan-out.js';
+import type { GroupsOfRow } from './fan-out.js';
 import { migrate } from './migrate.js';
+import { OwnNotifications } from './own-notifications.js';
 import { sorted, stillHeld, toClaimed, toMessage } from './rows.js';
 import type { ClaimRow, HeldRow } from './rows.js';
 import { scheduleFromRow, scheduleValues } from './schedule-rows.js';
@@ -111,8 +114,10 @@ export class PostgresStore implements Store {
   readonly #listeners = new Set<() => void>();
   readonly #names = new Map<StatementName, string>();
   readonly #timeouts: PostgresTimeouts;
-  /** Backend PIDs of the owned pool's connections: their notifications are this store's own. */
-  readonly #ownPids = new Set<number>();
+  /** The PIDs of this store's connections, whose notifications its listener skips (own-notifications.ts). */
+  readonly #own: OwnNotifications;
+  /** The groups of topics this store published to, for one-statement appends. */
+  readonly #topicGroups = new TopicGroupsCache();
   /** `listen` calls running. */
   #listenerCount = 0;
   #closed = false;
@@ -125,7 +130,7 @@ export class PostgresStore implements Store {
     this.#schema = schema;
     this.#sql = statements(quoted);
     this.#channel = wakeChannel(schema);
-    if (ownsPool) pool.on('remove', (c) => this.#ownPids.delete((c as unknown as { processID: number }).processID));
+    this.#own = new OwnNotifications(pool, schema);
   }
 
   /**
@@ -236,10 +241,7 @@ export class PostgresStore implements Store {
         throw err;
       }
       client.on('error', ignore);
-      if (this.#ownsPool) {
-        const pid = (client as unknown as { processID?: number }).processID;
-        if (pid) this.#ownPids.add(pid);
-      }
+      this.#own.checkedOut(client);
       const running = fn(client);
       running.catch(() => undefined);
       try {
@@ -290,6 +292,15 @@ export class PostgresStore implements Store {
   }
 
   async ensureGroup(topic: string, group: string, startFrom: StartFrom): Promise<void> {
+    try {
+      await this.#ensureGroup(topic, group, startFrom);
+    } finally {
+      // A new group changed the topic's groups_version: the next append reads the groups at once (not after a refused statement).
+      this.#topicGroups.forget([topic]);
+    }
+  }
+
+  async #ensureGroup(topic: string, group: string, startFrom: StartFrom): Promise<void> {
     await this.#tx('ensureGroup', async (c) => {
       await c.query(this.#stmt('lock-topics', [[topic]]));
       const created = await c.query(this.#stmt('create-group', [topic, group]));
@@ -306,53 +317,28 @@ export class PostgresStore implements Store {
     });
   }
 
+  /**
+   * One statement (append.sql, one round trip and one commit) when this
+   * store remembers the groups of every topic of `msgs` at their current
+   * `groups_version`; otherwise, or when a group was registered or removed
+   * since, a transaction that locks the topics, reads their groups (and
+   * remembers them) and runs the same statement.
+   */
   async append(msgs: StoredMessage[]): Promise<void> {
     if (msgs.length === 0) return this.#assertOpen();
-    const topics = [...new Set(msgs.map((m) => m.topic))];
+    const topics = [...new Set(msgs.map((m) => m.topic))].sort();
+    const known = this.#topicGroups.lookup(topics);
+    if (known !== undefined) {
+      const res = await this.#q<{ ok: boolean }>('append', appendValues(msgs, topics, known, this.#channel));
+      if (res.rows[0]!.ok) return;
+      this.#topicGroups.forget(topics);
+    }
     await this.#tx('append', async (c) => {
       await c.query(this.#stmt('lock-topics', [topics]));
-      const groups = new Map<string, string[]>();
-      for (const r of (await c.query<{ topic: string; grp: string }>(this.#stmt('groups-of', [topics]))).rows) {
-        let gs = groups.get(r.topic);
-        if (!gs) groups.set(r.topic, (gs = []));
-        gs.push(r.grp);
-      }
-      const fanMsg: string[] = [];
-      const fanGroup: string[] = [];
-      const fanId: string[] = [];
-      const seen = new Set<string>();
-      for (const m of msgs) {
-        if (seen.has(m.id)) continue;
-        seen.add(m.id);
-        for (const g of groups.get(m.topic) ?? []) {
-          fanMsg.push(m.id);
-          fanGroup.push(g);
-          fanId.push(deliveryId(m.id, g));
-        }
-      }
-      const offsets: number[] = [];
-      let at = 0;
-      for (const m of msgs) {
-        offsets.push(at);
-        at += m.payload.byteLength;
-      }
-      await c.query(this.#stmt('append', [
-        msgs.map((m) => m.id),
-        msgs.map((m) => m.topic),
-        msgs.map((m) => m.key ?? null),
-        Buffer.concat(msgs.map((m) => m.payload)),
-        msgs.map((m) => (m.headers === undefined ? null : JSON.stringify(m.headers))),
-        msgs.map((m) => m.publishedAt),
-        msgs.map((m) => m.deliverAt ?? null),
-        fanMsg,
-        fanGroup,
-        fanId,
-        [...groups.keys()],
-        this.#channel,
-        offsets,
-        msgs.map((m) => m.payload.byteLength),
-        msgs.map((m) => m.priority ?? 0),
-      ]));
+      const groups = this.#topicGroups.remember((await c.query<GroupsOfRow>(this.#stmt('groups-of', [topics]))).rows);
+      // Under the locks the versions just read are current: this stores.
+      const res = await c.query<{ ok: boolean }>(this.#stmt('append', appendValues(msgs, topics, groups, this.#channel)));
+      if (!res.rows[0]!.ok) throw new IOError(`postgres store: append found a topic's groups_version changed under its own lock (topics ${topics.join(', ')})`, { transient: false });
     });
   }
 
@@ -510,6 +496,14 @@ export class PostgresStore implements Store {
   }
 
   async removeGroup(topic: string, group: string): Promise<boolean> {
+    try {
+      return await this.#removeGroup(topic, group);
+    } finally {
+      this.#topicGroups.forget([topic]);
+    }
+  }
+
+  async #removeGroup(topic: string, group: string): Promise<boolean> {
     for (let attempt = 1; ; attempt++) {
       try {
         return await this.#tx('removeGroup', async (c) => {
@@ -575,12 +569,10 @@ export class PostgresStore implements Store {
       if (n.channel !== this.#channel || !n.payload) return;
       if (heard.size < 10_000) heard.add(n.payload);
       // This store's own notification (a publish, a lane-freeing ack or kill,
-      // a release, a resume): the queue woke its subscriptions when the call returned.
-      // Woken again by the echo, a subscription would claim once more for
-      // nothing (on one key lane, an empty claim per message). Only with one
-      // listener on an owned pool: a pool shared with another store, or a
-      // second queue on this store, did not see the call.
-      if (this.#listenerCount === 1 && this.#ownPids.has(n.processId)) return;
+      // a release, a resume): the queue woke its subscriptions when the call
+      // returned, and the echo would cost them an empty claim. Only with one
+      // listener: a second queue on this store did not see the call.
+      if (this.#listenerCount === 1 && this.#own.isOwn(n.processId)) return;
       wake(n.payload);
     };
     this.#listenerCount++;
@@ -609,6 +601,7 @@ export class PostgresStore implements Store {
     if (this.#closed) return;
     this.#closed = true;
     for (const stop of this.#listeners) stop();
+    this.#own.close();
     if (this.#ownsPool) await this.#pool.end().catch(() => undefined);
   }
 
