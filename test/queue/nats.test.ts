@@ -15,7 +15,7 @@ import { AttemptConflict, AttemptLedger, attemptLedgerStream } from '../../src/q
 import { resolveNatsConfig } from '../../src/queue/brokers/nats/config.js';
 import { NATS_HEADER_ROOM } from '../../src/queue/brokers/nats/queue.js';
 import { escapeName, streamName, subjectOf, topicOfStream, unescapeName } from '../../src/queue/brokers/nats/names.js';
-import { fromWire, toHeaders } from '../../src/queue/brokers/nats/wire.js';
+import { MAX_CALLER_HEADER_BYTES, fromWire, toHeaders } from '../../src/queue/brokers/nats/wire.js';
 import { createQueue } from '../../src/queue/registry.js';
 import type { Delivery, Queue, Subscription } from '../../src/queue/types.js';
 import { TcpProxy } from '../helpers/tcp-proxy.js';
@@ -34,7 +34,7 @@ describe('nats queue: config, names and headers', () => {
     const bad: unknown[] = [
       { bogus: 1 }, { replicas: 0 }, { replicas: 6 }, { replicas: 1.5 }, { streamPrefix: 'a.b' }, { streamPrefix: 'a_b' }, { servers: [] },
       { servers: 3 }, { password: 'p' }, { token: 't', user: 'u' }, { tracing: true }, { duplicateWindowMs: 10 }, [], 'x',
-      { retentionHours: 0.01, duplicateWindowMs: 120_000 }, { streamPrefix: 'app-dead' }, { streamPrefix: 'app-att' },
+      { retentionHours: 0.01, duplicateWindowMs: 120_000 }, { streamPrefix: 'app-dead' }, { streamPrefix: 'app-att' }, { streamPrefix: 'app-ATT' }, { streamPrefix: 'x-Dead' },
     ];
     for (const b of bad) assert.throws(() => resolveNatsConfig(b), InvalidArgumentError, JSON.stringify(b));
     await assert.rejects(createQueue({ type: 'nats', config: { sever: 'x' } }), InvalidArgumentError);
@@ -219,6 +219,45 @@ describe('nats queue: against the server', { skip: NATS_SKIP }, () => {
       await within(aborted.promise, 'the heartbeat to find the group gone and abort the handler', 30_000);
     } finally {
       await sub.close({ timeoutMs: 100 });
+    }
+  });
+
+  it('headers over 4 KiB on the wire are refused with PayloadTooLargeError before anything is sent; within it they go through', async () => {
+    const prefix = testPrefix();
+    const q = await open(prefix);
+    await assert.rejects(q.publish({ topic: 't', payload: enc('x'), headers: { big: 'v'.repeat(MAX_CALLER_HEADER_BYTES) } }), PayloadTooLargeError);
+    // Escaping counts: 1,000 line feeds are 5,000 bytes on the wire.
+    await assert.rejects(q.publish({ topic: 't', payload: enc('x'), headers: { lines: '\n'.repeat(1000) } }), PayloadTooLargeError);
+    const id = await q.publish({ topic: 't', payload: enc('x'), headers: { ok: 'v'.repeat(MAX_CALLER_HEADER_BYTES - 100) } });
+    assert.equal(id.length, 1);
+    const page = await q.listMessages('t', { limit: 10 });
+    assert.deepEqual(page.messages.map((m) => m.headers?.ok?.length), [MAX_CALLER_HEADER_BYTES - 100], 'only the message within the limit was stored');
+  });
+
+  it("a group's ack wait is the longest lease asked for: a subscription with a shorter lease does not cut the others' short", async () => {
+    const prefix = testPrefix();
+    const a = await open(prefix);
+    const b = await open(prefix);
+    const ackWaitMs = async () => {
+      const nc = await connect({ servers: NATS_URL });
+      try {
+        const jsm = await jetstreamManager(nc);
+        return (await jsm.consumers.info(streamName(prefix, 't'), 'g')).config.ack_wait! / 1e6;
+      } finally {
+        await nc.close();
+      }
+    };
+    const subs: Subscription[] = [];
+    try {
+      subs.push(await a.subscribe('t', 'g', async () => undefined, { leaseDurationMs: 6000 }));
+      assert.equal(await ackWaitMs(), 6000);
+      subs.push(await b.subscribe('t', 'g', async () => undefined, { leaseDurationMs: 1000 }));
+      assert.equal(await ackWaitMs(), 6000, 'a shorter lease leaves the ack wait alone');
+      // Two at once, each asking for more: the longer one wins whatever the order.
+      subs.push(...(await Promise.all([a.subscribe('t', 'g', async () => undefined, { leaseDurationMs: 8000 }), b.subscribe('t', 'g', async () => undefined, { leaseDurationMs: 9000 })])));
+      assert.equal(await ackWaitMs(), 9000);
+    } finally {
+      await Promise.all(subs.map((s) => s.close({ timeoutMs: 100 })));
     }
   });
 });

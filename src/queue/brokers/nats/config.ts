@@ -107,7 +107,7 @@ export function resolveNatsConfig(block: unknown): ResolvedNatsConfig {
   if (!PREFIX_RE.test(streamPrefix)) throw new InvalidArgumentError(`nats queue config: streamPrefix ${JSON.stringify(streamPrefix)} must be 1–32 of [A-Za-z0-9-]`);
   // The ledgers of prefix P take the subjects `P-dead.>` and `P-att.>`, which a prefix `P-dead` or `P-att` would use for its topics.
   for (const end of ['-dead', '-att']) {
-    if (streamPrefix.endsWith(end)) throw new InvalidArgumentError(`nats queue config: streamPrefix ${JSON.stringify(streamPrefix)} must not end in "${end}" (the subjects of the prefix without it hold one of its ledgers)`);
+    if (streamPrefix.toLowerCase().endsWith(end)) throw new InvalidArgumentError(`nats queue config: streamPrefix ${JSON.stringify(streamPrefix)} must not end in "${end}" (the subjects of the prefix without it hold one of its ledgers)`);
   }
   if (c.tracing !== undefined && typeof c.tracing !== 'boolean') throw new InvalidArgumentError('nats queue config: tracing must be a boolean');
   if (c.tracing === true) throw new InvalidArgumentError('nats queue config: tracing is not supported by the nats queue yet');

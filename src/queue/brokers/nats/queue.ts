@@ -29,7 +29,7 @@ import { AttemptLedger, attemptLedgerGroupFilter, attemptLedgerStream, attemptLe
 import type { ResolvedNatsConfig } from './config.js';
 import { deadLedgerStream, deadLedgerSubject, durableName, streamName, subjectOf, topicOfStream, unescapeName } from './names.js';
 import { NatsSubscription } from './subscription.js';
-import { checkHeaderNames, fromWire, toHeaders } from './wire.js';
+import { MAX_CALLER_HEADER_BYTES, checkHeaderNames, fromWire, headerBytes, toHeaders } from './wire.js';
 
 /** The engine settings a nats queue takes from `deps`. */
 export interface NatsQueueSettings {
@@ -258,6 +258,8 @@ export class NatsQueue<T = Uint8Array> implements Queue<T> {
       if (typeof input.headers !== 'object' || input.headers === null || Array.isArray(input.headers)) throw new InvalidArgumentError('message headers must be an object of strings');
       for (const [k, v] of Object.entries(input.headers)) if (typeof v !== 'string') throw new InvalidArgumentError(`header ${JSON.stringify(k)} is not a string`);
       checkHeaderNames(input.headers);
+      const hb = headerBytes(input.headers);
+      if (hb > MAX_CALLER_HEADER_BYTES) throw new PayloadTooLargeError(`message headers take ${hb} bytes on the wire, more than the ${MAX_CALLER_HEADER_BYTES} the nats queue carries (the rest of the room under max_payload is for ferry's own headers and a dead-letter copy's)`);
     }
     const out: StoredMessage = { id: input.id ?? uuidV7(now), topic: input.topic, payload, publishedAt: input.publishedAt ?? new Date(now) };
     if (input.headers !== undefined) out.headers = input.headers;
@@ -307,8 +309,9 @@ export class NatsQueue<T = Uint8Array> implements Queue<T> {
   /**
    * See `Queue.subscribe`. The group is a durable pull consumer of the
    * topic's stream, created on first use with `startFrom` as its deliver
-   * policy; its ack wait (`leaseDurationMs`) and `max_ack_pending`
-   * (`maxInFlight`, unlimited when 0) are set to this subscription's values.
+   * policy; its ack wait is raised to this subscription's `leaseDurationMs`
+   * when shorter (never lowered: it is every subscription's of the group),
+   * and its `max_ack_pending` set to `maxInFlight` (unlimited when 0).
    * Also throws `UnsupportedError` for `rateLimit`.
    */
   subscribe(topic: string, group: string, handler: Handler<T>, opts?: SubscribeOptions<T>): Promise<Subscription>;
@@ -365,8 +368,15 @@ export class NatsQueue<T = Uint8Array> implements Queue<T> {
           if (info === undefined) throw err;
         }
       }
-      if (info !== undefined && (info.config.ack_wait !== ackWait || info.config.max_ack_pending !== maxAckPending)) {
-        await this.#jsm.consumers.update(stream, durable, { ack_wait: ackWait, max_ack_pending: maxAckPending });
+      // The ack wait is the group's, shared by every subscription of it: it only ever grows to the longest
+      // lease asked for, so a subscription with a shorter lease (a rolling deploy changing it) cannot cut
+      // the leases of the others short. A shorter lease only renews, and gives up a lapsed lease, sooner.
+      // Two subscribes raising it at once: each checks again after its update until the wait is long enough.
+      for (let tries = 0; info !== undefined && tries < 5; tries++) {
+        const want = Math.max(ackWait, info.config.ack_wait ?? 0);
+        if (info.config.ack_wait === want && info.config.max_ack_pending === maxAckPending) break;
+        await this.#jsm.consumers.update(stream, durable, { ack_wait: want, max_ack_pending: maxAckPending });
+        info = await this.#jsm.consumers.info(stream, durable);
       }
     } catch (err) {
       throw asIOError(`register group ${group} on ${topic}`, err, SOURCE);

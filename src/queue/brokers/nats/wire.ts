@@ -44,6 +44,21 @@ export function checkHeaderNames(h: Record<string, string> | undefined): void {
   }
 }
 
+/**
+ * Bytes a caller's headers may take on the wire (`name: value` lines,
+ * values escaped): half of the room kept under the server's `max_payload`,
+ * so ferry's own headers and a dead-letter copy's six (its error text up to
+ * 1 KiB) fit beside them.
+ */
+export const MAX_CALLER_HEADER_BYTES = 4096;
+
+/** Bytes `h` takes as NATS header lines, values escaped. */
+export function headerBytes(h: Record<string, string>): number {
+  let n = 0;
+  for (const [k, v] of Object.entries(h)) n += k.length + 4 + Buffer.byteLength(escapeValue(v));
+  return n;
+}
+
 /** The NATS headers of `m` (its ID is passed to publish separately, as `msgID`). */
 export function toHeaders(m: StoredMessage): MsgHdrs {
   const h = natsHeaders();
