@@ -87,8 +87,12 @@ for (const factory of QUEUE_FACTORIES) {
       });
       assert.equal(Buffer.byteLength(errHeader), MAX_ERROR_BYTES - (MAX_ERROR_BYTES % 3), 'cut at a character boundary');
       assert.ok(longError.startsWith(errHeader) && !errHeader.includes('\uFFFD'));
-      // The copy is published before the delivery is dead-lettered, so the kill may still be in flight.
-      await waitFor(async () => (await q.stats('jobs', 'workers')).dead === 1);
+      // The copy is published before the delivery is dead-lettered, so the kill may still be in flight (on
+      // nats the dead record is written before the terminate, so dead can read 1 while leased still does).
+      await waitFor(async () => {
+        const c = counts(await q.stats('jobs', 'workers'));
+        return c.dead === 1 && c.leased === 0;
+      });
       assert.deepEqual(counts(await q.stats('jobs', 'workers')), { pending: 0, leased: 0, dead: 1 });
 
       let runs = 0;
