@@ -15,7 +15,9 @@ import { AttemptConflict, AttemptLedger, attemptLedgerStream } from '../../src/q
 import { resolveNatsConfig } from '../../src/queue/brokers/nats/config.js';
 import { NATS_HEADER_ROOM } from '../../src/queue/brokers/nats/queue.js';
 import { escapeName, streamName, subjectOf, topicOfStream, unescapeName } from '../../src/queue/brokers/nats/names.js';
-import { MAX_CALLER_HEADER_BYTES, fromWire, toHeaders } from '../../src/queue/brokers/nats/wire.js';
+import { MAX_CALLER_HEADER_BYTES, fitEscaped, fromWire, toHeaders } from '../../src/queue/brokers/nats/wire.js';
+import { HEADER_DLQ_ERROR, MAX_ERROR_BYTES } from '../../src/queue/dead-letter.js';
+import { permanent } from '../../src/queue/permanent.js';
 import { createQueue } from '../../src/queue/registry.js';
 import type { Delivery, Queue, Subscription } from '../../src/queue/types.js';
 import { TcpProxy } from '../helpers/tcp-proxy.js';
@@ -54,6 +56,17 @@ describe('nats queue: config, names and headers', () => {
     }
     assert.equal(unescapeName('a_x'), undefined);
     assert.throws(() => streamName('P', '.'.repeat(150)), UnsupportedError);
+  });
+
+  it('an error text cut for a dead-letter header fits its room once escaped', () => {
+    for (const text of ['%'.repeat(2000), '\n'.repeat(3000), 'a%\r\n€'.repeat(500), ' x '.repeat(600), '€'.repeat(2000)]) {
+      const cut = fitEscaped(text, MAX_ERROR_BYTES);
+      assert.ok(text.startsWith(cut), 'a prefix of the text');
+      const escapedBytes = Buffer.byteLength(toHeaders({ id: 'i', topic: 't', payload: enc(''), publishedAt: new Date(0), headers: { e: cut } }).get('e'));
+      assert.ok(escapedBytes <= MAX_ERROR_BYTES, `${escapedBytes} bytes escaped`);
+      assert.ok(escapedBytes > MAX_ERROR_BYTES - 5 * 4, 'cut no more than needed');
+    }
+    assert.equal(fitEscaped('plain error', MAX_ERROR_BYTES), 'plain error');
   });
 
   it('headers survive the trip through NATS: CR, LF, % and edge whitespace included', () => {
@@ -256,6 +269,30 @@ describe('nats queue: against the server', { skip: NATS_SKIP }, () => {
       // Two at once, each asking for more: the longer one wins whatever the order.
       subs.push(...(await Promise.all([a.subscribe('t', 'g', async () => undefined, { leaseDurationMs: 8000 }), b.subscribe('t', 'g', async () => undefined, { leaseDurationMs: 9000 })])));
       assert.equal(await ackWaitMs(), 9000);
+    } finally {
+      await Promise.all(subs.map((s) => s.close({ timeoutMs: 100 })));
+    }
+  });
+
+  it('a permanent failure of a largest message with 4 KiB of headers is dead-lettered at once, whatever its error text escapes to', async () => {
+    const q = await open();
+    const dead: Array<{ reason: string; attempt: number }> = [];
+    q.on('deadLettered', (e) => void dead.push({ reason: e.reason, attempt: e.attempt }));
+    const copies: Array<Delivery<unknown>> = [];
+    const subs = [
+      await q.subscribe('dlq', 'inspect', async (d) => void copies.push(d), { ...FAST, startFrom: 'earliest' }),
+      await q.subscribe('t', 'g', async () => {
+        throw permanent(new Error('%'.repeat(2000)));
+      }, { ...FAST, maxAttempts: 3, deadLetterTopic: 'dlq' }),
+    ];
+    try {
+      const headers = { h: 'v'.repeat(MAX_CALLER_HEADER_BYTES - 10) };
+      await q.publish({ topic: 't', payload: new Uint8Array(1_040_384), headers });
+      await waitFor(() => copies.length === 1 && dead.length === 1, 30_000); // the copy is stored before the event
+      assert.deepEqual(dead, [{ reason: 'permanent', attempt: 1 }]);
+      const err = copies[0]!.headers![HEADER_DLQ_ERROR]!;
+      assert.ok(err.length > 100 && /^%+$/.test(err), 'the copy carries the (cut) error text');
+      assert.equal(copies[0]!.headers!.h, headers.h);
     } finally {
       await Promise.all(subs.map((s) => s.close({ timeoutMs: 100 })));
     }

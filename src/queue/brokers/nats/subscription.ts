@@ -31,7 +31,7 @@ import type { NatsConnection } from '@nats-io/transport-node';
 import { equalJitterBackoffMs } from '../../../backoff.js';
 import type { Codec } from '../../../codecs.js';
 import { CodecError } from '../../../errors.js';
-import { deadLetterCopy, errorText } from '../../dead-letter.js';
+import { MAX_ERROR_BYTES, deadLetterCopy, errorText } from '../../dead-letter.js';
 import { deliveryId } from '../../delivery-id.js';
 import type { DeadLetterReason, QueueSignals } from '../../events.js';
 import { checkCloseOptions, type CloseOptions, type ResolvedSubscribeOptions } from '../../options.js';
@@ -40,7 +40,7 @@ import type { Delivery, Handler, StoredMessage, Subscription } from '../../types
 import { AttemptConflict, type AttemptLedger } from './attempt-ledger.js';
 import { attemptKey, beginAttempt, markCompleted, superseded, wasCompleted } from './attempts.js';
 import { RunAlone } from './run-alone.js';
-import { fromWire } from './wire.js';
+import { fitEscaped, fromWire } from './wire.js';
 
 /** Longest a pull waits for messages before the next one is made, ms (JetStream's floor is 1000). */
 const PULL_EXPIRES_MS = 5000;
@@ -368,7 +368,8 @@ export class NatsSubscription implements Subscription {
     if (dlq !== undefined) {
       const claimed = { deliveryId: did, claimToken: '', group: this.group, attempt: held.attempt, message: stored };
       try {
-        await this.#host.publishStored([deadLetterCopy(claimed, dlq, errorText(err), attempts)]);
+        // Cut so that the escaped error header fits the room kept for it (wire.ts).
+        await this.#host.publishStored([deadLetterCopy(claimed, dlq, fitEscaped(errorText(err), MAX_ERROR_BYTES), attempts)]);
       } catch (pubErr) {
         // The copy is not stored: retry instead, as the engine does.
         this.#host.signals.report(pubErr, 'dead-letter publish');

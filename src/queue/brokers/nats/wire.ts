@@ -9,6 +9,7 @@
  */
 import { headers as natsHeaders, type MsgHdrs } from '@nats-io/transport-node';
 import { InvalidArgumentError } from '../../../errors.js';
+import { truncateUtf8 } from '../../dead-letter.js';
 import type { StoredMessage } from '../../types.js';
 
 /** Header holding the message ID; JetStream de-duplicates on it. */
@@ -57,6 +58,22 @@ export function headerBytes(h: Record<string, string>): number {
   let n = 0;
   for (const [k, v] of Object.entries(h)) n += k.length + 4 + Buffer.byteLength(escapeValue(v));
   return n;
+}
+
+/**
+ * `text` cut (at a character boundary) so that its escaped form takes at
+ * most `maxBytes`: escaping can make a value five times longer (each `%`,
+ * CR or LF becomes `%XXXX`), and a dead-letter copy's error header must fit
+ * the room its size was planned for.
+ */
+export function fitEscaped(text: string, maxBytes: number): string {
+  let t = truncateUtf8(text, maxBytes);
+  for (;;) {
+    const over = Buffer.byteLength(escapeValue(t)) - maxBytes;
+    if (over <= 0) return t;
+    // A byte cut saves at most five escaped bytes: cut at least over / 5 bytes, and at least one.
+    t = truncateUtf8(t, Buffer.byteLength(t) - Math.max(1, Math.ceil(over / 5)));
+  }
 }
 
 /** The NATS headers of `m` (its ID is passed to publish separately, as `msgID`). */
