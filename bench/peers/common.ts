@@ -19,8 +19,14 @@ export const BODY_TEXT = 'x'.repeat(1024);
 
 export const sleep = (ms: number) => new Promise<void>((r) => setTimeout(r, ms));
 
-/** Wall-clock milliseconds with sub-millisecond precision, comparable across processes on one host. */
-export const wallMs = () => performance.timeOrigin + performance.now();
+/**
+ * Wall-clock milliseconds, comparable across processes on one host: the
+ * system clock read at each call. (`performance.timeOrigin + now()` is the
+ * clock at process start plus a monotonic count, so a process that lived
+ * through a step of the system clock disagrees with a younger one by the
+ * step: live latencies of whole seconds, the same for every system.)
+ */
+export const wallMs = () => Date.now();
 
 /** The 1-, 5- and 15-minute load averages from /proc/loadavg. */
 export function loadAverage(): [number, number, number] {
