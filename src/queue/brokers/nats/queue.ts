@@ -97,7 +97,7 @@ export class NatsQueue<T = Uint8Array> implements Queue<T> {
   readonly #cfg: ResolvedNatsConfig & { maxPayloadBytes: number };
   readonly #codec: Codec<unknown> | undefined;
   readonly #signals: QueueSignals;
-  /** Streams known to exist, by topic. */
+  /** Streams known to exist (or being created), by stream name. */
   readonly #streams = new Map<string, Promise<void>>();
   readonly #subs = new Set<NatsSubscription>();
   readonly #subscribing = new Set<Promise<unknown>>();
@@ -149,27 +149,14 @@ export class NatsQueue<T = Uint8Array> implements Queue<T> {
     if (this.#closing || this.#closed) throw new ClosedError('queue is closed');
   }
 
-  #ledger: Promise<void> | undefined;
-  #attemptLedger: Promise<void> | undefined;
+  /** Creates the dead-delivery ledger stream unless it exists (once per queue). */
+  #ensureLedger(): Promise<void> {
+    return this.#ensureNamed(deadLedgerStream(this.#cfg.streamPrefix), `${this.#cfg.streamPrefix}-dead.>`);
+  }
 
   /** Creates the attempt ledger stream unless it exists (once per queue): one record kept per delivery. */
   #ensureAttemptLedger(): Promise<void> {
-    if (!this.#attemptLedger) {
-      const p = this.#addStream(attemptLedgerStream(this.#cfg.streamPrefix), attemptLedgerSubjects(this.#cfg.streamPrefix), { max_msgs_per_subject: 1 });
-      p.catch(() => (this.#attemptLedger = undefined));
-      this.#attemptLedger = p;
-    }
-    return this.#attemptLedger;
-  }
-
-  /** Creates the dead-delivery ledger stream unless it exists (once per queue). */
-  #ensureLedger(): Promise<void> {
-    if (!this.#ledger) {
-      const p = this.#addStream(deadLedgerStream(this.#cfg.streamPrefix), `${this.#cfg.streamPrefix}-dead.>`);
-      p.catch(() => (this.#ledger = undefined));
-      this.#ledger = p;
-    }
-    return this.#ledger;
+    return this.#ensureNamed(attemptLedgerStream(this.#cfg.streamPrefix), attemptLedgerSubjects(this.#cfg.streamPrefix), { max_msgs_per_subject: 1 });
   }
 
   /**
@@ -187,17 +174,18 @@ export class NatsQueue<T = Uint8Array> implements Queue<T> {
 
   /** Creates `topic`'s stream unless it exists (once per topic per queue). */
   #ensureStream(topic: string): Promise<void> {
-    let p = this.#streams.get(topic);
-    if (!p) {
-      p = this.#createStream(topic);
-      this.#streams.set(topic, p);
-      p.catch(() => this.#streams.delete(topic));
-    }
-    return p;
+    return this.#ensureNamed(streamName(this.#cfg.streamPrefix, topic), subjectOf(this.#cfg.streamPrefix, topic));
   }
 
-  #createStream(topic: string): Promise<void> {
-    return this.#addStream(streamName(this.#cfg.streamPrefix, topic), subjectOf(this.#cfg.streamPrefix, topic));
+  /** Creates stream `name` unless it exists, once per queue: callers at once share one attempt; a failed one is tried again next time. */
+  #ensureNamed(name: string, subject: string, extra: { max_msgs_per_subject?: number } = {}): Promise<void> {
+    let p = this.#streams.get(name);
+    if (!p) {
+      p = this.#addStream(name, subject, extra);
+      this.#streams.set(name, p);
+      p.catch(() => this.#streams.delete(name));
+    }
+    return p;
   }
 
   async #addStream(name: string, subject: string, extra: { max_msgs_per_subject?: number } = {}): Promise<void> {
