@@ -75,7 +75,7 @@ describe('postgres store: migration 6 from a schema at migration 5', { skip: POS
 
     store = await PostgresStore.open({ connectionString: POSTGRES_URL, schema, poolSize: 2 });
     const versions = (await adminPool.query(`SELECT version FROM ${s}.migrations ORDER BY version`)).rows.map((r) => r.version);
-    assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7, 8]);
+    assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9]);
     assert.deepEqual(await snapshot(), before, 'every delivery as it was');
     assert.equal((await adminPool.query(`SELECT count(*)::int AS n FROM ${s}.acks`)).rows[0].n, 1);
     assert.equal((await adminPool.query(`SELECT count(*)::int AS n FROM ${s}.messages`)).rows[0].n, 7);
@@ -154,14 +154,14 @@ describe('postgres store: migration 7 (pending index split into unkeyed and keye
     const before = await snapshot();
     store = await PostgresStore.open({ connectionString: POSTGRES_URL, schema, poolSize: 2 });
     const versions = (await adminPool.query(`SELECT version FROM ${s}.migrations ORDER BY version`)).rows.map((r) => r.version);
-    assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7, 8]);
+    assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9]);
     assert.deepEqual(await snapshot(), before, 'every delivery as it was');
     const st = await store.stats('t', 'g');
     assert.deepEqual([st.pending, st.leased, st.dead], [5, 1, 1]);
     // u2 (priority 1) first, then u1 and b1 in publish order; a2 waits for
     // a1 (held elsewhere), b2 for b1.
     const keyedIndex = await adminPool.query<{ def: string }>(`SELECT indexdef AS def FROM pg_indexes WHERE schemaname = $1 AND indexname = 'deliveries_pending_keyed'`, [schema]);
-    assert.match(keyedIndex.rows[0]!.def, /\(topic, grp, priority DESC, message_seq\) WHERE \(\(state = 0\) AND \(msg_key IS NOT NULL\)\)$/);
+    assert.match(keyedIndex.rows[0]!.def, /\(topic, grp, priority DESC, message_seq\) WHERE \(\(state = 0\) AND \(msg_key IS NOT NULL\) AND \(NOT blocked\)\)$/);
     const first = await store.claim(claimReq('t', 'g'));
     assert.deepEqual(ids(first), ['u2', 'u1', 'b1']);
     assert.deepEqual(await store.retry(first[2]!, 0, 'again'), true);
@@ -192,7 +192,7 @@ describe('postgres store: migration 8 (topics.groups_version, kept by a trigger 
     await adminPool.query(`INSERT INTO ${s}.deliveries (delivery_id, message_seq, topic, grp, state, available_at) VALUES ('old/g', $1, 't', 'g', 0, '-infinity')`, [seq]);
     store = await PostgresStore.open({ connectionString: POSTGRES_URL, schema, poolSize: 2 });
     const versions = (await adminPool.query(`SELECT version FROM ${s}.migrations ORDER BY version`)).rows.map((r) => r.version);
-    assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7, 8]);
+    assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9]);
     const topicVersions = async () => (await adminPool.query(`SELECT topic, groups_version::text AS v FROM ${s}.topics ORDER BY topic`)).rows;
     assert.deepEqual(await topicVersions(), [{ topic: 't', v: '0' }, { topic: 'u', v: '0' }]);
     await store.append([msg('t', { id: 'new' })]);
@@ -215,5 +215,76 @@ describe('postgres store: migration 8 (topics.groups_version, kept by a trigger 
     await store.append([msg('t', { id: 'later' })]);
     assert.deepEqual(ids(await store.claim(claimReq('t', 'k'))), ['later']);
     assert.equal((await adminPool.query(`SELECT count(*)::int AS n FROM ${s}.deliveries WHERE grp = 'h'`)).rows[0].n, 0);
+  });
+});
+
+describe('postgres store: migration 9 (keyed rows behind their head flagged blocked) from a schema at migration 8', { skip: POSTGRES_SKIP }, () => {
+  const schema = testSchema('mig9');
+  const s = `"${schema}"`;
+  let store: PostgresStore | undefined;
+  after(async () => {
+    await store?.close();
+    await dropSchema(schema);
+  });
+
+  it('keeps every row, flags exactly the live keyed rows behind a head, and each ack or dead letter moves its lane on', async () => {
+    assert.equal(await migrate(adminPool, schema, s, 8), 8);
+    await adminPool.query(`INSERT INTO ${s}.topics VALUES ('t')`);
+    await adminPool.query(`INSERT INTO ${s}.groups (topic, grp) VALUES ('t', 'g')`);
+    // As migration 8's statements wrote them, in publish order: key a's head
+    // a1 leased elsewhere (lease running), a2 and a3 behind it; b1 and b2
+    // pending; c1 dead, so c2 leads its lane; u1 unkeyed.
+    const rows: Array<[id: string, key: string | null, state: number]> = [
+      ['a1', 'a', 1],
+      ['a2', 'a', 0],
+      ['u1', null, 0],
+      ['b1', 'b', 0],
+      ['c1', 'c', 3],
+      ['b2', 'b', 0],
+      ['c2', 'c', 0],
+      ['a3', 'a', 0],
+    ];
+    for (const [id, key, state] of rows) {
+      const seq = (await adminPool.query<{ seq: string }>(
+        `INSERT INTO ${s}.messages (id, topic, msg_key, payload, published_at, due_at) VALUES ($1, 't', $2, $3, now(), now()) RETURNING seq`,
+        [id, key, Buffer.from(id)],
+      )).rows[0]!.seq;
+      await adminPool.query(
+        `INSERT INTO ${s}.deliveries (delivery_id, message_seq, topic, grp, msg_key, state, attempt, available_at, lease_until, claim_token, holder, finished_at, last_error)
+         VALUES ($1::text || '/g', $2::bigint, 't', 'g', $3::text, $4::smallint, CASE WHEN $4::smallint = 0 THEN 0 ELSE 1 END, '-infinity',
+                 CASE WHEN $4::smallint = 1 THEN now() + interval '1 hour' END,
+                 CASE WHEN $4::smallint = 1 THEN gen_random_uuid() END, CASE WHEN $4::smallint = 1 THEN 'other' END,
+                 CASE WHEN $4::smallint = 3 THEN now() END, CASE WHEN $4::smallint = 3 THEN 'failed' END)`,
+        [id, seq, key, state],
+      );
+    }
+    const snapshot = async () =>
+      (await adminPool.query(`SELECT delivery_id, state, attempt, msg_key, lease_until FROM ${s}.deliveries ORDER BY delivery_id`)).rows;
+    const before = await snapshot();
+    store = await PostgresStore.open({ connectionString: POSTGRES_URL, schema, poolSize: 2 });
+    const versions = (await adminPool.query(`SELECT version FROM ${s}.migrations ORDER BY version`)).rows.map((r) => r.version);
+    assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    assert.deepEqual(await snapshot(), before, 'every delivery as it was');
+    const blocked = async () =>
+      (await adminPool.query<{ id: string }>(`SELECT delivery_id AS id FROM ${s}.deliveries WHERE blocked ORDER BY delivery_id`)).rows.map((r) => r.id);
+    assert.deepEqual(await blocked(), ['a2/g', 'a3/g', 'b2/g']);
+
+    const first = await store.claim(claimReq('t', 'g'));
+    assert.deepEqual(ids(first), ['u1', 'b1', 'c2'], 'heads and unkeyed work in publish order; a2 waits for a1');
+    // A dead letter moves its lane on as an ack does.
+    assert.equal(await store.kill(first[1]!, 'poison'), true);
+    assert.deepEqual(await blocked(), ['a2/g', 'a3/g']);
+    assert.deepEqual(ids(await store.claim(claimReq('t', 'g'))), ['b2']);
+    // a1's holder is gone: its lease runs out, it is claimed alone, and its
+    // ack frees a2 (claimed by the same statement), whose ack frees a3.
+    await adminPool.query(`UPDATE ${s}.deliveries SET lease_until = now() - interval '1 second' WHERE delivery_id = 'a1/g'`);
+    const a1 = await store.claim(claimReq('t', 'g'));
+    assert.deepEqual(ids(a1), ['a1']);
+    const a2 = await store.ackAndClaim(a1, claimReq('t', 'g'));
+    assert.deepEqual(ids(a2.claimed), ['a2']);
+    assert.deepEqual(await blocked(), ['a3/g']);
+    assert.deepEqual((await store.ack(a2.claimed)).length, 1);
+    assert.deepEqual(await blocked(), []);
+    assert.deepEqual(ids(await store.claim(claimReq('t', 'g'))), ['a3']);
   });
 });

@@ -44,6 +44,11 @@ describe('postgres store', { skip: POSTGRES_SKIP }, () => {
   };
   /** Undoes migrations 2 and up on `schema` (dropping its ack records): its tables and indexes are then as an earlier ferry's migration 1 left them. */
   const backToVersion1 = async (schema: string) => {
+    await adminPool.query(`DROP TRIGGER deliveries_lane_deleted ON "${schema}".deliveries`);
+    await adminPool.query(`DROP TRIGGER deliveries_lane_finished ON "${schema}".deliveries`);
+    await adminPool.query(`DROP FUNCTION "${schema}".unblock_lane()`);
+    // Its index deliveries_pending_keyed goes with the column.
+    await adminPool.query(`ALTER TABLE "${schema}".deliveries DROP COLUMN blocked`);
     await adminPool.query(`DROP TRIGGER groups_version ON "${schema}".groups`);
     await adminPool.query(`DROP FUNCTION "${schema}".set_groups_version()`);
     await adminPool.query(`ALTER TABLE "${schema}".topics DROP COLUMN groups_version`);
@@ -103,10 +108,11 @@ describe('postgres store', { skip: POSTGRES_SKIP }, () => {
       { version: 6, name: '006_flow_control.sql' },
       { version: 7, name: '007_split_pending_index.sql' },
       { version: 8, name: '008_groups_version.sql' },
+      { version: 9, name: '009_lane_blocked.sql' },
     ]);
     await Promise.all(stores.map((s) => s.ping()));
     await open(schema);
-    assert.equal((await adminPool.query(`SELECT count(*)::int AS n FROM "${schema}".migrations`)).rows[0].n, 8);
+    assert.equal((await adminPool.query(`SELECT count(*)::int AS n FROM "${schema}".migrations`)).rows[0].n, 9);
   });
 
   it('migration 2 needs the tables\' owner: another user\'s open fails with IOError and changes nothing; the owner\'s open applies it', async () => {
@@ -129,7 +135,7 @@ describe('postgres store', { skip: POSTGRES_SKIP }, () => {
       const versions = async () => (await adminPool.query(`SELECT version FROM "${schema}".migrations ORDER BY version`)).rows.map((r) => r.version);
       assert.deepEqual(await versions(), [1]);
       await open(schema);
-      assert.deepEqual(await versions(), [1, 2, 3, 4, 5, 6, 7, 8]);
+      assert.deepEqual(await versions(), [1, 2, 3, 4, 5, 6, 7, 8, 9]);
       const kind = await adminPool.query(`SELECT am.amname FROM pg_class c JOIN pg_am am ON am.oid = c.relam JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = 'deliveries_message'`, [schema]);
       assert.equal(kind.rows[0].amname, 'hash');
     } finally {
@@ -169,7 +175,7 @@ describe('postgres store', { skip: POSTGRES_SKIP }, () => {
     );
     const after = await open(schema);
     const versions = (await adminPool.query(`SELECT version FROM "${schema}".migrations ORDER BY version`)).rows.map((r) => r.version);
-    assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7, 8]);
+    assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9]);
     const moved = await adminPool.query(`SELECT m.payload FROM "${schema}".acks a JOIN "${schema}".messages m ON m.seq = a.message_seq`);
     assert.deepEqual(moved.rows.map((r) => dec(r.payload)), ['a1'], 'the acked row moved to acks');
     assert.equal((await adminPool.query(`SELECT count(*)::int AS n FROM "${schema}".deliveries WHERE state = 2`)).rows[0].n, 0);

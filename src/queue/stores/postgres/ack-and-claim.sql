@@ -25,7 +25,7 @@ done AS (
   DELETE FROM __SCHEMA__.deliveries d
   WHERE d.delivery_id = ANY($7::text[]) AND d.state = 1 /* leased */
     AND d.claim_token = ANY($8::uuid[]) /* pairwise: see ack.sql */
-  RETURNING d.delivery_id, d.claim_token::text AS token, d.topic, d.msg_key, d.message_seq
+  RETURNING d.delivery_id, d.claim_token::text AS token, d.topic, d.grp, d.msg_key, d.message_seq
 ),
 logged AS (
   INSERT INTO __SCHEMA__.acks (message_seq, finished_at)
@@ -62,17 +62,17 @@ lanes AS (
     ORDER BY e.msg_key, e.message_seq
     LIMIT 1) n
 ),
--- Keyed pending rows in claim order (deliveries_pending_keyed), at most
--- 2 × $3 + 256 of them, each tested for being its lane's head: when that
--- prefix of claim order holds $3 heads, or is every keyed pending row, its
--- heads are the first in claim order (a backlog whose lanes interleave).
--- Otherwise (lanes published one after another: most rows wait behind a
--- head) the lane walk above runs instead; it is not started when the walk
--- sufficed.
+-- Keyed pending rows not flagged as waiting behind their lane's head
+-- (deliveries_pending_keyed; migration 9), in claim order, at most
+-- 2 × $3 + 256 of them, each tested for being its lane's head (the flag may
+-- be missing, never wrong the other way): when that prefix of claim order
+-- holds $3 heads, or is every such row, its heads are the first in claim
+-- order. Otherwise (many unflagged rows behind their heads) the lane walk
+-- above runs instead; it is not started when the walk sufficed.
 walk AS MATERIALIZED (
   SELECT d.delivery_id, d.priority, d.message_seq, d.topic, d.grp, d.msg_key
   FROM __SCHEMA__.deliveries d
-  WHERE d.topic = $1 AND d.grp = $2 AND d.state = 0 /* pending */ AND d.msg_key IS NOT NULL
+  WHERE d.topic = $1 AND d.grp = $2 AND d.state = 0 /* pending */ AND d.msg_key IS NOT NULL AND NOT d.blocked
     AND d.available_at <= (SELECT now FROM clock)
     AND NOT (SELECT paused FROM clock)
   ORDER BY d.priority DESC, d.message_seq
@@ -95,6 +95,22 @@ walked AS MATERIALIZED (
   SELECT CASE WHEN (SELECT count(*) FROM walk_heads) >= $3 THEN true
               ELSE (SELECT count(*) FROM walk) < 2 * $3 + 256 END AS enough
 ),
+-- The next row of each lane of this group that an ack here frees: flagged
+-- in this statement's snapshot (the trigger clears its flag as the
+-- statement ends), so not in walk. One lane probe per keyed ack.
+freed AS (
+  SELECT n.delivery_id
+  FROM (SELECT DISTINCT msg_key FROM done WHERE topic = $1 AND grp = $2 AND msg_key IS NOT NULL) l
+  CROSS JOIN LATERAL (
+    SELECT e.delivery_id, e.state, e.available_at
+    FROM __SCHEMA__.deliveries e
+    WHERE e.topic = $1 AND e.grp = $2 AND e.msg_key = l.msg_key AND e.state < 2 /* acked */
+      AND e.delivery_id <> ALL((SELECT ids FROM acked)::text[])
+    ORDER BY e.message_seq
+    LIMIT 1) n
+  WHERE n.state = 0 /* pending */ AND n.available_at <= (SELECT now FROM clock)
+    AND NOT (SELECT paused FROM clock)
+),
 keyed AS (
   SELECT d.delivery_id, d.priority, d.message_seq, d.state
   FROM __SCHEMA__.deliveries d
@@ -106,7 +122,8 @@ keyed AS (
         SELECT h.delivery_id FROM lanes h
         WHERE NOT (SELECT enough FROM walked) AND h.state = 0 /* pending */ AND h.available_at <= (SELECT now FROM clock)
         ORDER BY h.priority DESC, h.message_seq
-        LIMIT $3))
+        LIMIT $3)
+      || ARRAY(SELECT delivery_id FROM freed))
     AND d.state = 0 /* pending */
   FOR UPDATE OF d SKIP LOCKED
 ),

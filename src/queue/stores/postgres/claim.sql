@@ -75,17 +75,17 @@ lanes AS (
 -- meanwhile is re-checked on its new version (state) and dropped; no row is
 -- ever inserted ahead of a lane's live rows, so a head stays the head until
 -- it is finished.
--- Keyed pending rows in claim order (deliveries_pending_keyed), at most
--- 2 × $3 + 256 of them, each tested for being its lane's head: when that
--- prefix of claim order holds $3 heads, or is every keyed pending row, its
--- heads are the first in claim order (a backlog whose lanes interleave).
--- Otherwise (lanes published one after another: most rows wait behind a
--- head) the lane walk above runs instead; it is not started when the walk
--- sufficed.
+-- Keyed pending rows not flagged as waiting behind their lane's head
+-- (deliveries_pending_keyed; migration 9), in claim order, at most
+-- 2 × $3 + 256 of them, each tested for being its lane's head (the flag may
+-- be missing, never wrong the other way): when that prefix of claim order
+-- holds $3 heads, or is every such row, its heads are the first in claim
+-- order. Otherwise (many unflagged rows behind their heads) the lane walk
+-- above runs instead; it is not started when the walk sufficed.
 walk AS MATERIALIZED (
   SELECT d.delivery_id, d.priority, d.message_seq, d.topic, d.grp, d.msg_key
   FROM __SCHEMA__.deliveries d
-  WHERE d.topic = $1 AND d.grp = $2 AND d.state = 0 /* pending */ AND d.msg_key IS NOT NULL
+  WHERE d.topic = $1 AND d.grp = $2 AND d.state = 0 /* pending */ AND d.msg_key IS NOT NULL AND NOT d.blocked
     AND d.available_at <= (SELECT now FROM clock)
     AND NOT (SELECT paused FROM clock)
   ORDER BY d.priority DESC, d.message_seq
