@@ -1,17 +1,14 @@
 /**
- * The `blocked` flag of keyed deliveries on Postgres (migration 9) when an
- * append and the ack of its lane's last live row run at once. The order of
- * the two transactions is decided by the test, not by timing: a test-only
- * trigger makes one statement wait on an advisory lock the test holds, after
- * its rows are written and before it commits, and the test waits until
- * pg_stat_activity shows the other transaction waiting on it (or not).
- *
- * - Append first: the append has locked the lane's last row (FOR SHARE) and
- *   flagged its new row; the ack's delete waits for it, and the trigger that
- *   moves the lane on then sees the new row and clears its flag.
- * - Ack first: the append passes over the row being deleted (SKIP LOCKED),
- *   never waits, and leaves its row unflagged.
- * Either way the new row is claimed next, alone at the head of its lane.
+ * The `blocked` flag of keyed deliveries on Postgres (migration 9): an append
+ * flags a row only behind an earlier row of its lane in the same batch, and
+ * removing a lane's head clears the flag of the next. The order in which an
+ * append and the ack of its lane's last live row commit is decided by the
+ * test, not by timing: a test-only trigger makes one statement wait on an
+ * advisory lock the test holds, after its rows are written and before it
+ * commits, and the test waits until pg_blocking_pids shows that it waits.
+ * Whichever commits first, the other neither waits for it nor strands a row
+ * behind a head that is gone: the new row is claimed next, alone at the
+ * head of its lane.
  */
 import assert from 'node:assert/strict';
 import { afterEach, beforeEach, describe, it } from 'node:test';
@@ -71,22 +68,18 @@ describe('postgres store: lane flags when an append and an ack of the lane meet'
     await dropSchema(schema);
   });
 
-  it('append first: the ack waits for it, then moves the lane on to the new row', async () => {
+  it('append held before its commit: the ack of the lane\'s last row does not wait for it, and the new row leads next', async () => {
     await store!.append([msg('t', { id: 'k1', key: 'k' })]);
     const first = await store!.claim(claimReq('t', 'g'));
     assert.deepEqual(ids(first), ['k1']);
     await holdOn('messages', 'id', 'k2');
     const appended = store!.append([msg('t', { id: 'k2', key: 'k' })]);
-    let appendPid = 0;
-    await until('the append to hold before its commit', async () => ((appendPid = (await blockedBy(holderPid))[0] ?? 0), appendPid !== 0));
-    let acked = false;
-    const ack = store!.ack(first).then((r) => ((acked = true), r));
-    await until('the ack to wait for the append', async () => (await blockedBy(appendPid)).length > 0);
-    assert.equal(acked, false);
+    await until('the append to hold before its commit', async () => (await blockedBy(holderPid)).length > 0);
+    assert.deepEqual(await store!.ack(first), [first[0]!.deliveryId]);
+    assert.deepEqual(await store!.claim(claimReq('t', 'g')), [], 'nothing committed to claim yet');
     await release();
     await appended;
-    assert.deepEqual(await ack, [first[0]!.deliveryId]);
-    assert.deepEqual(await blocked(), [], 'k2 leads its lane, unflagged');
+    assert.deepEqual(await blocked(), []);
     assert.deepEqual(ids(await store!.claim(claimReq('t', 'g'))), ['k2']);
   });
 
@@ -110,15 +103,23 @@ describe('postgres store: lane flags when an append and an ack of the lane meet'
     assert.deepEqual(ids(await store!.claim(claimReq('t', 'g'))), ['k3']);
   });
 
-  it('an append behind a live row flags its rows; each ack unflags the next one only', async () => {
+  it('an append flags the rows behind an earlier one of their lane in its batch; each head that leaves unflags the next', async () => {
     await store!.append(['a1', 'a2', 'b1', 'a3'].map((id) => msg('t', { id, key: id[0] })));
     assert.deepEqual(await blocked(), ['a2', 'a3']);
+    // a4's lane has live rows, none in its batch: unflagged, and still held to its turn.
     await store!.append([msg('t', { id: 'a4', key: 'a' }), msg('t', { id: 'b2', key: 'b' })]);
-    assert.deepEqual(await blocked(), ['a2', 'a3', 'a4', 'b2']);
+    assert.deepEqual(await blocked(), ['a2', 'a3']);
     const heads = await store!.claim(claimReq('t', 'g'));
     assert.deepEqual(ids(heads), ['a1', 'b1']);
     const step = await store!.ackAndClaim(heads, claimReq('t', 'g'));
     assert.deepEqual(ids(step.claimed), ['a2', 'b2'], 'the rows the acks freed, claimed in the same statement');
-    assert.deepEqual(await blocked(), ['a3', 'a4']);
+    assert.deepEqual(await blocked(), ['a3']);
+    await store!.ack(step.claimed);
+    assert.deepEqual(await blocked(), []);
+    const a3 = await store!.claim(claimReq('t', 'g'));
+    assert.deepEqual(ids(a3), ['a3'], 'a4 waits behind a3');
+    // A dead letter moves the lane on as an ack does.
+    assert.equal(await store!.kill(a3[0]!, 'poison'), true);
+    assert.deepEqual(ids(await store!.claim(claimReq('t', 'g'))), ['a4']);
   });
 });

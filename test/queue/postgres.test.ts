@@ -48,7 +48,7 @@ describe('postgres store', { skip: POSTGRES_SKIP }, () => {
     await adminPool.query(`DROP TRIGGER deliveries_lane_finished ON "${schema}".deliveries`);
     await adminPool.query(`DROP FUNCTION "${schema}".unblock_lane()`);
     // Its index deliveries_pending_keyed goes with the column.
-    await adminPool.query(`ALTER TABLE "${schema}".deliveries DROP COLUMN blocked`);
+    await adminPool.query(`ALTER TABLE "${schema}".deliveries DROP COLUMN blocked, DROP COLUMN blocks_next`);
     await adminPool.query(`DROP TRIGGER groups_version ON "${schema}".groups`);
     await adminPool.query(`DROP FUNCTION "${schema}".set_groups_version()`);
     await adminPool.query(`ALTER TABLE "${schema}".topics DROP COLUMN groups_version`);

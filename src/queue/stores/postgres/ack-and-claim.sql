@@ -25,7 +25,7 @@ done AS (
   DELETE FROM __SCHEMA__.deliveries d
   WHERE d.delivery_id = ANY($7::text[]) AND d.state = 1 /* leased */
     AND d.claim_token = ANY($8::uuid[]) /* pairwise: see ack.sql */
-  RETURNING d.delivery_id, d.claim_token::text AS token, d.topic, d.grp, d.msg_key, d.message_seq
+  RETURNING d.delivery_id, d.claim_token::text AS token, d.topic, d.grp, d.msg_key, d.message_seq, d.blocks_next
 ),
 logged AS (
   INSERT INTO __SCHEMA__.acks (message_seq, finished_at)
@@ -95,12 +95,13 @@ walked AS MATERIALIZED (
   SELECT CASE WHEN (SELECT count(*) FROM walk_heads) >= $3 THEN true
               ELSE (SELECT count(*) FROM walk) < 2 * $3 + 256 END AS enough
 ),
--- The next row of each lane of this group that an ack here frees: flagged
--- in this statement's snapshot (the trigger clears its flag as the
--- statement ends), so not in walk. One lane probe per keyed ack.
+-- The next row of each lane of this group that an ack here frees from a
+-- `blocked` flag (an acked row marked blocks_next, migration 9): flagged in
+-- this statement's snapshot, so not in walk (the trigger clears the flag
+-- as the statement ends). One lane probe per such ack.
 freed AS (
   SELECT n.delivery_id
-  FROM (SELECT DISTINCT msg_key FROM done WHERE topic = $1 AND grp = $2 AND msg_key IS NOT NULL) l
+  FROM (SELECT DISTINCT msg_key FROM done WHERE topic = $1 AND grp = $2 AND blocks_next) l
   CROSS JOIN LATERAL (
     SELECT e.delivery_id, e.state, e.available_at
     FROM __SCHEMA__.deliveries e
@@ -166,7 +167,9 @@ picked AS (
 ),
 leased AS (
   UPDATE __SCHEMA__.deliveries d
-  SET state = 1 /* leased */, attempt = d.attempt + 1, claim_token = gen_random_uuid(), holder = $4,
+  -- Only a head is leased: a flag still set (a row an ack in this statement
+  -- freed) is cleared here, so the trigger finds nothing left to write.
+  SET state = 1 /* leased */, attempt = d.attempt + 1, claim_token = gen_random_uuid(), holder = $4, blocked = false,
       lease_until = (SELECT now FROM clock) + $5 * interval '1 millisecond'
   WHERE d.delivery_id = ANY(ARRAY(SELECT delivery_id FROM picked))
   RETURNING d.delivery_id, d.attempt, d.claim_token, d.priority, d.message_seq

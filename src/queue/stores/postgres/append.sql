@@ -45,38 +45,26 @@ stored AS (
   ON CONFLICT (id) DO NOTHING
   RETURNING seq, id, topic, msg_key, deliver_at, priority
 ),
--- The deliveries, each keyed one with whether an earlier row of its lane
--- (topic, group, key) is in this batch.
-fresh AS (
-  SELECT f.delivery_id, s.seq, s.topic, f.grp, s.msg_key, s.deliver_at, s.priority,
-         s.msg_key IS NOT NULL AND row_number() OVER (PARTITION BY s.topic, f.grp, s.msg_key ORDER BY s.seq) > 1 AS behind
+-- The deliveries. A keyed one is flagged `blocked` (migration 9) when an
+-- earlier row of its lane (topic, group, key) is in this batch, and that
+-- row, the one just ahead of it, is marked `blocks_next`: both commit
+-- together, so the removal that frees the flagged row comes after this
+-- commit and clears its flag. A lane's first row in the batch is left
+-- unflagged even when the lane has live rows already: flagging it would
+-- need a mark on the live row ahead of it, which may be leaving the lane as
+-- this runs. Unflagged rows behind a head cost a claim a probe each, never
+-- order. A backlog published key by key in batches is flagged all but its
+-- lanes' first rows; one published round-robin over its keys (a row per
+-- key in each batch), or a message at a time, is not flagged at all.
+fanned AS (
+  INSERT INTO __SCHEMA__.deliveries (delivery_id, message_seq, topic, grp, msg_key, state, available_at, priority, blocked, blocks_next)
+  SELECT f.delivery_id, s.seq, s.topic, f.grp, s.msg_key, 0 /* pending */, coalesce(s.deliver_at, '-infinity'), s.priority,
+         s.msg_key IS NOT NULL AND row_number() OVER lane > 1,
+         s.msg_key IS NOT NULL AND row_number() OVER lane < count(*) OVER lane
   FROM unnest($8::text[], $9::text[], $10::text[]) AS f(message_id, grp, delivery_id)
   JOIN stored s ON s.id = f.message_id
-),
--- The batch's lanes that have a live row in the table, proven by locking
--- one (FOR SHARE: it cannot leave the live rows until this commits, so the
--- removal that frees this batch's first row of the lane sees that row and
--- clears its flag; migration 9). The lane's newest live row is tried
--- first; one another transaction holds is passed over (SKIP LOCKED, so an
--- append never waits on an ack), and a lane whose live rows are all held
--- reads as empty: its first new row goes unflagged, which a claim's
--- headship test covers.
-occupied AS (
-  SELECT l.topic, l.grp, l.msg_key
-  FROM (SELECT DISTINCT topic, grp, msg_key FROM fresh WHERE msg_key IS NOT NULL) l
-  WHERE EXISTS (
-    SELECT 1 FROM __SCHEMA__.deliveries e
-    WHERE e.topic = l.topic AND e.grp = l.grp AND e.msg_key = l.msg_key AND e.state < 2 /* acked */
-    ORDER BY e.message_seq DESC
-    LIMIT 1
-    FOR SHARE OF e SKIP LOCKED)
-),
-fanned AS (
-  INSERT INTO __SCHEMA__.deliveries (delivery_id, message_seq, topic, grp, msg_key, state, available_at, priority, blocked)
-  SELECT f.delivery_id, f.seq, f.topic, f.grp, f.msg_key, 0 /* pending */, coalesce(f.deliver_at, '-infinity'), f.priority,
-         f.behind OR EXISTS (SELECT 1 FROM occupied o WHERE o.topic = f.topic AND o.grp = f.grp AND o.msg_key = f.msg_key)
-  FROM fresh f
-  ORDER BY f.seq
+  WINDOW lane AS (PARTITION BY s.topic, f.grp, s.msg_key ORDER BY s.seq ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
+  ORDER BY s.seq
   ON CONFLICT DO NOTHING
 )
 -- pg_notify inside the transaction: listeners hear it only once it commits.

@@ -3,24 +3,20 @@
 -- deleting these messages until the new deliveries commit; a message it
 -- deleted meanwhile is skipped rather than failing the foreign key.
 --
--- A keyed row is flagged `blocked` (migration 9) when an earlier row of its
--- lane is in this page or in an earlier one (written by this transaction,
--- which made the group: no claim sees the group before it commits).
+-- Within the page, a keyed row is flagged `blocked` behind an earlier row
+-- of its lane and that row marked `blocks_next`, as append.sql does within
+-- a batch (migration 9).
 WITH kept AS (
   SELECT b.delivery_id, m.seq, m.topic, m.msg_key, m.deliver_at, m.priority
   FROM unnest($3::bigint[], $4::text[]) AS b(seq, delivery_id)
   JOIN __SCHEMA__.messages m ON m.seq = b.seq AND m.topic = $1
   FOR KEY SHARE OF m
-),
-page AS (
-  SELECT k.*, k.msg_key IS NOT NULL AND row_number() OVER (PARTITION BY k.msg_key ORDER BY k.seq) > 1 AS behind
-  FROM kept k
 )
-INSERT INTO __SCHEMA__.deliveries (delivery_id, message_seq, topic, grp, msg_key, state, available_at, priority, blocked)
-SELECT p.delivery_id, p.seq, p.topic, $2::text, p.msg_key, 0 /* pending */, coalesce(p.deliver_at, '-infinity'), p.priority,
-       p.behind OR (p.msg_key IS NOT NULL AND EXISTS (
-         SELECT 1 FROM __SCHEMA__.deliveries e
-         WHERE e.topic = $1 AND e.grp = $2::text AND e.msg_key = p.msg_key AND e.state < 2 /* acked */))
-FROM page p
-ORDER BY p.seq
+INSERT INTO __SCHEMA__.deliveries (delivery_id, message_seq, topic, grp, msg_key, state, available_at, priority, blocked, blocks_next)
+SELECT k.delivery_id, k.seq, k.topic, $2::text, k.msg_key, 0 /* pending */, coalesce(k.deliver_at, '-infinity'), k.priority,
+       k.msg_key IS NOT NULL AND row_number() OVER lane > 1,
+       k.msg_key IS NOT NULL AND row_number() OVER lane < count(*) OVER lane
+FROM kept k
+WINDOW lane AS (PARTITION BY k.msg_key ORDER BY k.seq ROWS BETWEEN UNBOUNDED PRECEDING AND UNBOUNDED FOLLOWING)
+ORDER BY k.seq
 ON CONFLICT DO NOTHING

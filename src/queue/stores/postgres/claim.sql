@@ -160,7 +160,9 @@ picked AS (
 ),
 leased AS (
   UPDATE __SCHEMA__.deliveries d
-  SET state = 1 /* leased */, attempt = d.attempt + 1, claim_token = gen_random_uuid(), holder = $4,
+  -- Only a head is leased: a flag still set (a row an ack in this statement
+  -- freed) is cleared here, so the trigger finds nothing left to write.
+  SET state = 1 /* leased */, attempt = d.attempt + 1, claim_token = gen_random_uuid(), holder = $4, blocked = false,
       lease_until = (SELECT now FROM clock) + $5 * interval '1 millisecond'
   -- ANY(ARRAY(...)) rather than a join: the planner cannot know picked is
   -- small and would otherwise hash-join against the whole table.

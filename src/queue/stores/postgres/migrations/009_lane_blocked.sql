@@ -1,34 +1,44 @@
--- Keyed deliveries waiting behind their lane's head are flagged `blocked`,
--- and the keyed pending index holds only the others: the lanes' heads (and,
--- rarely, a row whose publisher could not tell, left unflagged: a claim still
+-- Keyed deliveries waiting behind their lane's head may be flagged
+-- `blocked`, and the keyed pending index holds only the unflagged ones: the
+-- lanes' heads, and rows behind a head that nobody flagged (a claim still
 -- tests every row it takes for headship, so a missing flag costs a probe,
 -- never order). A claim reads heads off that index in claim order. Before,
 -- with a backlog published key by key (1,000 keys of 50), the index's first
 -- rows were all one lane's, and every claim walked every lane through
 -- deliveries_lane instead: 1,000 index descents per claim.
 --
--- Who sets and clears it:
--- - append.sql flags a new row when an earlier row of its lane is in the
---   same batch, or when it could lock (FOR SHARE) a live row of the lane in
---   the table. That lock keeps the earlier row live until the append
---   commits, so the row that frees the new one leaves after it and sees it.
--- - The triggers below clear the flag of a lane's head whenever an unflagged
---   live row leaves the live rows (deleted by an ack, its message or its
---   group, or dead-lettered). Only an unflagged row can be a head, so
---   removing a flagged one never changes who leads. The trigger's statement
---   takes its own snapshot, after the removal's row locks were granted, so
---   it sees an append that committed while the removal waited.
--- - backfill.sql flags the rows of a new group's backfill as append.sql does
---   (the group is not visible to any claim until it commits).
-ALTER TABLE __SCHEMA__.deliveries ADD COLUMN blocked boolean NOT NULL DEFAULT false;
+-- A flagged row always has a live row ahead of it in its lane, and the row
+-- just ahead of it carries `blocks_next`:
+-- - append.sql flags a new row only when an earlier row of its lane is in
+--   the same batch (they commit together, and a topic's batches never
+--   interleave their seqs), and marks that earlier row `blocks_next`;
+--   backfill.sql does the same within each page of a new group's backfill;
+--   this migration flags every live row that is not its lane's first.
+-- - When a row marked `blocks_next` leaves the live rows (deleted by an ack
+--   or with its group, or dead-lettered) the triggers below clear the flag
+--   of its lane's new head. Rows leave a lane from its head (only a head is
+--   leased; a group's removal takes the whole lane), so the row that leaves
+--   just ahead of a flagged row is the one marked for it. The trigger's
+--   statement takes its own snapshot: it sees every row committed before it
+--   ran. A lane without flags, the common case for messages published one
+--   at a time or one per key per batch, never runs it.
+-- - A claim clears the flag of a row it leases (claim.sql): a flagged row it
+--   can lease is one that an ack in the same statement freed.
+ALTER TABLE __SCHEMA__.deliveries ADD COLUMN blocked boolean NOT NULL DEFAULT false,
+  ADD COLUMN blocks_next boolean NOT NULL DEFAULT false;
 
--- Existing rows: every live keyed row that is not its lane's first.
-UPDATE __SCHEMA__.deliveries d SET blocked = true
-WHERE d.state < 2 /* acked */ AND d.msg_key IS NOT NULL
-  AND EXISTS (
-    SELECT 1 FROM __SCHEMA__.deliveries e
-    WHERE e.topic = d.topic AND e.grp = d.grp AND e.msg_key = d.msg_key AND e.state < 2 /* acked */
-      AND e.message_seq < d.message_seq);
+-- Existing rows: every live keyed row but its lane's first is flagged, and
+-- every one but its lane's last marked.
+UPDATE __SCHEMA__.deliveries d
+SET blocked = EXISTS (
+      SELECT 1 FROM __SCHEMA__.deliveries e
+      WHERE e.topic = d.topic AND e.grp = d.grp AND e.msg_key = d.msg_key AND e.state < 2 /* acked */
+        AND e.message_seq < d.message_seq),
+    blocks_next = EXISTS (
+      SELECT 1 FROM __SCHEMA__.deliveries e
+      WHERE e.topic = d.topic AND e.grp = d.grp AND e.msg_key = d.msg_key AND e.state < 2 /* acked */
+        AND e.message_seq > d.message_seq)
+WHERE d.state < 2 /* acked */ AND d.msg_key IS NOT NULL;
 
 DROP INDEX __SCHEMA__.deliveries_pending_keyed;
 CREATE INDEX deliveries_pending_keyed ON __SCHEMA__.deliveries (topic, grp, priority DESC, message_seq)
@@ -48,9 +58,9 @@ END
 $$;
 
 CREATE TRIGGER deliveries_lane_deleted AFTER DELETE ON __SCHEMA__.deliveries
-  FOR EACH ROW WHEN (OLD.state < 2 /* acked */ AND OLD.msg_key IS NOT NULL AND NOT OLD.blocked)
+  FOR EACH ROW WHEN (OLD.state < 2 /* acked */ AND OLD.blocks_next)
   EXECUTE FUNCTION __SCHEMA__.unblock_lane();
 
 CREATE TRIGGER deliveries_lane_finished AFTER UPDATE OF state ON __SCHEMA__.deliveries
-  FOR EACH ROW WHEN (OLD.state < 2 /* acked */ AND NEW.state >= 2 /* acked */ AND OLD.msg_key IS NOT NULL AND NOT OLD.blocked)
+  FOR EACH ROW WHEN (OLD.state < 2 /* acked */ AND NEW.state >= 2 /* acked */ AND OLD.blocks_next)
   EXECUTE FUNCTION __SCHEMA__.unblock_lane();
