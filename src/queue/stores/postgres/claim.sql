@@ -11,9 +11,11 @@
 -- Due: pending and past its available_at, or leased with an expired lease.
 -- A keyed delivery is due only at the head of its lane: the first live row
 -- of its key in publish order, whatever the priorities behind it. Unkeyed
--- pending rows are read off deliveries_pending (free), keyed ones lane by
--- lane off deliveries_lane (lanes, keyed): a row waiting behind its head is
--- never stepped over. An expired lease's row is tested for headship with one
+-- pending rows are read off deliveries_pending (free), keyed ones off
+-- deliveries_pending_keyed, which leaves out rows flagged as waiting behind
+-- their head (walk, walk_heads), or lane by lane off deliveries_lane when
+-- too few of those are heads (lanes): a row waiting behind its head is
+-- never taken. An expired lease's row is tested for headship with one
 -- deliveries_lane step (ORDER BY ... LIMIT 1 stops at the head). A lane's
 -- head competes by its own priority. Only heads are ever leased and no row is inserted ahead of a
 -- lane's live rows, so a head has no leased row behind it. SKIP LOCKED lets
