@@ -162,8 +162,8 @@ picked AS (
 ),
 leased AS (
   UPDATE __SCHEMA__.deliveries d
-  -- Only a head is leased: a flag still set (a row an ack in this statement
-  -- freed) is cleared here, so the trigger finds nothing left to write.
+  -- Only a head is leased, so a `blocked` flag still set on one (found by
+  -- the lane walk, which does not read flags) is cleared here.
   SET state = 1 /* leased */, attempt = d.attempt + 1, claim_token = gen_random_uuid(), holder = $4, blocked = false,
       lease_until = (SELECT now FROM clock) + $5 * interval '1 millisecond'
   -- ANY(ARRAY(...)) rather than a join: the planner cannot know picked is
