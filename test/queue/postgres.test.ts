@@ -44,7 +44,8 @@ describe('postgres store', { skip: POSTGRES_SKIP }, () => {
   };
   /** Undoes migrations 2 and up on `schema` (dropping its ack records): its tables and indexes are then as an earlier ferry's migration 1 left them. */
   const backToVersion1 = async (schema: string) => {
-    await adminPool.query(`DROP TRIGGER deliveries_lane_deleted ON "${schema}".deliveries`);
+    await adminPool.query(`DROP TRIGGER deliveries_lanes_deleted ON "${schema}".deliveries`);
+    await adminPool.query(`DROP FUNCTION "${schema}".unblock_lanes()`);
     await adminPool.query(`DROP TRIGGER deliveries_lane_finished ON "${schema}".deliveries`);
     await adminPool.query(`DROP FUNCTION "${schema}".unblock_lane()`);
     // Its index deliveries_pending_keyed goes with the column.
