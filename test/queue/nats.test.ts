@@ -266,9 +266,30 @@ describe('nats queue: against the server', { skip: NATS_SKIP }, () => {
       assert.equal(await ackWaitMs(), 6000);
       subs.push(await b.subscribe('t', 'g', async () => undefined, { leaseDurationMs: 1000 }));
       assert.equal(await ackWaitMs(), 6000, 'a shorter lease leaves the ack wait alone');
-      // Two at once, each asking for more: the longer one wins whatever the order.
+      // Two at once, each asking for more: the longer one wins whatever the order (at once, or, when the
+      // shorter one's update landed last, at the longer one's next check, within one lease).
       subs.push(...(await Promise.all([a.subscribe('t', 'g', async () => undefined, { leaseDurationMs: 8000 }), b.subscribe('t', 'g', async () => undefined, { leaseDurationMs: 9000 })])));
-      assert.equal(await ackWaitMs(), 9000);
+      const seen = [await ackWaitMs()];
+      assert.ok(seen[0]! >= 8000, String(seen));
+      for (const deadline = Date.now() + 60_000; seen.at(-1) !== 9000 && Date.now() < deadline; ) {
+        await new Promise((r) => setTimeout(r, 250));
+        seen.push(await ackWaitMs());
+      }
+      assert.equal(seen.at(-1), 9000, String(seen));
+      assert.ok(seen.every((ms) => ms >= 8000), 'never below a lease asked for');
+      // The losing order, forced: the shorter lease written over the longer one. The 9 s subscription puts it back.
+      const nc = await connect({ servers: NATS_URL });
+      try {
+        await (await jetstreamManager(nc)).consumers.update(streamName(prefix, 't'), 'g', { ack_wait: 8000 * 1e6 });
+      } finally {
+        await nc.close();
+      }
+      const after = [await ackWaitMs()];
+      for (const deadline = Date.now() + 60_000; after.at(-1) !== 9000 && Date.now() < deadline; ) {
+        await new Promise((r) => setTimeout(r, 250));
+        after.push(await ackWaitMs());
+      }
+      assert.equal(after.at(-1), 9000, String(after));
     } finally {
       await Promise.all(subs.map((s) => s.close({ timeoutMs: 100 })));
     }

@@ -59,7 +59,12 @@ export interface NatsSubscriptionHooks {
   recordDead(did: string): Promise<void>;
   /** The attempt ledger of this subscription's group. */
   readonly ledger: AttemptLedger;
-  /** Whether the group's consumer no longer exists (removed by `removeGroup`, here or elsewhere). */
+  /**
+   * Whether the group's consumer no longer exists (removed by `removeGroup`,
+   * here or elsewhere). When it exists with an ack wait shorter than this
+   * subscription's lease (another subscribe raising it at the same time
+   * wrote a shorter one last), raises it back first.
+   */
   groupGone(): Promise<boolean>;
   /** Called once the subscription has closed. */
   forget(sub: NatsSubscription): void;
@@ -159,11 +164,19 @@ export class NatsSubscription implements Subscription {
   /** Set while a heartbeat's check that the group's consumer still exists is out. */
   #checkingGroup = false;
 
+  /** When the group was last checked (performance.now()). */
+  #groupCheckedAt = performance.now();
+
   #heartbeat(): void {
     const now = performance.now();
-    // In-progress acks to a deleted consumer are silently dropped: while handlers run, ask once a tick whether the group was removed (by any instance).
-    if (this.#held.size > 0 && !this.#checkingGroup && this.#host.connected()) {
+    // In-progress acks to a deleted consumer are silently dropped: while handlers run, ask once a tick whether the
+    // group was removed (by any instance). The same request puts back an ack wait cut below this lease by two
+    // subscribes updating it at once; an idle subscription makes it once a lease, so the group's wait settles
+    // on the longest lease within one lease of the last subscribe.
+    const due = this.#held.size > 0 || now - this.#groupCheckedAt >= this.#opts.leaseDurationMs;
+    if (due && !this.#checkingGroup && this.#host.connected()) {
       this.#checkingGroup = true;
+      this.#groupCheckedAt = now;
       this.#host.groupGone().then((gone) => {
         if (gone) for (const h of this.#held) this.#lose(h, 'heartbeat');
       }, () => undefined).finally(() => (this.#checkingGroup = false));
