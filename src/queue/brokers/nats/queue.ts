@@ -360,7 +360,7 @@ export class NatsQueue<T = Uint8Array> implements Queue<T> {
       // lease asked for, so a subscription with a shorter lease (a rolling deploy changing it) cannot cut
       // the leases of the others short. A shorter lease only renews, and gives up a lapsed lease, sooner.
       // Two subscribes raising it at once: each checks again after its update until the wait is long enough
-      // for itself; when the shorter one wrote last, the longer one's heartbeat puts its lease back (groupGone).
+      // for itself; when the shorter one wrote last, the longer one's heartbeat puts its lease back (checkGroup).
       for (let tries = 0; info !== undefined && tries < 5; tries++) {
         const want = Math.max(ackWait, info.config.ack_wait ?? 0);
         if (info.config.ack_wait === want && info.config.max_ack_pending === maxAckPending) break;
@@ -379,7 +379,7 @@ export class NatsQueue<T = Uint8Array> implements Queue<T> {
       publishStored: (msgs) => this.#publishStored(msgs),
       recordDead: (did) => this.#recordDead(topic, group, did),
       ledger: new AttemptLedger(this.#js, this.#jsm, this.#cfg.streamPrefix, topic, group, () => this.#ensureAttemptLedger()),
-      groupGone: async () => {
+      checkGroup: async () => {
         try {
           const now = await this.#jsm.consumers.info(stream, durable);
           if ((now.config.ack_wait ?? 0) < ackWait) await this.#jsm.consumers.update(stream, durable, { ack_wait: ackWait });

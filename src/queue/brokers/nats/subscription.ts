@@ -60,12 +60,13 @@ export interface NatsSubscriptionHooks {
   /** The attempt ledger of this subscription's group. */
   readonly ledger: AttemptLedger;
   /**
-   * Whether the group's consumer no longer exists (removed by `removeGroup`,
-   * here or elsewhere). When it exists with an ack wait shorter than this
-   * subscription's lease (another subscribe raising it at the same time
-   * wrote a shorter one last), raises it back first.
+   * Reads the group's consumer. Resolves true when it no longer exists
+   * (removed by `removeGroup`, here or elsewhere); when it exists with an
+   * ack wait shorter than this subscription's lease (another subscribe
+   * raising it at the same time wrote a shorter one last), raises it back
+   * and resolves false.
    */
-  groupGone(): Promise<boolean>;
+  checkGroup(): Promise<boolean>;
   /** Called once the subscription has closed. */
   forget(sub: NatsSubscription): void;
 }
@@ -139,7 +140,7 @@ export class NatsSubscription implements Subscription {
       } catch (err) {
         if (this.#closing) break;
         // A removed group's consumer is gone, and with it every lease on it.
-        if (await this.#host.groupGone().catch(() => false)) for (const h of this.#held) this.#lose(h, 'heartbeat');
+        if (await this.#host.checkGroup().catch(() => false)) for (const h of this.#held) this.#lose(h, 'heartbeat');
         else this.#host.signals.report(err, 'claim');
         await new Promise<void>((resolve) => setTimeout(resolve, Math.min(this.#opts.pollIntervalMs, 1000)).unref());
       } finally {
@@ -177,7 +178,7 @@ export class NatsSubscription implements Subscription {
     if (due && !this.#checkingGroup && this.#host.connected()) {
       this.#checkingGroup = true;
       this.#groupCheckedAt = now;
-      this.#host.groupGone().then((gone) => {
+      this.#host.checkGroup().then((gone) => {
         if (gone) for (const h of this.#held) this.#lose(h, 'heartbeat');
       }, () => undefined).finally(() => (this.#checkingGroup = false));
     }

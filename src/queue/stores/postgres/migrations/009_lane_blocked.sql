@@ -22,8 +22,9 @@
 --   statement takes its own snapshot: it sees every row committed before it
 --   ran. A lane without flags, the common case for messages published one
 --   at a time or one per key per batch, never runs it.
--- - A claim clears the flag of a row it leases (claim.sql): a flagged row it
---   can lease is one that an ack in the same statement freed.
+-- - A lease clears the flag of the row it takes (claim.sql, ack-and-claim.sql):
+--   a flagged row a claim can lease is one an ack in the same statement
+--   freed, or a head the lane walk (which does not read flags) found.
 ALTER TABLE __SCHEMA__.deliveries ADD COLUMN blocked boolean NOT NULL DEFAULT false,
   ADD COLUMN blocks_next boolean NOT NULL DEFAULT false;
 
