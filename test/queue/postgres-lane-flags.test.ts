@@ -12,45 +12,16 @@
  */
 import assert from 'node:assert/strict';
 import { afterEach, beforeEach, describe, it } from 'node:test';
-import pg from 'pg';
 import { PostgresStore } from '../../src/queue/stores/postgres/store.js';
 import { claimReq, ids, msg } from '../stores/helpers.js';
-import { POSTGRES_DIRECT_URL, POSTGRES_SKIP, POSTGRES_URL, adminPool, dropSchema, testSchema } from '../stores/postgres-env.js';
-
-/** Resolves once `check` returns true, polling; rejects after a generous deadline (a hang, not a timing). */
-async function until(what: string, check: () => Promise<boolean>): Promise<void> {
-  const deadline = Date.now() + 60_000;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
+import { POSTGRES_SKIP, POSTGRES_URL, adminPool, dropSchema, testSchema } from '../stores/postgres-env.js';
+import { StatementHold, waiterOf } from '../stores/postgres-hold.js';
 
 describe('postgres store: lane flags when an append and an ack of the lane meet', { skip: POSTGRES_SKIP }, () => {
   let schema = '';
   let s = '';
   let store: PostgresStore | undefined;
-  let holder: pg.Client | undefined;
-  const lockKey = () => `ferry-test-hold:${schema}`;
-
-  /** The backends waiting for a lock that backend `pid` holds (pg_blocking_pids: the statement text is cut at 1 KiB in pg_stat_activity, so it cannot tell them). */
-  const blockedBy = async (pid: number) =>
-    (await adminPool.query<{ pid: number }>(`SELECT pid FROM pg_stat_activity WHERE $1::int = ANY(pg_blocking_pids(pid))`, [pid])).rows.map((r) => r.pid);
-  let holderPid = 0;
-
-  /** From now on, a statement inserting into `table` a row with id column `col` = `id` waits before it commits until `release`. */
-  async function holdOn(table: string, col: string, id: string): Promise<void> {
-    await adminPool.query(`CREATE FUNCTION ${s}.test_hold() RETURNS trigger LANGUAGE plpgsql AS $$
-      BEGIN PERFORM pg_advisory_xact_lock_shared(hashtext('${lockKey()}')); RETURN NULL; END $$`);
-    await adminPool.query(`CREATE TRIGGER test_hold AFTER INSERT ON ${s}.${table} FOR EACH ROW WHEN (NEW.${col} = '${id}') EXECUTE FUNCTION ${s}.test_hold()`);
-    holder = new pg.Client({ connectionString: POSTGRES_DIRECT_URL });
-    await holder.connect();
-    holderPid = (await holder.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
-    await holder.query('SELECT pg_advisory_lock(hashtext($1))', [lockKey()]);
-  }
-  const release = async () => {
-    await holder?.query('SELECT pg_advisory_unlock(hashtext($1))', [lockKey()]);
-  };
+  let hold: StatementHold | undefined;
   const blocked = async () =>
     (await adminPool.query<{ id: string }>(`SELECT m.id FROM ${s}.deliveries d JOIN ${s}.messages m ON m.seq = d.message_seq WHERE d.blocked ORDER BY m.id`)).rows.map((r) => r.id);
 
@@ -61,8 +32,8 @@ describe('postgres store: lane flags when an append and an ack of the lane meet'
     await store.ensureGroup('t', 'g', 'latest');
   });
   afterEach(async () => {
-    await holder?.end().catch(() => {});
-    holder = undefined;
+    await hold?.end();
+    hold = undefined;
     await store?.close();
     store = undefined;
     await dropSchema(schema);
@@ -72,12 +43,13 @@ describe('postgres store: lane flags when an append and an ack of the lane meet'
     await store!.append([msg('t', { id: 'k1', key: 'k' })]);
     const first = await store!.claim(claimReq('t', 'g'));
     assert.deepEqual(ids(first), ['k1']);
-    await holdOn('messages', 'id', 'k2');
+    hold = new StatementHold(s);
+    await hold.on('messages', 'AFTER INSERT', `NEW.id = 'k2'`);
     const appended = store!.append([msg('t', { id: 'k2', key: 'k' })]);
-    await until('the append to hold before its commit', async () => (await blockedBy(holderPid)).length > 0);
+    await waiterOf(hold.pid, 'the append to hold before its commit');
     assert.deepEqual(await store!.ack(first), [first[0]!.deliveryId]);
     assert.deepEqual(await store!.claim(claimReq('t', 'g')), [], 'nothing committed to claim yet');
-    await release();
+    await hold.release();
     await appended;
     assert.deepEqual(await blocked(), []);
     assert.deepEqual(ids(await store!.claim(claimReq('t', 'g'))), ['k2']);
@@ -87,14 +59,16 @@ describe('postgres store: lane flags when an append and an ack of the lane meet'
     await store!.append([msg('t', { id: 'k1', key: 'k' })]);
     const first = await store!.claim(claimReq('t', 'g'));
     assert.deepEqual(ids(first), ['k1']);
-    await holdOn('acks', 'message_seq', (await adminPool.query(`SELECT seq::text FROM ${s}.messages WHERE id = 'k1'`)).rows[0].seq);
+    const seq = (await adminPool.query<{ seq: string }>(`SELECT seq::text FROM ${s}.messages WHERE id = 'k1'`)).rows[0]!.seq;
+    hold = new StatementHold(s);
+    await hold.on('acks', 'AFTER INSERT', `NEW.message_seq = ${seq}`);
     let acked = false;
     const ack = store!.ack(first).then((r) => ((acked = true), r));
-    await until('the ack to hold before its commit', async () => (await blockedBy(holderPid)).length > 0);
+    await waiterOf(hold.pid, 'the ack to hold before its commit');
     await store!.append([msg('t', { id: 'k2', key: 'k' }), msg('t', { id: 'k3', key: 'k' })]);
     assert.equal(acked, false, 'the append finished while the ack was held');
     assert.deepEqual(await blocked(), ['k3'], 'k3 is behind k2 in its batch; k2 is not flagged');
-    await release();
+    await hold.release();
     assert.deepEqual(await ack, [first[0]!.deliveryId]);
     const next = await store!.claim(claimReq('t', 'g'));
     assert.deepEqual(ids(next), ['k2'], 'k2 alone: k3 waits behind it');

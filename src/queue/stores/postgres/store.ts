@@ -73,8 +73,29 @@ export interface PostgresStoreOptions {
 
 /** Rows of a backfill page (messages read per round trip when a new `earliest` group catches up). */
 const BACKFILL_PAGE = 5000;
-/** Tries of `removeGroup` when Postgres breaks a deadlock by aborting it (it can meet a janitor purge on the same rows). */
-const REMOVE_GROUP_TRIES = 3;
+/**
+ * How `removeGroup` gives way to the calls it meets on the group's rows.
+ * Its DELETE takes the rows in its plan's order (message order through the
+ * topic's messages on a large table, else table order), while an ack,
+ * ack-and-claim, extend or release takes the leased rows it names in its
+ * own plan's order (primary key, table or lease order) and then, through
+ * the lane triggers,
+ * the next row of each lane; a janitor purge takes dead rows in its order.
+ * So the two can each hold a row the other waits for. In its first
+ * `REMOVE_GROUP_YIELDING_TRIES` tries the DELETE waits at most
+ * `REMOVE_GROUP_LOCK_WAIT_MS` for any row, well under Postgres's
+ * `deadlock_timeout` (1 s by default): `removeGroup` gives up and rolls
+ * back before the deadlock detector picks a victim, so the ack goes on,
+ * and it tries again after a pause that grows with each try. Later tries
+ * wait as long as it takes (a row held that long is not an ack's), and a
+ * deadlock the detector breaks there is tried again, up to
+ * `REMOVE_GROUP_TRIES` tries in all.
+ */
+const REMOVE_GROUP_LOCK_WAIT_MS = 250;
+const REMOVE_GROUP_YIELDING_TRIES = 5;
+const REMOVE_GROUP_TRIES = 8;
+/** SQLSTATEs after which `removeGroup` tries again: lock_timeout, deadlock. */
+const REMOVE_GROUP_RETRY = new Set(['55P03', '40P01']);
 
 /**
  * How driver and server errors become `IOError`s with the original as
@@ -508,11 +529,13 @@ export class PostgresStore implements Store {
       try {
         return await this.#tx('removeGroup', async (c) => {
           await c.query(this.#stmt('lock-topics', [[topic]]));
+          if (attempt <= REMOVE_GROUP_YIELDING_TRIES) await c.query(this.#timed({ text: `SET LOCAL lock_timeout = ${REMOVE_GROUP_LOCK_WAIT_MS}` }));
           return (await c.query<{ groups: number }>(this.#stmt('remove-group', [topic, group]))).rows[0]!.groups === 1;
         });
       } catch (err) {
-        const deadlock = (err as { cause?: { code?: string } }).cause?.code === '40P01';
-        if (!deadlock || attempt >= REMOVE_GROUP_TRIES) throw err;
+        const code = (err as { cause?: { code?: string } }).cause?.code;
+        if (code === undefined || !REMOVE_GROUP_RETRY.has(code) || attempt >= REMOVE_GROUP_TRIES) throw err;
+        await new Promise((resolve) => setTimeout(resolve, attempt * 20 * (0.5 + Math.random())));
       }
     }
   }

@@ -1,0 +1,97 @@
+/**
+ * `removeGroup` beside an ack of the same group's leased rows on Postgres.
+ * On a large table removeGroup deletes the group's rows in message order;
+ * an ack locks the rows it names in its plan's order (primary key, table
+ * or lease order).
+ * The test sets up two leased deliveries whose message order is the
+ * reverse of every one of those orders, holds the ack on the row it locks
+ * first, lets removeGroup lock the other and wait for the ack, then lets
+ * the ack go on: each now waits for a row the other holds. removeGroup
+ * must be the one that gives way, before Postgres's deadlock detector
+ * aborts either (SQLSTATE 40P01): the ack completes both, removeGroup then
+ * deletes the group. Every query of the store's pool is watched for a
+ * deadlock, including the ones removeGroup would try again by itself.
+ */
+import assert from 'node:assert/strict';
+import { after, before, describe, it } from 'node:test';
+import pg from 'pg';
+import { deliveryId } from '../../src/queue/delivery-id.js';
+import { PostgresStore } from '../../src/queue/stores/postgres/store.js';
+import { claimReq, msg } from '../stores/helpers.js';
+import { POSTGRES_DIRECT_URL, POSTGRES_SKIP, adminPool, dropSchema, testSchema } from '../stores/postgres-env.js';
+import { StatementHold, waiterOf } from '../stores/postgres-hold.js';
+
+describe('postgres store: removeGroup and an ack of the group at once', { skip: POSTGRES_SKIP }, () => {
+  const schema = testSchema('rmgroup');
+  const s = `"${schema}"`;
+  const deadlocks: string[] = [];
+  let pool: pg.Pool | undefined;
+  let store: PostgresStore | undefined;
+  let hold: StatementHold | undefined;
+
+  before(async () => {
+    pool = new pg.Pool({ connectionString: POSTGRES_DIRECT_URL, max: 4 });
+    pool.on('error', () => undefined);
+    // Every statement the store runs goes through a pooled client's query.
+    // Each connection is told to plan as on a large table (index scans, no
+    // hash joins), so removeGroup walks the topic's messages in order and
+    // an ack finds its rows through an index; on a few thousand rows the
+    // planner would read both in table order and their orders would agree.
+    pool.on('connect', (client) => {
+      void client.query('SET enable_seqscan = off; SET enable_bitmapscan = off; SET enable_hashjoin = off; SET enable_mergejoin = off');
+      const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+      (client as unknown as { query: (...args: unknown[]) => unknown }).query = (...args: unknown[]) => {
+        const r = query(...args);
+        if (r instanceof Promise) r.catch((err: { code?: string; message?: string }) => void (err.code === '40P01' && deadlocks.push(String(err.message))));
+        return r;
+      };
+    });
+    store = await PostgresStore.open({ pool, schema });
+  });
+  after(async () => {
+    await hold?.end();
+    await store?.close();
+    await pool?.end();
+    await dropSchema(schema);
+  });
+
+  /** Whether `id`'s row is free to lock now (an admin transaction tries it and rolls back). */
+  async function free(id: string): Promise<boolean> {
+    const c = await adminPool.connect();
+    try {
+      await c.query('BEGIN');
+      return (await c.query(`SELECT 1 FROM ${s}.deliveries WHERE delivery_id = $1 FOR UPDATE SKIP LOCKED`, [id])).rowCount === 1;
+    } finally {
+      await c.query('ROLLBACK');
+      c.release();
+    }
+  }
+
+  it('removeGroup gives way: the ack completes both rows, removeGroup deletes the group, nobody is aborted by a deadlock', async () => {
+    // The second's delivery ID sorts first, and its lease ends first: an ack
+    // locks it first whether it goes by primary key or by lease.
+    let n = 0;
+    while (deliveryId(`second-${n}`, 'g') > deliveryId(`first-${n}`, 'g')) n++;
+    await store!.ensureGroup('t', 'g', 'latest');
+    await store!.append([msg('t', { id: `first-${n}` }), msg('t', { id: `second-${n}` })]);
+    const [a] = await store!.claim(claimReq('t', 'g', { max: 1, leaseMs: 120_000 }));
+    const [b] = await store!.claim(claimReq('t', 'g', { max: 1, leaseMs: 60_000 }));
+    assert.deepEqual([a?.message.id, b?.message.id], [`first-${n}`, `second-${n}`]);
+
+    hold = new StatementHold(s);
+    await hold.on('deliveries', 'BEFORE DELETE', `OLD.delivery_id = '${b!.deliveryId}'`);
+    const acking = store!.ack([a!, b!]);
+    const ackPid = await waiterOf(hold.pid, 'the ack to hold on the row it locks first');
+    assert.equal(await free(a!.deliveryId), true, 'the ack holds the second in message order, not the first');
+    assert.equal(await free(b!.deliveryId), false);
+    const removing = store!.removeGroup('t', 'g');
+    await waiterOf(ackPid, 'removeGroup to wait for the ack, holding the first');
+    await hold.release();
+
+    assert.deepEqual([...(await acking)].sort(), [a!.deliveryId, b!.deliveryId].sort());
+    assert.equal(await removing, true);
+    assert.deepEqual(deadlocks, []);
+    assert.deepEqual(await store!.listGroups('t'), []);
+    assert.equal((await adminPool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${s}.deliveries`)).rows[0]!.n, 0);
+  });
+});
