@@ -79,8 +79,8 @@ const BACKFILL_PAGE = 5000;
  * topic's messages on a large table, else table order), while an ack,
  * ack-and-claim, extend or release takes the leased rows it names in its
  * own plan's order (primary key, table or lease order) and then, through
- * the lane triggers,
- * the next row of each lane; a janitor purge takes dead rows in its order.
+ * the lane triggers, the next row of each lane; a janitor purge takes dead
+ * rows in its order.
  * So the two can each hold a row the other waits for. In its first
  * `REMOVE_GROUP_YIELDING_TRIES` tries the DELETE waits at most
  * `REMOVE_GROUP_LOCK_WAIT_MS` for any row, well under Postgres's
