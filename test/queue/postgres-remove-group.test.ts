@@ -94,4 +94,35 @@ describe('postgres store: removeGroup and an ack of the group at once', { skip: 
     assert.deepEqual(await store!.listGroups('t'), []);
     assert.equal((await adminPool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${s}.deliveries`)).rows[0]!.n, 0);
   });
+
+  it('at once: two removeGroups, an ack, an ackAndClaim and an extend of the same group; one removal wins, nothing is aborted, nothing is left', async () => {
+    await hold?.end();
+    hold = undefined;
+    deadlocks.length = 0;
+    for (let round = 0; round < 5; round++) {
+      const g = `at-once-${round}`;
+      await store!.ensureGroup('u', g, 'latest');
+      // 40 lanes of 5, published key by key: acks free the next row of each lane (the lane triggers).
+      await store!.append(Array.from({ length: 200 }, (_, i) => msg('u', { id: `${g}-${i}`, key: `k${Math.floor(i / 5)}` })));
+      const leased = await store!.claim(claimReq('u', g, { max: 200 }));
+      assert.equal(leased.length, 40, 'one head per lane');
+      const [acked, stepped, extended, first, second] = await Promise.all([
+        store!.ack(leased.slice(0, 15)),
+        store!.ackAndClaim(leased.slice(15, 30), claimReq('u', g, { max: 50 })),
+        store!.extend(leased.slice(30), 60_000),
+        store!.removeGroup('u', g),
+        store!.removeGroup('u', g),
+      ]);
+      assert.deepEqual([first, second].sort(), [false, true], 'exactly one removal found the group');
+      // Each call reports only rows it was given (the ones the removal had not deleted first).
+      const within = (got: string[], from: typeof leased) => got.every((id) => from.some((c) => c.deliveryId === id));
+      assert.ok(within(acked, leased.slice(0, 15)));
+      assert.ok(within(stepped.acked, leased.slice(15, 30)));
+      assert.ok(within(extended, leased.slice(30)));
+      assert.deepEqual(await store!.listGroups('u'), []);
+      const left = await adminPool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${s}.deliveries WHERE topic = 'u'`);
+      assert.equal(left.rows[0]!.n, 0);
+    }
+    assert.deepEqual(deadlocks, []);
+  });
 });
