@@ -39,7 +39,7 @@ export interface HeadHost {
 }
 
 export class Head {
-  /** The directory sync that makes the last retirement durable. */
+  /** Resolves once every retired segment's unlink has completed and a directory sync after it; never rejects. */
   retired: Promise<void> = Promise.resolve();
 
   constructor(
@@ -228,16 +228,26 @@ export class Head {
     const h = segments.shift()!;
     h.retired = true;
     h.close();
-    try {
-      fs.unlink(h.path);
-    } catch {
-      // left behind, it is older than the cursor and is removed at the next open
+    // Left behind (a failed unlink), it is older than the cursor and is removed at the next open.
+    let removed: Promise<void>;
+    if (fs.unlinkAsync !== undefined) {
+      // On the thread pool: freeing a page-cached segment's pages takes milliseconds.
+      removed = fs.unlinkAsync(h.path).catch(() => {});
+    } else {
+      try {
+        fs.unlink(h.path);
+      } catch {
+        // as above
+      }
+      removed = Promise.resolve();
     }
     this.offset = SEGMENT_HEADER_SIZE;
     // A retired segment that a power cut brings back, beside a cursor that
     // was never synced, would be delivered again whole; syncing the removal
-    // keeps a stale cursor's cost to the segment it points into.
-    this.retired = fs.syncDir(dir).catch(() => {});
+    // keeps a stale cursor's cost to the segment it points into. Close waits
+    // for every removal so far and the directory sync after each.
+    const synced = removed.then(() => fs.syncDir(dir)).catch(() => {});
+    this.retired = Promise.all([this.retired, synced]).then(() => {});
   }
 
   /** A rollback cut the segments back: the head must not point past its segment's end. */
