@@ -63,8 +63,6 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
   private timer: NodeJS.Timeout | undefined;
   /** Fully committed segments taken out of the queue whose unlink failed; retried on each reclaim. */
   private unreclaimed: Segment[] = [];
-  /** Unlinks under way on the thread pool (`FileSystem.unlinkAsync`); `sync` and `close` wait for them. They never reject. */
-  private readonly unlinking = new Set<Promise<void>>();
   private pool: HandlePool | undefined;
 
   private constructor(
@@ -336,13 +334,7 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
     }
   }
 
-  /**
-   * Unlinks whole segments whose every record is committed. Where the file
-   * system can, the unlink runs on the thread pool: freeing a page-cached
-   * segment's pages would otherwise hold the event loop for milliseconds per
-   * segment. The segment leaves the queue at once either way; its file's
-   * removal is made durable by the first flush after the unlink completes.
-   */
+  /** Unlinks whole segments whose every record is committed. */
   private reclaim(): void {
     while (this.segments.length > 1 && this.segments[0]!.retired) {
       const seg = this.segments.shift()!;
@@ -351,14 +343,9 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
       this.unreclaimed.push(seg);
       this.flusher.dirDirty = true;
     }
-    const fs = this.opts.fs;
-    if (fs.unlinkAsync !== undefined) {
-      for (const seg of this.unreclaimed.splice(0)) this.unlinkLater(fs.unlinkAsync.bind(fs), seg);
-      return;
-    }
     this.unreclaimed = this.unreclaimed.filter((seg) => {
       try {
-        fs.unlink(seg.path);
+        this.opts.fs.unlink(seg.path);
         return false;
       } catch (err) {
         if ((err as NodeJS.ErrnoException)?.code === 'ENOENT') return false;
@@ -367,38 +354,15 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
     });
   }
 
-  /** Unlinks `seg`'s file off the event loop; a failure puts it back among the unreclaimed, for the next reclaim to retry. */
-  private unlinkLater(unlink: (path: string) => Promise<void>, seg: Segment): void {
-    const done: Promise<void> = unlink(seg.path)
-      .then(
-        () => {
-          this.flusher.dirDirty = true;
-        },
-        (err: unknown) => {
-          if ((err as NodeJS.ErrnoException)?.code !== 'ENOENT') this.unreclaimed.push(seg);
-        },
-      )
-      .finally(() => this.unlinking.delete(done));
-    this.unlinking.add(done);
-  }
-
-  /** Waits for the unlinks under way. */
-  private async unlinked(): Promise<void> {
-    while (this.unlinking.size > 0) await Promise.all(this.unlinking);
-  }
-
   // ------------------------------------------------------------- flushing
 
   /**
-   * Makes every write and commit so far durable, and the removal of the
-   * segments they emptied, under any policy.
+   * Makes every write and commit so far durable, under any policy.
    *
    * @throws IOError the flush failed, or the queue is latched.
    */
   async sync(): Promise<void> {
     this.checkWritable();
-    // Removals of reclaimed segments are part of what a sync makes durable.
-    await this.unlinked();
     await this.flusher.request();
   }
 
@@ -417,9 +381,6 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
     this.freed.closeAll();
     let failure: unknown;
     await this.flusher.settled();
-    // Before the final flush (which syncs the directory) and before the lock
-    // goes: the next owner of the directory must not see a file vanish.
-    await this.unlinked();
     if (this.flusher.latched) failure = this.flusher.latchedError();
     else {
       try {
