@@ -27,6 +27,8 @@ export interface FlusherHost {
   rolledBack(count: number): void;
   /** Most fdatasyncs in flight at once (each holds a descriptor); 0 = no bound. */
   readonly maxOpenFiles?: number;
+  /** Resolves once the unlinks of reclaimed segments under way have completed (each sets `dirDirty`). */
+  unlinked(): Promise<void>;
 }
 
 /**
@@ -90,6 +92,10 @@ export class Flusher {
   }
 
   private async flush(): Promise<void> {
+    if (this.latchedFlag) throw this.latchedError();
+    // A commit that emptied a segment is durable once the segment's removal
+    // is: the directory sync below must come after its unlink.
+    await this.host.unlinked();
     if (this.latchedFlag) throw this.latchedError();
     const fs = this.fs;
     const segments = this.host.segments;

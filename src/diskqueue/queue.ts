@@ -63,6 +63,8 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
   private timer: NodeJS.Timeout | undefined;
   /** Fully committed segments taken out of the queue whose unlink failed; retried on each reclaim. */
   private unreclaimed: Segment[] = [];
+  /** Unlinks under way on the thread pool (`FileSystem.unlinkAsync`); every flush and close wait for them. They never reject. */
+  private readonly unlinking = new Set<Promise<void>>();
   private pool: HandlePool | undefined;
 
   private constructor(
@@ -87,6 +89,7 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
       published: () => this.published.wakeAll(),
       rolledBack: (n) => (this.counters.added -= n),
       maxOpenFiles: opts.maxOpenFiles,
+      unlinked: () => this.unlinked(),
     });
     this.appender = new Appender(this, this.flusher);
     if (!opts.perOp && opts.syncIntervalMs > 0) {
@@ -334,18 +337,40 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
     }
   }
 
-  /** Unlinks whole segments whose every record is committed. */
+  /**
+   * Unlinks whole segments whose every record is committed. Where the file
+   * system can, the unlink runs on the thread pool: freeing a page-cached
+   * segment's pages would otherwise hold the event loop for milliseconds per
+   * segment. Headers are written only for the segments in the queue, so a
+   * leaving segment's last commits are written into its header first: a
+   * crash before the unlink runs then brings back a file the next open sees
+   * as consumed and reclaims, never one whose acked records come back. A
+   * flush waits for the unlinks under way before it syncs the directory, so
+   * under the per-operation policy the commit that emptied a segment resolves
+   * once the removal is durable, as with a synchronous unlink.
+   */
   private reclaim(): void {
+    const fs = this.opts.fs;
     while (this.segments.length > 1 && this.segments[0]!.retired) {
       const seg = this.segments.shift()!;
       this.cursor.forget(seg);
+      let final = !seg.headerDirty;
+      if (!final && fs.unlinkAsync !== undefined) {
+        try {
+          seg.writeHeader(fs);
+          final = true;
+        } catch {
+          // the synchronous unlink below removes it, or it stays unreclaimed as before
+        }
+      }
       seg.closeHandle();
-      this.unreclaimed.push(seg);
       this.flusher.dirDirty = true;
+      if (final && fs.unlinkAsync !== undefined) this.unlinkLater(fs.unlinkAsync.bind(fs), seg);
+      else this.unreclaimed.push(seg);
     }
     this.unreclaimed = this.unreclaimed.filter((seg) => {
       try {
-        this.opts.fs.unlink(seg.path);
+        fs.unlink(seg.path);
         return false;
       } catch (err) {
         if ((err as NodeJS.ErrnoException)?.code === 'ENOENT') return false;
@@ -354,10 +379,31 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
     });
   }
 
+  /** Unlinks `seg`'s file off the event loop; a failure leaves it unreclaimed, for the next reclaim to retry. */
+  private unlinkLater(unlink: (path: string) => Promise<void>, seg: Segment): void {
+    const done: Promise<void> = unlink(seg.path)
+      .then(
+        () => {
+          this.flusher.dirDirty = true;
+        },
+        (err: unknown) => {
+          if ((err as NodeJS.ErrnoException)?.code !== 'ENOENT') this.unreclaimed.push(seg);
+        },
+      )
+      .finally(() => this.unlinking.delete(done));
+    this.unlinking.add(done);
+  }
+
+  /** Resolves once the unlinks under way (and any started meanwhile) have completed. */
+  private async unlinked(): Promise<void> {
+    while (this.unlinking.size > 0) await Promise.all(this.unlinking);
+  }
+
   // ------------------------------------------------------------- flushing
 
   /**
-   * Makes every write and commit so far durable, under any policy.
+   * Makes every write and commit so far durable, and the removal of the
+   * segments they emptied, under any policy.
    *
    * @throws IOError the flush failed, or the queue is latched.
    */
@@ -381,6 +427,9 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
     this.freed.closeAll();
     let failure: unknown;
     await this.flusher.settled();
+    // Also when latched (no final flush): the next owner of the directory
+    // must not see a file vanish under it.
+    await this.unlinked();
     if (this.flusher.latched) failure = this.flusher.latchedError();
     else {
       try {

@@ -63,10 +63,9 @@ export interface FileSystem {
    * Removes `path` on the thread pool, so a large file's pages are freed off
    * the event loop (a page-cached 8 MiB segment takes milliseconds). Optional:
    * a file system without it (the tests' in-memory one) is used through
-   * {@link unlink}, synchronously. The spool uses it for retired segments,
-   * which the cursor already lies past. The DiskQueue does not: a reclaimed
-   * segment's header may lack its last commits, so its file must be gone
-   * before that commit resolves, or a crash would bring acked records back.
+   * {@link unlink}, synchronously. The spool uses it for retired segments
+   * and the DiskQueue for reclaimed ones; each makes sure a file that a
+   * crash keeps (the unlink had not run) is never delivered again.
    */
   unlinkAsync?(path: string): Promise<void>;
   rename(from: string, to: string): void;
