@@ -354,6 +354,7 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
     while (this.segments.length > 1 && this.segments[0]!.retired) {
       const seg = this.segments.shift()!;
       this.cursor.forget(seg);
+      seg.reclaimed = true;
       let final = !seg.headerDirty;
       if (!final && fs.unlinkAsync !== undefined) {
         try {
@@ -394,9 +395,13 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
     this.unlinking.add(done);
   }
 
-  /** Resolves once the unlinks under way (and any started meanwhile) have completed. */
+  /**
+   * Resolves once the unlinks under way now have completed. Not the ones
+   * started meanwhile: readers that go on emptying segments must not starve
+   * a flush (each commit that starts one asks for a flush of its own).
+   */
   private async unlinked(): Promise<void> {
-    while (this.unlinking.size > 0) await Promise.all(this.unlinking);
+    if (this.unlinking.size > 0) await Promise.all([...this.unlinking]);
   }
 
   // ------------------------------------------------------------- flushing
@@ -428,7 +433,7 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
     let failure: unknown;
     await this.flusher.settled();
     // Also when latched (no final flush): the next owner of the directory
-    // must not see a file vanish under it.
+    // must not see a file vanish under it. No commit reclaims after close.
     await this.unlinked();
     if (this.flusher.latched) failure = this.flusher.latchedError();
     else {

@@ -32,6 +32,8 @@ export class Segment {
   dataDirty = false;
   /** The in-memory header differs from the file's. */
   headerDirty = false;
+  /** Taken out of the queue by a reclaim: its file is unlinked or about to be. */
+  reclaimed = false;
   /** Records consumed from this segment by the read cursor (for loss accounting). */
   readCount: number;
   end: number;
@@ -114,6 +116,10 @@ export class Segment {
    * its number cannot be reused by another file under the sync.
    */
   async datasync(fs: FileSystem, step: SyncStep): Promise<void> {
+    // Taken out of the queue since the flush chose it: its file is being
+    // removed, so there is nothing to make durable, and reopening its path
+    // would fail once the unlink ran (and latch the queue).
+    if (this.reclaimed) return;
     const fh = this.handle(fs);
     this.pins.set(fh, (this.pins.get(fh) ?? 0) + 1);
     try {

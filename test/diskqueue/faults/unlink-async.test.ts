@@ -15,6 +15,10 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { LockedError } from '../../../src/errors.js';
+import { DiskQueue, codecs } from '../../../src/diskqueue/index.js';
+import { nodeFileSystem, type FileHandle, type FileSystem } from '../../../src/storage/fs.js';
+import { readdirSync } from 'node:fs';
+import { tempDir } from '../../helpers/tmp.js';
 import { HeldUnlinks, settled } from '../../helpers/held-unlinks.js';
 import { openQ, segPath, segNumbers, range, drainAll } from './helpers.js';
 
@@ -133,6 +137,74 @@ describe('reclaimed DiskQueue segments unlinked off the event loop', () => {
       for (const h of fs.held.splice(0)) h.release();
       await q.close();
     }
+  });
+
+  it('noSync: a sync waits for the unlinks under way when it was called, not for ones readers start later', async () => {
+    const fs = new HeldUnlinks();
+    const q = await openQ(fs, { noSync: true });
+    try {
+      await q.addBatch(range(0, 9).map(rec));
+      const r = q.reader();
+      for (let i = 0; i < 4; i++) await r.tryTake();
+      const sync = q.sync();
+      for (let i = 4; i < 8; i++) await r.tryTake(); // empties segment 2 meanwhile
+      assert.deepEqual(fs.held.map((h) => h.path), [segPath(1), segPath(2)]);
+      fs.held.shift()!.release();
+      // Segment 2's unlink is still held: the sync must not wait for it (the deadline only catches that hang).
+      let timer: NodeJS.Timeout | undefined;
+      const hung = new Promise<'hung'>((res) => (timer = setTimeout(() => res('hung'), 10_000)));
+      assert.equal(await Promise.race([sync.then(() => 'synced'), hung]), 'synced');
+      clearTimeout(timer);
+      assert.deepEqual(segNumbers(fs), [2, 3]);
+    } finally {
+      for (const h of fs.held.splice(0)) h.release();
+      await q.close();
+    }
+  });
+
+  it('maxOpenFiles 1: a segment reclaimed while a flush syncs headers one at a time is skipped, not reopened (no ENOENT latch)', async () => {
+    const dir = tempDir();
+    let armed = false;
+    let reached!: () => void;
+    const atHold = new Promise<void>((res) => (reached = res));
+    let release!: () => void;
+    const gate = new Promise<void>((res) => (release = res));
+    // The header fdatasync of segment 3 waits for the test, once.
+    const fs: FileSystem = Object.assign(Object.create(nodeFileSystem) as FileSystem, {
+      open(path: string, mode: Parameters<FileSystem['open']>[1], perm?: number): FileHandle {
+        const fh = nodeFileSystem.open(path, mode, perm);
+        return Object.assign(Object.create(fh) as FileHandle, {
+          datasync: async (step: Parameters<FileHandle['datasync']>[0]) => {
+            if (armed && step === 'header' && path.endsWith('data.00000003')) {
+              armed = false;
+              reached();
+              await gate;
+            }
+            return fh.datasync(step);
+          },
+        });
+      },
+    });
+    const q = await DiskQueue.open<string>(dir, { fs, segmentSize: 4096, maxOpenFiles: 1, codec: codecs.utf8 });
+    try {
+      await q.addBatch(range(0, 8).map(rec)); // segments 1 and 2 full
+      const r = q.reader();
+      for (let i = 0; i < 6; i++) await r.tryTake(); // segment 1 reclaimed, half of 2 taken
+      armed = true;
+      const added = q.add(rec(8)); // segment 3, in the next flush
+      const next = r.tryTake(); // a commit in segment 2, in the same flush
+      await atHold; // that flush syncs headers one at a time and holds at segment 3's
+      const last = r.tryTake(); // empties segment 2: reclaimed before the flush gets to its header
+      release();
+      const settledAll = await Promise.allSettled([added, next, last]);
+      assert.deepEqual(settledAll.map((x) => (x.status === 'rejected' ? String(x.reason) : 'ok')), ['ok', 'ok', 'ok']);
+      await q.add(rec(9)); // not latched
+      assert.deepEqual((await r.takeBatch(10)), [rec(8), rec(9)]);
+    } finally {
+      release();
+      await q.close();
+    }
+    assert.deepEqual(readdirSync(dir).filter((n) => n.startsWith('data.')), ['data.00000003']);
   });
 
   it('close waits for unlinks under way, holding the lock until they complete', async () => {
