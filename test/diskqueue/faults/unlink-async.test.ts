@@ -39,6 +39,15 @@ function releaseAll(fs: HeldUnlinks): () => void {
   };
 }
 
+/** A `noSync` queue holding records 0 to n - 1, the four of segment 1 taken (so its unlink is held). */
+async function segmentOneTaken(fs: HeldUnlinks, n: number) {
+  const q = await openQ(fs, { noSync: true });
+  await q.addBatch(range(0, n).map(rec));
+  const r = q.reader();
+  for (let i = 0; i < 4; i++) await r.tryTake();
+  return { q, r };
+}
+
 describe('reclaimed DiskQueue segments unlinked off the event loop', () => {
   it('noSync: the segment leaves at once, its file when the unlink completes; sync waits for it', async () => {
     const fs = new HeldUnlinks();
@@ -119,11 +128,8 @@ describe('reclaimed DiskQueue segments unlinked off the event loop', () => {
 
   it('a failed unlink is counted as unreclaimed and retried by the next reclaim', async () => {
     const fs = new HeldUnlinks();
-    const q = await openQ(fs, { noSync: true });
+    const { q, r } = await segmentOneTaken(fs, 9);
     try {
-      await q.addBatch(range(0, 9).map(rec));
-      const r = q.reader();
-      for (let i = 0; i < 4; i++) await r.tryTake();
       fs.held.shift()!.fail('EIO');
       await new Promise((res) => setImmediate(res));
       assert.equal(q.stats().unreclaimed, 1);
@@ -141,11 +147,8 @@ describe('reclaimed DiskQueue segments unlinked off the event loop', () => {
 
   it('noSync: a sync waits for the unlinks under way when it was called, not for ones readers start later', async () => {
     const fs = new HeldUnlinks();
-    const q = await openQ(fs, { noSync: true });
+    const { q, r } = await segmentOneTaken(fs, 9);
     try {
-      await q.addBatch(range(0, 9).map(rec));
-      const r = q.reader();
-      for (let i = 0; i < 4; i++) await r.tryTake();
       const sync = q.sync();
       for (let i = 4; i < 8; i++) await r.tryTake(); // empties segment 2 meanwhile
       assert.deepEqual(fs.held.map((h) => h.path), [segPath(1), segPath(2)]);
