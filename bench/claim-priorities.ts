@@ -10,13 +10,13 @@
 import { userInfo } from 'node:os';
 import pg from 'pg';
 import { claimRate } from './queue-postgres.bench.js';
+import { median } from './harness.js';
 
 const pending = Number(process.argv[2] ?? 1_000_000);
 const rounds = Number(process.argv[3] ?? 2);
 if (!process.env.PGUSER && !process.env.USER) process.env.PGUSER = userInfo().username;
 const admin = new pg.Pool({ connectionString: process.env.FERRY_BENCH_POSTGRES_URL || 'postgres://localhost/test', max: 2 });
 const ctx = { tmpDir: '', scale: 1, report: () => undefined };
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 try {
   const flat: number[] = [];
   const spread: number[] = [];

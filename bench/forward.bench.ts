@@ -22,7 +22,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { Agent, request } from 'node:http';
 import { join } from 'node:path';
 import { forward, DEFAULT_HTTP_CONCURRENCY } from '../src/cli/forward.js';
-import { withBaseline, type BenchSuite } from './harness.js';
+import { median, withBaseline, type BenchSuite } from './harness.js';
 
 const LINE = 100;
 const BATCHES = [100, 1] as const;
@@ -107,12 +107,6 @@ async function rawPosts(file: string, url: string, batch: number, concurrency: n
   );
   agent.destroy();
   return { lines, ms: performance.now() - start };
-}
-
-/** Median of a few figures. */
-function median(xs: number[]): number {
-  const s = [...xs].sort((a, b) => a - b);
-  return s[Math.floor(s.length / 2)]!;
 }
 
 export const suite: BenchSuite = {

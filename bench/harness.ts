@@ -40,6 +40,11 @@ export function withBaseline(name: string, unit: string, value: number, baseline
   return { name, unit, value, baseline, ratio: baseline > 0 ? value / baseline : undefined, extra };
 }
 
+/** The median of `xs` (the upper one of the middle two for an even count). */
+export function median(xs: number[]): number {
+  return [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
+}
+
 /** Runs `fn` repeatedly for at least `ms` milliseconds; returns operations per second. */
 export async function rateFor(ms: number, opsPerCall: number, fn: () => Promise<void> | void): Promise<number> {
   const start = performance.now();

@@ -25,7 +25,7 @@ import { ExportResultCode, W3CTraceContextPropagator } from '@opentelemetry/core
 import type { ExportResult } from '@opentelemetry/core';
 import { BasicTracerProvider, BatchSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import type { ReadableSpan, SpanExporter } from '@opentelemetry/sdk-trace-base';
-import { withBaseline } from './harness.js';
+import { median, withBaseline } from './harness.js';
 import type { BenchContext, BenchSuite } from './harness.js';
 import { createStoreQueue } from '../src/queue/engine.js';
 import type { EngineConfig } from '../src/queue/options.js';
@@ -91,7 +91,6 @@ async function withSdk<T>(fn: () => Promise<T>): Promise<T> {
   }
 }
 
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 export const suite: BenchSuite = {
   name: 'queue.memory.publish-consume',

@@ -21,6 +21,7 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { createStoreQueue } from '../src/queue/engine.js';
 import { SqliteStore } from '../src/queue/stores/sqlite/store.js';
+import { median } from './harness.js';
 
 const depth = Number(process.argv[2] ?? 1000);
 const rounds = Number(process.argv[3] ?? 3);
@@ -92,5 +93,4 @@ for (let r = 1; r <= rounds; r++) {
     rmSync(dir, { recursive: true, force: true });
   }
 }
-const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 process.stdout.write(`depth ${depth}, synchronous ${synchronous}: median ${Math.round(median(rates))} msgs/s, median ratio to the raw twin ${median(ratios).toFixed(2)}\n`);

@@ -366,7 +366,7 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
       }
       seg.closeHandle();
       this.flusher.dirDirty = true;
-      if (final && fs.unlinkAsync !== undefined) this.unlinkLater(fs.unlinkAsync.bind(fs), seg);
+      if (final && fs.unlinkAsync !== undefined) this.unlinkLater(seg);
       else this.unreclaimed.push(seg);
     }
     this.unreclaimed = this.unreclaimed.filter((seg) => {
@@ -381,8 +381,8 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
   }
 
   /** Unlinks `seg`'s file off the event loop; a failure leaves it unreclaimed, for the next reclaim to retry. */
-  private unlinkLater(unlink: (path: string) => Promise<void>, seg: Segment): void {
-    const done: Promise<void> = unlink(seg.path)
+  private unlinkLater(seg: Segment): void {
+    const done: Promise<void> = this.opts.fs.unlinkAsync!(seg.path)
       .then(
         () => {
           this.flusher.dirDirty = true;

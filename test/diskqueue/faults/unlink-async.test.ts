@@ -210,6 +210,18 @@ describe('reclaimed DiskQueue segments unlinked off the event loop', () => {
     assert.deepEqual(readdirSync(dir).filter((n) => n.startsWith('data.')), ['data.00000003']);
   });
 
+  it('sync and close at once while an unlink is held: both wait for it, and both resolve once it completes', async () => {
+    const fs = new HeldUnlinks();
+    const { q } = await segmentOneTaken(fs, 5);
+    const both = Promise.all([q.sync(), q.close()]);
+    assert.equal(await settled(both), false, 'both wait');
+    fs.held.shift()!.release();
+    await both;
+    assert.deepEqual(segNumbers(fs), [2]);
+    const after = fs.trace.slice(fs.trace.indexOf('unlink data.00000001'));
+    assert.ok(after.some((t) => t.startsWith('sync:dir')), `a directory sync after the unlink: ${after.join(', ')}`);
+  });
+
   it('close waits for unlinks under way, holding the lock until they complete', async () => {
     const fs = new HeldUnlinks();
     const q = await openQ(fs, { noSync: true });
