@@ -6,7 +6,7 @@
  * A segment file is a 64-byte little-endian header followed by records; each
  * record is `uvarint(len) ‖ payload ‖ xxhash64(payload)` (u64 LE, seed 0).
  */
-import { xxh64, xxh64Signed } from '../storage/xxhash.js';
+import { xxh64 } from '../storage/xxhash.js';
 
 /** Header size in bytes; the data region starts here. */
 export const HEADER_SIZE = 64;
@@ -115,7 +115,7 @@ export class HeaderImage {
     setU64(view, OFF_WRITE_CURSOR, writeCursor);
     setU64(view, OFF_WRITTEN, writtenCount);
     setU64(view, OFF_COMMITTED, committedCount);
-    view.setBigInt64(OFF_CHECKSUM, xxh64Signed(this.covered), true);
+    view.setBigUint64(OFF_CHECKSUM, xxh64(this.covered), true);
     return this.bytes;
   }
 }
@@ -180,7 +180,7 @@ export function encodeRecord(payload: Uint8Array, out: Uint8Array, at: number): 
   out[p++] = n;
   out.set(payload, p);
   p += payload.length;
-  viewOf(out).setBigInt64(out.byteOffset + p, xxh64Signed(payload), true);
+  viewOf(out).setBigUint64(out.byteOffset + p, xxh64(payload), true);
   return p + CHECKSUM_SIZE - at;
 }
 
@@ -265,7 +265,5 @@ export function frameRecord(
 
 /** Whether the checksum after the payload matches it. `view`, when given, is a DataView over all of `buf.buffer`. */
 export function checksumMatches(buf: Uint8Array, f: RecordFrame, view: DataView = viewOf(buf)): boolean {
-  // Both sides signed: no mask to make either unsigned.
-  const stored = view.getBigInt64(buf.byteOffset + f.payloadEnd, true);
-  return stored === xxh64Signed(buf.subarray(f.payloadStart, f.payloadEnd));
+  return view.getBigUint64(buf.byteOffset + f.payloadEnd, true) === xxh64(buf.subarray(f.payloadStart, f.payloadEnd));
 }

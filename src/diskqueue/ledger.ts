@@ -22,8 +22,11 @@ export interface LedgerEntry {
   /** Records it stands for: 1, or how many a damaged span cost. */
   records: number;
   done: boolean;
-  /** Entered as a reservation (an ack or a lookup may name it), not as a read that retired itself. */
-  reserved: boolean;
+  /**
+   * The offset handed out when it was entered as a reservation (an ack or a
+   * lookup may name it); undefined for a read that retired itself, or damage.
+   */
+  offset: bigint | undefined;
 }
 
 const SHIFT = 48n;
@@ -75,26 +78,24 @@ export class AckLedger {
 
   /** The entry of the record reserved at `offset` (done or not), if the ledger holds it. */
   lookup(offset: bigint): LedgerEntry | undefined {
+    // Both lists are in log order: no map of reservations to keep up per
+    // record, a look at the hinted slot (a reservation's own offset, compared
+    // without unpacking), else a binary search.
+    const h = this.hint;
+    if (h >= this.head && h < this.entries.length && this.entries[h]!.offset === offset) {
+      this.hint = h + 1;
+      return this.entries[h];
+    }
     const seq = Number(offset >> SHIFT);
     const pos = Number(offset & POS_MASK);
-    // Both lists are in log order: no map of reservations to keep up per
-    // record, a look at the hinted slot, else a binary search.
-    const h = this.hint;
-    if (h >= this.head && h < this.entries.length) {
-      const e = this.entries[h]!;
-      if (e.seg.seq === seq && e.start === pos) {
-        this.hint = h + 1;
-        return e.reserved ? e : undefined;
-      }
-    }
     let i = search(this.entries, this.head, seq, pos);
     if (i >= 0) {
       this.hint = i + 1;
-      return this.entries[i]!.reserved ? this.entries[i] : undefined;
+      return this.entries[i]!.offset !== undefined ? this.entries[i] : undefined;
     }
     if (this.passed.length === 0) return undefined;
     i = search(this.passed, this.passedHead, seq, pos);
-    return i >= 0 && this.passed[i]!.reserved ? this.passed[i] : undefined;
+    return i >= 0 && this.passed[i]!.offset !== undefined ? this.passed[i] : undefined;
   }
 
   /** Marks an entry from {@link lookup} done (once). */

@@ -12,6 +12,7 @@
  */
 import { CorruptError, IOError, type CorruptReason } from '../errors.js';
 import { frameRecord, checksumMatches, readUvarint, CHECKSUM_SIZE, HEADER_SIZE, type RecordFrame } from './format.js';
+import { xxh64 } from '../storage/xxhash.js';
 import { walkRecords, type Segment } from './segment.js';
 import type { FileHandle, FileSystem } from '../storage/fs.js';
 import { packOffset, type AckLedger } from './ledger.js';
@@ -50,7 +51,7 @@ interface Located {
 export class ReadCursor {
   seg: Segment | undefined;
   pos: number;
-  private block = new Uint8Array(BLOCK_SIZE);
+  private readonly block = new Uint8Array(BLOCK_SIZE);
   /** A view over the block, for reading checksums without a lookup per record. */
   private readonly blockView = new DataView(this.block.buffer);
   private blockSeg: Segment | undefined;
@@ -97,10 +98,65 @@ export class ReadCursor {
   advance(rec: HeadRecord, done: boolean): bigint | undefined {
     rec.seg.readCount++;
     this.pos = rec.end;
+    const offset = done ? undefined : rec.seg.offsetBase + BigInt(rec.start);
     if (done && this.host.ledger.size === 0) this.host.commitDirect(rec.seg, rec.end, 1);
-    else this.host.ledger.add({ seg: rec.seg, start: rec.start, end: rec.end, records: 1, done, reserved: !done });
+    else this.host.ledger.add({ seg: rec.seg, start: rec.start, end: rec.end, records: 1, done, offset });
     this.passDone();
-    return done ? undefined : rec.seg.offsetBase + BigInt(rec.start);
+    return offset;
+  }
+
+  /**
+   * The batch path: moves past the intact records that follow the cursor in
+   * the block already read, handing each to `visit` first, until `max`
+   * records, the block's end, the write cursor, or a record `visit` refuses
+   * or that is not plainly intact (a long length, a bad checksum, a record cut
+   * by the block's end). Those, and anything else out of the ordinary (loss
+   * events, a rewind's passed entries, a segment not yet probed), are left to
+   * `next`/`peek`; 0 says so. Each record moved past is booked as `advance`
+   * books it, with one commit for the run when it commits directly.
+   */
+  run(max: number, done: boolean, visit: (seg: Segment, start: number, payload: Uint8Array, offset: bigint | undefined) => boolean): number {
+    const seg = this.seg;
+    const ledger = this.host.ledger;
+    if (seg === undefined || seg !== this.blockSeg || this.events.length > 0 || ledger.passing) return 0;
+    if (seg.sealed && seg !== this.probed) return 0;
+    const block = this.block;
+    const view = this.blockView;
+    const base = this.blockStart;
+    const limit = Math.min(this.blockLen, seg.writeCursor - base);
+    const direct = done && ledger.size === 0;
+    let at = this.pos - base;
+    if (at < 0) return 0;
+    let n = 0;
+    while (n < max && at + 1 < limit) {
+      // Lengths of one or two bytes only (records under 16 KiB).
+      const b0 = block[at]!;
+      let ps: number;
+      let len: number;
+      if (b0 < 0x80) {
+        ps = at + 1;
+        len = b0;
+      } else if (block[at + 1]! < 0x80) {
+        ps = at + 2;
+        len = (b0 & 0x7f) | (block[at + 1]! << 7);
+      } else break;
+      const pe = ps + len;
+      if (pe + CHECKSUM_SIZE > limit) break;
+      // A view built on the buffer costs less than `subarray` (no species lookup); the block starts at its buffer's byte 0.
+      const payload = new Uint8Array(block.buffer, ps, len);
+      if (view.getBigUint64(pe, true) !== xxh64(payload)) break;
+      const start = base + at;
+      const offset = done ? undefined : seg.offsetBase + BigInt(start);
+      if (!visit(seg, start, payload, offset)) break;
+      at = pe + CHECKSUM_SIZE;
+      n++;
+      if (!direct) ledger.add({ seg, start, end: base + at, records: 1, done, offset });
+    }
+    if (n === 0) return 0;
+    seg.readCount += n;
+    this.pos = base + at;
+    if (direct) this.host.commitDirect(seg, this.pos, n);
+    return n;
   }
 
   /**
@@ -259,7 +315,7 @@ export class ReadCursor {
     const key = `${seg.seq}:${start}`;
     const fresh = !this.booked.has(key);
     this.booked.add(key);
-    this.host.ledger.add({ seg, start, end, records, done: true, reserved: false });
+    this.host.ledger.add({ seg, start, end, records, done: true, offset: undefined });
     seg.readCount += records;
     this.pos = end;
     this.passDone();

@@ -18,7 +18,7 @@ import { CodecError, CorruptError, InvalidArgumentError, isFerryError, OffsetErr
 import { STAMP_SIZE } from './format.js';
 import { checkCallOptions, checkIterable } from './options.js';
 import type { LedgerEntry } from './ledger.js';
-import type { HeadRecord } from './read-cursor.js';
+import type { Segment } from './segment.js';
 import type { ReadHost } from './read-host.js';
 import { shown } from '../show-value.js';
 
@@ -258,7 +258,7 @@ export class Reader<T> {
     const h = this.host.cursor.peek();
     if (!h) return undefined;
     if (h.kind === 'damage') throw h.err;
-    return { value: this.decode(h.rec) };
+    return { value: this.decode(h.rec.payload, h.rec.seg, h.rec.start) };
   }
 
   /**
@@ -354,7 +354,7 @@ export class Reader<T> {
     const h = this.host.cursor.next();
     if (!h) return undefined;
     if (h.kind === 'damage') this.stepPastDamage(h.err);
-    const value = this.decode(h.rec);
+    const value = this.decode(h.rec.payload, h.rec.seg, h.rec.start);
     const offset = this.host.cursor.advance(h.rec, commit);
     this.host.counters.delivered++;
     return { value, offset: offset ?? 0n, flush: commit ? this.quietRetire() : undefined };
@@ -369,8 +369,30 @@ export class Reader<T> {
     checkMax(max, 'max');
     this.host.checkOpen();
     const cursor = this.host.cursor;
+    const counters = this.host.counters;
+    // After the first record, the intact records already in the cursor's
+    // block go through `run`; a value that does not decode stops the run and
+    // the batch, and stays at the head.
+    const visit = (seg: Segment, start: number, payload: Uint8Array, offset: bigint | undefined): boolean => {
+      let value: T;
+      try {
+        value = this.decode(payload, seg, start);
+      } catch {
+        return false;
+      }
+      counters.delivered++;
+      emit(value, offset ?? 0n);
+      return true;
+    };
     for (let n = 0; n < max; n++) {
-      if (n > 0 && cursor.lossPending) return;
+      if (n > 0) {
+        if (cursor.lossPending) return;
+        const ran = cursor.run(max - n, commit, visit);
+        if (ran > 0) {
+          n += ran - 1;
+          continue;
+        }
+      }
       const h = n > 0 ? cursor.peek() : cursor.next();
       if (!h) return;
       if (h.kind === 'damage') {
@@ -379,22 +401,23 @@ export class Reader<T> {
       }
       let value: T;
       try {
-        value = this.decode(h.rec);
+        value = this.decode(h.rec.payload, h.rec.seg, h.rec.start);
       } catch (err) {
         if (n > 0) return;
         throw err;
       }
       const offset = cursor.advance(h.rec, commit);
-      this.host.counters.delivered++;
+      counters.delivered++;
       emit(value, offset ?? 0n);
     }
   }
 
-  private decode(rec: HeadRecord): T {
-    let bytes = rec.payload;
+  /** Decodes the payload of the record at `seg`/`start` (named in errors). */
+  private decode(payload: Uint8Array, seg: Segment, start: number): T {
+    let bytes = payload;
     if (this.host.opts.stampRecords) {
       if (bytes.length < STAMP_SIZE) {
-        throw new CodecError(`record at segment ${rec.seg.seq} position ${rec.start} is shorter than its stamp`);
+        throw new CodecError(`record at segment ${seg.seq} position ${start} is shorter than its stamp`);
       }
       const stampNs = new DataView(bytes.buffer, bytes.byteOffset, STAMP_SIZE).getBigUint64(0, false);
       this.lastAgeMs = Math.max(0, Date.now() - Number(stampNs / 1_000_000n));
@@ -413,7 +436,7 @@ export class Reader<T> {
     } catch (err) {
       throw err instanceof CodecError
         ? err
-        : new CodecError(`codec refused the record at segment ${rec.seg.seq} position ${rec.start}: ${(err as Error)?.message ?? err}`, { cause: err });
+        : new CodecError(`codec refused the record at segment ${seg.seq} position ${start}: ${(err as Error)?.message ?? err}`, { cause: err });
     }
   }
 }

@@ -8,7 +8,7 @@
  * Pure functions only: no file access here, so the golden tests can pin the
  * bytes in both directions without a file system.
  */
-import { xxh64, xxh64Signed } from '../storage/xxhash.js';
+import { xxh64 } from '../storage/xxhash.js';
 
 /** The 6 magic bytes at the start of every segment. */
 export const MAGIC = new TextEncoder().encode('KSPOOL');
@@ -107,14 +107,13 @@ export function checkFrame(frame: Uint8Array): Uint8Array | undefined {
   const view = new DataView(frame.buffer, frame.byteOffset, FRAME_OVERHEAD);
   const length = view.getUint32(0, false);
   if (frame.length !== FRAME_OVERHEAD + length) return undefined;
-  // Both sides signed: no mask to make either unsigned.
-  const checksum = view.getBigInt64(4, false);
+  const checksum = view.getBigUint64(4, false);
   const b8 = frame[8]!;
   const b9 = frame[9]!;
   const b10 = frame[10]!;
   const b11 = frame[11]!;
   frame.copyWithin(8, 0, 4);
-  const ok = xxh64Signed(frame.subarray(8)) === checksum;
+  const ok = xxh64(frame.subarray(8)) === checksum;
   frame[8] = b8;
   frame[9] = b9;
   frame[10] = b10;

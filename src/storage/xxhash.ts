@@ -12,7 +12,3 @@ export function xxh64(bytes: Uint8Array): bigint {
   return api.h64Raw(bytes, 0n);
 }
 
-/** xxhash64 of `bytes` with seed 0, as a signed 64-bit bigint (compare with `DataView.getBigInt64`). */
-export function xxh64Signed(bytes: Uint8Array): bigint {
-  return BigInt.asIntN(64, api.h64Raw(bytes, 0n));
-}

@@ -50,6 +50,29 @@ describe('a record the codec refuses (checklist 10)', () => {
     assert.deepEqual(await afterPowerCut(fs), []);
   });
 
+  it('ends a batch before it: takeBatch and reserveBatch hand out the records ahead of it, then it is the head', async () => {
+    const fs = new FaultyFileSystem();
+    const q = await DiskQueue.open(DIR, { fs, codec: picky, segmentSize: SEG });
+    await q.addBatch(['a', 'b', 'poison', 'c', 'd', 'poison', 'e']);
+    const r = q.reader();
+    assert.deepEqual(await r.takeBatch(10), ['a', 'b']);
+    await assert.rejects(r.takeBatch(10), CodecError);
+    assert.equal(await r.skip(), true);
+    const res = await r.reserveBatch(10);
+    assert.deepEqual(
+      res.map((x) => x.value),
+      ['c', 'd'],
+    );
+    await assert.rejects(r.reserveBatch(10), CodecError);
+    assert.equal(q.stats().backlog, 4, 'c, d (reserved), poison, e');
+    await r.ackBatch(res.map((x) => x.offset));
+    assert.equal(await r.skip(), true);
+    assert.deepEqual(await r.takeBatch(10), ['e']);
+    assert.equal(q.stats().delivered, 5);
+    await q.close();
+    assert.deepEqual(await afterPowerCut(fs), []);
+  });
+
   it('requeue moves it to the back, even on a full queue', async () => {
     const fs = new FaultyFileSystem();
     const frame = 1 + 6 + 8; // every value below is 6 bytes

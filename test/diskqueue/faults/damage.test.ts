@@ -7,7 +7,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { decodeHeader, HEADER_SIZE } from '../../../src/diskqueue/format.js';
-import { openQ, drainAll, segPath, segNumbers } from './helpers.js';
+import { openQ, drainAll, segPath, segNumbers, type DrainHow } from './helpers.js';
 import { rows, buildStore, expectedValues, rec, TOTAL, COMMITTED } from './damage-table.js';
 
 describe('damage table', () => {
@@ -23,37 +23,49 @@ describe('damage table', () => {
   });
 
   for (const row of rows) {
-    it(row.name, async () => {
-      const fs = await buildStore();
-      row.damage(fs);
-      const q = await openQ(fs); // never throws on damage
-      const got = await drainAll(q.reader());
-      assert.deepEqual(got.values, expectedValues(row));
-      assert.deepEqual(
-        got.errors.map((e) => ({ segment: e.segment, position: e.position, reason: e.reason })),
-        row.events,
-      );
-      const st = q.stats();
-      assert.equal(st.corruptions, row.events.length, 'corruptions');
-      assert.equal(st.lostRecords, row.lostRecords, 'lostRecords');
-      assert.equal(st.lostSegments, row.lostSegments, 'lostSegments');
-      assert.equal(st.foreignSegments, row.foreignSegments ?? 0, 'foreignSegments');
-      if (row.lostBytes !== undefined) assert.equal(st.lostBytes, row.lostBytes, 'lostBytes');
-      const perEvent = got.errors.reduce((n, e) => n + (e.lostRecords ?? 0), 0);
-      assert.equal(perEvent, row.lostRecords, 'the events add up to the counter');
-      assert.equal(st.backlog, 0);
-
-      // The queue still works after the damage, and nothing is reported twice.
-      await q.add('after');
-      await q.close();
-      const q2 = await openQ(fs);
-      assert.equal(q2.stats().corruptions, 0, 'booked once: a reopen reports nothing again');
-      const again = await drainAll(q2.reader());
-      assert.deepEqual(again, { values: ['after'], errors: [] });
-      await q2.close();
-    });
+    it(row.name, () => drainsRow(row, { kind: 'take' }));
   }
 });
+
+// The batch reads frame the records after the first from the block they were
+// read in, on a path of their own: each stops at the damage and reports it
+// exactly as the one-at-a-time drain does.
+for (const how of [{ kind: 'takeBatch', n: 7 }, { kind: 'reserveBatch', n: 7 }] as const) {
+  describe(`damage table, drained by ${how.kind}(${how.n})`, () => {
+    for (const row of rows) it(row.name, () => drainsRow(row, how));
+  });
+}
+
+/** Drains the store with `row`'s damage `how`, and checks survivors, events and counters. */
+async function drainsRow(row: (typeof rows)[number], how: DrainHow): Promise<void> {
+  const fs = await buildStore();
+  row.damage(fs);
+  const q = await openQ(fs); // never throws on damage
+  const got = await drainAll(q.reader(), undefined, how);
+  assert.deepEqual(got.values, expectedValues(row));
+  assert.deepEqual(
+    got.errors.map((e) => ({ segment: e.segment, position: e.position, reason: e.reason })),
+    row.events,
+  );
+  const st = q.stats();
+  assert.equal(st.corruptions, row.events.length, 'corruptions');
+  assert.equal(st.lostRecords, row.lostRecords, 'lostRecords');
+  assert.equal(st.lostSegments, row.lostSegments, 'lostSegments');
+  assert.equal(st.foreignSegments, row.foreignSegments ?? 0, 'foreignSegments');
+  if (row.lostBytes !== undefined) assert.equal(st.lostBytes, row.lostBytes, 'lostBytes');
+  const perEvent = got.errors.reduce((n, e) => n + (e.lostRecords ?? 0), 0);
+  assert.equal(perEvent, row.lostRecords, 'the events add up to the counter');
+  assert.equal(st.backlog, 0);
+
+  // The queue still works after the damage, and nothing is reported twice.
+  await q.add('after');
+  await q.close();
+  const q2 = await openQ(fs);
+  assert.equal(q2.stats().corruptions, 0, 'booked once: a reopen reports nothing again');
+  const again = await drainAll(q2.reader());
+  assert.deepEqual(again, { values: ['after'], errors: [] });
+  await q2.close();
+}
 
 describe('torn header repair', () => {
   it('is persisted: a second reopen finds a valid header and the same records', async () => {

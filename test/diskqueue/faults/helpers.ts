@@ -41,15 +41,27 @@ export interface Drained {
 /**
  * Takes until the queue answers empty, collecting values and `CorruptError`s.
  * Any other error is rethrown. Bounded so a wedged queue fails the test
- * instead of hanging it.
+ * instead of hanging it. `how` picks the read: one `tryTake` at a time (the
+ * default), `takeBatch(n)`, or `reserveBatch(n)` then `ackBatch`.
  */
-export async function drainAll(r: Reader<string>, max = 100_000): Promise<Drained> {
+export async function drainAll(r: Reader<string>, max = 100_000, how: DrainHow = { kind: 'take' }): Promise<Drained> {
   const out: Drained = { values: [], errors: [] };
   for (let i = 0; i < max; i++) {
     try {
-      const got = await r.tryTake();
-      if (!got) return out;
-      out.values.push(got.value);
+      if (how.kind === 'take') {
+        const got = await r.tryTake();
+        if (!got) return out;
+        out.values.push(got.value);
+      } else if (how.kind === 'takeBatch') {
+        const got = await r.takeBatch(how.n);
+        if (got.length === 0) return out;
+        out.values.push(...got);
+      } else {
+        const got = await r.reserveBatch(how.n);
+        if (got.length === 0) return out;
+        await r.ackBatch(got.map((g) => g.offset));
+        out.values.push(...got.map((g) => g.value));
+      }
     } catch (err) {
       if (!(err instanceof CorruptError)) throw err;
       out.errors.push(err);
@@ -57,6 +69,8 @@ export async function drainAll(r: Reader<string>, max = 100_000): Promise<Draine
   }
   throw new Error(`queue did not run dry after ${max} reads (wedged?)`);
 }
+
+export type DrainHow = { kind: 'take' } | { kind: 'takeBatch' | 'reserveBatch'; n: number };
 
 /** `v0`, `v1`, … padded so every record has the same framed size. */
 export const val = (i: number, width = 4) => `v${String(i).padStart(width, '0')}`;
