@@ -29,6 +29,8 @@ export interface FlusherHost {
   readonly maxOpenFiles?: number;
   /** Resolves once the unlinks of reclaimed segments under way have completed (each sets `dirDirty`). */
   unlinked(): Promise<void>;
+  /** Segments out of the queue whose unlink failed and whose last header is not yet fdatasynced; each is handed out once. */
+  leaving(): Segment[];
 }
 
 /**
@@ -42,6 +44,22 @@ async function bounded<T>(items: T[], limit: number, fn: (item: T) => Promise<vo
     return;
   }
   for (let i = 0; i < items.length; i += limit) await Promise.all(items.slice(i, i + limit).map(fn));
+}
+
+/** fdatasyncs the header of a segment file out of the queue (its own descriptor was closed); gone by now is fine. */
+async function syncLeftHeader(fs: FileSystem, path: string): Promise<void> {
+  let fh;
+  try {
+    fh = fs.open(path, 'rw');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException)?.code === 'ENOENT') return;
+    throw err;
+  }
+  try {
+    await fh.datasync('header');
+  } finally {
+    fh.close();
+  }
 }
 
 export class Flusher {
@@ -98,6 +116,7 @@ export class Flusher {
     await this.host.unlinked();
     if (this.latchedFlag) throw this.latchedError();
     const fs = this.fs;
+    const leaving = this.host.leaving();
     const segments = this.host.segments;
     const pending = segments.filter((s) => s.end > s.writeCursor).map((s) => ({ s, end: s.end, count: s.endCount }));
     const dataDirty = segments.filter((s) => s.dataDirty);
@@ -108,6 +127,7 @@ export class Flusher {
     this.dirDirty = false;
     try {
       await bounded(dataDirty, this.host.maxOpenFiles ?? 0, (s) => s.datasync(fs, 'data'));
+      await bounded(leaving, this.host.maxOpenFiles ?? 0, (s) => syncLeftHeader(fs, s.path));
       if (dirDirty) await fs.syncDir(this.host.dir);
     } catch (err) {
       throw this.latch(err);

@@ -63,6 +63,13 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
   private timer: NodeJS.Timeout | undefined;
   /** Fully committed segments taken out of the queue whose unlink failed; retried on each reclaim. */
   private unreclaimed: Segment[] = [];
+  /**
+   * Segments out of the queue whose last header was written by reclaim and
+   * not yet fdatasynced. Once one's unlink has failed, the next flush syncs
+   * that header ({@link leaving}): a power cut while the file stays must not
+   * bring its acked records back.
+   */
+  private readonly headerUnsynced = new Set<Segment>();
   /** Unlinks under way on the thread pool (`FileSystem.unlinkAsync`); every flush and close wait for them. They never reject. */
   private readonly unlinking = new Set<Promise<void>>();
   private pool: HandlePool | undefined;
@@ -90,6 +97,7 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
       rolledBack: (n) => (this.counters.added -= n),
       maxOpenFiles: opts.maxOpenFiles,
       unlinked: () => this.unlinked(),
+      leaving: () => this.leaving(),
     });
     this.appender = new Appender(this, this.flusher);
     if (!opts.perOp && opts.syncIntervalMs > 0) {
@@ -356,9 +364,10 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
       this.cursor.forget(seg);
       seg.reclaimed = true;
       let final = !seg.headerDirty;
-      if (!final && fs.unlinkAsync !== undefined) {
+      if (!final) {
         try {
           seg.writeHeader(fs);
+          this.headerUnsynced.add(seg);
           final = true;
         } catch {
           // the synchronous unlink below removes it, or it stays unreclaimed as before
@@ -372,11 +381,11 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
     this.unreclaimed = this.unreclaimed.filter((seg) => {
       try {
         fs.unlink(seg.path);
-        return false;
       } catch (err) {
-        if ((err as NodeJS.ErrnoException)?.code === 'ENOENT') return false;
-        return true;
+        if ((err as NodeJS.ErrnoException)?.code !== 'ENOENT') return true;
       }
+      this.headerUnsynced.delete(seg);
+      return false;
     });
   }
 
@@ -385,10 +394,12 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
     const done: Promise<void> = this.opts.fs.unlinkAsync!(seg.path)
       .then(
         () => {
+          this.headerUnsynced.delete(seg);
           this.flusher.dirDirty = true;
         },
         (err: unknown) => {
           if ((err as NodeJS.ErrnoException)?.code !== 'ENOENT') this.unreclaimed.push(seg);
+          else this.headerUnsynced.delete(seg);
         },
       )
       .finally(() => this.unlinking.delete(done));
@@ -400,6 +411,16 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
    * started meanwhile: readers that go on emptying segments must not starve
    * a flush (each commit that starts one asks for a flush of its own).
    */
+  /**
+   * The segments whose unlink failed with their last header written and not
+   * fdatasynced, for the flusher to sync; each is handed out once.
+   */
+  private leaving(): Segment[] {
+    const out = this.unreclaimed.filter((seg) => this.headerUnsynced.has(seg));
+    for (const seg of out) this.headerUnsynced.delete(seg);
+    return out;
+  }
+
   private async unlinked(): Promise<void> {
     if (this.unlinking.size > 0) await Promise.all([...this.unlinking]);
   }

@@ -235,6 +235,27 @@ describe('a fully committed segment that will not unlink', () => {
     assert.deepEqual(segNumbers(fs), [2]);
     await q.close();
   });
+
+  it('holds its last commits in its header: a reopen finds it consumed, reclaims it and delivers none of its records again', async () => {
+    const fs = new FaultyFileSystem();
+    const q = await openQ(fs);
+    await q.addBatch(range(0, 61).map(rec));
+    const r = q.reader();
+    fs.inject({ step: 'unlink', error: 'EIO' });
+    for (let i = 0; i < 60; i++) await r.tryTake();
+    assert.equal(q.stats().unreclaimed, 1);
+    await q.close(); // close does not retry the unlink
+    assert.deepEqual(segNumbers(fs), [1, 2], 'still on disk after close');
+    for (const image of [fs, fs.crashImage()]) {
+      const again = await openQ(image);
+      try {
+        assert.deepEqual(await drainAll(again.reader()), { values: [rec(60)], errors: [] }, image === fs ? 'after close' : 'after a power cut');
+        assert.deepEqual(segNumbers(image), [2]);
+      } finally {
+        await again.close();
+      }
+    }
+  });
 });
 
 it('a cut segment with a damaged record before the cut keeps every intact record', async () => {

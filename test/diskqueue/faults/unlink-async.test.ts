@@ -10,7 +10,8 @@
  *   under the per-operation policy the commit that emptied a segment
  *   resolves once the removal is durable, and `sync` covers removals;
  * - close waits for them before the lock goes; a failed one is counted as
- *   unreclaimed and retried by the next reclaim.
+ *   unreclaimed and retried by the next reclaim, and the next flush syncs
+ *   the header reclaim wrote into its file.
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
@@ -120,6 +121,32 @@ describe('reclaimed DiskQueue segments unlinked off the event loop', () => {
       assert.ok(after.some((t) => t.startsWith('sync:dir')), `the directory was synced after the unlink: ${after.join(', ')}`);
       // What a power cut now leaves: segment 1 is gone for good.
       assert.ok(!segNumbers(fs.crashImage()).includes(1));
+    } finally {
+      for (const h of fs.held.splice(0)) h.release();
+      await q.close();
+    }
+  });
+
+  it('a failed unlink leaves a file whose last header the commit synced: a power cut brings back none of its records', async () => {
+    const fs = new HeldUnlinks();
+    const q = await openQ(fs);
+    try {
+      await q.addBatch(range(0, 6).map(rec));
+      const r = q.reader();
+      for (let i = 0; i < 3; i++) await r.tryTake();
+      const fourth = r.tryTake();
+      assert.equal(await settled(fourth), false, 'waits for the unlink');
+      fs.held.shift()!.fail('EIO');
+      assert.equal((await fourth)?.value, rec(3));
+      assert.equal(q.stats().unreclaimed, 1);
+      const image = fs.crashImage();
+      assert.deepEqual(segNumbers(image), [1, 2], 'the file stays');
+      const again = await openQ(image);
+      try {
+        assert.deepEqual(await drainAll(again.reader()), { values: [rec(4), rec(5)], errors: [] });
+      } finally {
+        await again.close();
+      }
     } finally {
       for (const h of fs.held.splice(0)) h.release();
       await q.close();
