@@ -121,6 +121,7 @@ export class ReadCursor {
     if (seg === undefined || seg !== this.blockSeg || this.events.length > 0 || ledger.passing) return 0;
     if (seg.sealed && seg !== this.probed) return 0;
     const block = this.block;
+    const buffer = block.buffer;
     const view = this.blockView;
     const base = this.blockStart;
     const limit = Math.min(this.blockLen, seg.writeCursor - base);
@@ -143,7 +144,7 @@ export class ReadCursor {
       const pe = ps + len;
       if (pe + CHECKSUM_SIZE > limit) break;
       // A view built on the buffer costs less than `subarray` (no species lookup); the block starts at its buffer's byte 0.
-      const payload = new Uint8Array(block.buffer, ps, len);
+      const payload = new Uint8Array(buffer, ps, len);
       if (view.getBigUint64(pe, true) !== xxh64(payload)) break;
       const start = base + at;
       const offset = done ? undefined : seg.offsetBase + BigInt(start);

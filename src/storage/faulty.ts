@@ -344,6 +344,23 @@ export class FaultyFileSystem implements FileSystem {
     this.done();
   }
 
+  /**
+   * {@link unlink} on the "thread pool", as the real file system has it: it
+   * completes when {@link delay} says, so power-cut enumerations and
+   * schedulers see the asynchronous unlink the queues use. One that
+   * completes after a power cut fails (the process that asked is gone). Set
+   * it to undefined for a file system without one: the queues then unlink
+   * synchronously.
+   */
+  unlinkAsync: ((path: string) => Promise<void>) | undefined = (path) => this.unlinkLater(path);
+
+  private async unlinkLater(path: string): Promise<void> {
+    const epoch = this.epoch;
+    await (this.delay?.(`unlink ${path}`) ?? Promise.resolve());
+    if (epoch !== this.epoch) throw sysError('EIO', 'unlink', path);
+    this.unlink(path);
+  }
+
   rename(from: string, to: string): void {
     const ino = this.names.get(from);
     if (!ino) throw sysError('ENOENT', 'rename', from);

@@ -9,8 +9,8 @@ import { FaultyFileSystem } from '../../src/storage/faulty.js';
 export class HeldUnlinks extends FaultyFileSystem {
   readonly held: Array<{ path: string; release(): void; fail(code: string): void }> = [];
 
-  unlinkAsync(path: string): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
+  override unlinkAsync = (path: string): Promise<void> =>
+    new Promise<void>((resolve, reject) => {
       this.held.push({
         path,
         release: () => {
@@ -24,7 +24,6 @@ export class HeldUnlinks extends FaultyFileSystem {
         fail: (code) => reject(Object.assign(new Error(`${code}: unlink ${path}`), { code })),
       });
     });
-  }
 }
 
 /** Whether `p` has settled after the I/O and timers queued so far have run. */

@@ -148,18 +148,26 @@ const scenarios: Scenario[] = [
   },
 ];
 
-async function prepare(s: Scenario, names: Naming = 'dir-sync'): Promise<{ fs: FaultyFileSystem; w: World }> {
+/**
+ * How reclaimed segments are unlinked: on the thread pool, as on the real file
+ * system (`unlinkAsync`), or synchronously, as on a file system without it.
+ */
+const UNLINKS = ['async', 'sync'] as const;
+type Unlinks = (typeof UNLINKS)[number];
+
+async function prepare(s: Scenario, names: Naming = 'dir-sync', unlinks: Unlinks = 'async'): Promise<{ fs: FaultyFileSystem; w: World }> {
   const fs = new FaultyFileSystem({ names });
+  if (unlinks === 'sync') fs.unlinkAsync = undefined;
   const w: World = { q: await openQ(fs, s.opts), attempted: [], resolved: [], committedThrough: 0, held: [] };
   await s.setup(w);
   return { fs, w };
 }
 
 describe('power cut at every step', () => {
-  for (const s of scenarios) for (const naming of NAMINGS) {
-    it(`${s.name}, names durable at ${naming}`, async (t) => {
+  for (const s of scenarios) for (const naming of NAMINGS) for (const unlinks of UNLINKS) {
+    it(`${s.name}, names durable at ${naming}, ${unlinks} unlinks`, async (t) => {
       // Dry run: enumerate the steps of the operation.
-      const dry = await prepare(s, naming);
+      const dry = await prepare(s, naming, unlinks);
       const from = dry.fs.trace.length;
       await s.op(dry.w);
       const opSteps = dry.fs.trace.slice(from);
@@ -169,7 +177,7 @@ describe('power cut at every step', () => {
 
       for (let k = 0; k <= opSteps.length; k++) {
         await t.test(`cut after step ${k}${k ? ` (${opSteps[k - 1]})` : ''}`, async () => {
-          const { fs, w } = await prepare(s, naming);
+          const { fs, w } = await prepare(s, naming, unlinks);
           let images: Array<{ tear: string; fs: FaultyFileSystem }> = [];
           let resolvedAtCut: string[] = [];
           let committedAtCut = 0;

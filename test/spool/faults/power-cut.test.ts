@@ -24,8 +24,10 @@ interface Cut {
   committing: number; // records 0..committing-1 had a commit called (resolved or not)
 }
 
-async function workload(tear: Tear | undefined): Promise<Cut[]> {
+/** `sync`: a file system without `unlinkAsync`, so retired segments are unlinked synchronously. */
+async function workload(tear: Tear | undefined, unlinks: 'async' | 'sync'): Promise<Cut[]> {
   const fs = new FaultyFileSystem();
+  if (unlinks === 'sync') fs.unlinkAsync = undefined;
   const s = await Spool.open(DIR, { fs, segmentBytes: SEG, commitSync: true });
   const resolved = new Set<number>();
   let committed = 0;
@@ -67,9 +69,9 @@ const tears: Array<[string, Tear | undefined]> = [
 ];
 
 describe('power cut at every step', () => {
-  for (const [name, tear] of tears) {
-    it(name, async () => {
-      const cuts = await workload(tear);
+  for (const [name, tear] of tears) for (const unlinks of ['async', 'sync'] as const) {
+    it(`${name}, ${unlinks} unlinks`, async () => {
+      const cuts = await workload(tear, unlinks);
       assert.ok(cuts.length > 40, `${cuts.length} steps`);
       for (const [n, cut] of cuts.entries()) {
         const s = await Spool.open(DIR, { fs: cut.image, segmentBytes: SEG });
