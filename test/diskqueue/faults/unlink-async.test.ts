@@ -49,6 +49,20 @@ async function segmentOneTaken(fs: HeldUnlinks, n: number) {
   return { q, r };
 }
 
+/**
+ * On a per-operation queue: adds records 0–5, takes 0–2, and starts the take
+ * of 3, which empties segment 1; returns it (wrapped, so awaiting this does
+ * not await it), still waiting for the unlink.
+ */
+async function fourthTakeWaiting(q: DiskQueue<string>): Promise<{ fourth: Promise<{ value: string } | undefined> }> {
+  await q.addBatch(range(0, 6).map(rec));
+  const r = q.reader();
+  for (let i = 0; i < 3; i++) await r.tryTake();
+  const fourth = r.tryTake();
+  assert.equal(await settled(fourth), false, 'waits for the unlink');
+  return { fourth };
+}
+
 describe('reclaimed DiskQueue segments unlinked off the event loop', () => {
   it('noSync: the segment leaves at once, its file when the unlink completes; sync waits for it', async () => {
     const fs = new HeldUnlinks();
@@ -109,11 +123,7 @@ describe('reclaimed DiskQueue segments unlinked off the event loop', () => {
     const fs = new HeldUnlinks();
     const q = await openQ(fs);
     try {
-      await q.addBatch(range(0, 6).map(rec));
-      const r = q.reader();
-      for (let i = 0; i < 3; i++) await r.tryTake();
-      const fourth = r.tryTake();
-      assert.equal(await settled(fourth), false, 'waits for the unlink');
+      const { fourth } = await fourthTakeWaiting(q);
       assert.deepEqual(fs.held.map((h) => h.path), [segPath(1)]);
       fs.held.shift()!.release();
       assert.equal((await fourth)?.value, rec(3));
@@ -131,11 +141,7 @@ describe('reclaimed DiskQueue segments unlinked off the event loop', () => {
     const fs = new HeldUnlinks();
     const q = await openQ(fs);
     try {
-      await q.addBatch(range(0, 6).map(rec));
-      const r = q.reader();
-      for (let i = 0; i < 3; i++) await r.tryTake();
-      const fourth = r.tryTake();
-      assert.equal(await settled(fourth), false, 'waits for the unlink');
+      const { fourth } = await fourthTakeWaiting(q);
       fs.held.shift()!.fail('EIO');
       assert.equal((await fourth)?.value, rec(3));
       assert.equal(q.stats().unreclaimed, 1);
