@@ -10,9 +10,10 @@
  * Every method may run while any other is in flight, on this reader or
  * another: each does its work on the shared cursor before it first awaits.
  * Still, give each consumer its own reader: the bytes a codec decodes are
- * this reader's private copy, valid until its next read, so a codec whose
- * values alias its input (none of the shipped ones) needs one reader per
- * concurrent call; and `lastAgeMs` is the last read's.
+ * this reader's private copy, valid until its next read (a batch read gives
+ * each of its records a copy of its own), so a codec whose values alias its
+ * input (none of the shipped ones) needs one reader per concurrent call; and
+ * `lastAgeMs` is the last read's.
  */
 import { CodecError, CorruptError, InvalidArgumentError, isFerryError, OffsetError } from '../errors.js';
 import { STAMP_SIZE } from './format.js';
@@ -376,7 +377,7 @@ export class Reader<T> {
     const visit = (seg: Segment, start: number, payload: Uint8Array, offset: bigint | undefined): boolean => {
       let value: T;
       try {
-        value = this.decode(payload, seg, start);
+        value = this.decode(payload, seg, start, true);
       } catch {
         return false;
       }
@@ -401,7 +402,7 @@ export class Reader<T> {
       }
       let value: T;
       try {
-        value = this.decode(h.rec.payload, h.rec.seg, h.rec.start);
+        value = this.decode(h.rec.payload, h.rec.seg, h.rec.start, true);
       } catch (err) {
         if (n > 0) return;
         throw err;
@@ -412,8 +413,12 @@ export class Reader<T> {
     }
   }
 
-  /** Decodes the payload of the record at `seg`/`start` (named in errors). */
-  private decode(payload: Uint8Array, seg: Segment, start: number): T {
+  /**
+   * Decodes the payload of the record at `seg`/`start` (named in errors). A
+   * codec that may alias its input gets the reader's private copy, or with
+   * `own` (the records of a batch, all handed out together) a copy of its own.
+   */
+  private decode(payload: Uint8Array, seg: Segment, start: number, own = false): T {
     let bytes = payload;
     if (this.host.opts.stampRecords) {
       if (bytes.length < STAMP_SIZE) {
@@ -427,9 +432,12 @@ export class Reader<T> {
     if (!codec.decodeCopies) {
       // The block buffer is shared by every reader; the codec's value may alias
       // what it is given, so it gets this reader's own copy.
-      if (this.copy.length < bytes.length) this.copy = new Uint8Array(Math.max(bytes.length, this.copy.length * 2));
-      this.copy.set(bytes);
-      bytes = this.copy.subarray(0, bytes.length);
+      if (own) bytes = bytes.slice();
+      else {
+        if (this.copy.length < bytes.length) this.copy = new Uint8Array(Math.max(bytes.length, this.copy.length * 2));
+        this.copy.set(bytes);
+        bytes = this.copy.subarray(0, bytes.length);
+      }
     }
     try {
       return codec.decode(bytes);

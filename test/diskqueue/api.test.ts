@@ -57,6 +57,23 @@ test('a record the codec cannot decode stays at the head until skipped', async (
   await q.close();
 });
 
+test('a codec whose values alias its input gets a copy per record in a batch: no value of a batch overwrites another', async () => {
+  const aliasing = { encode: (v: Uint8Array) => v, decode: (b: Uint8Array) => b };
+  const q = await DiskQueue.open<Uint8Array>(tempDir(), { codec: aliasing });
+  try {
+    const text = (vs: Uint8Array[]) => vs.map((v) => Buffer.from(v).toString());
+    await q.addBatch(['aaaa', 'bbbb', 'cccc', 'dddd', 'eeee', 'ffff', 'gggg', 'hhhh'].map((s) => Buffer.from(s)));
+    const r = q.reader();
+    assert.deepEqual(text(await r.takeBatch(3)), ['aaaa', 'bbbb', 'cccc']);
+    assert.deepEqual(text((await r.reserveBatch(3)).map((x) => x.value)), ['dddd', 'eeee', 'ffff']);
+    const drained: Uint8Array[] = [];
+    for await (const v of r.drain({ batchSize: 2 })) drained.push(v);
+    assert.deepEqual(text(drained), ['gggg', 'hhhh']);
+  } finally {
+    await q.close();
+  }
+});
+
 test('addBatch places every value in order and returns the count', async () => {
   const q = await DiskQueue.open<string>(tempDir(), { codec: codecs.utf8, segmentSize: 4096 });
   const values = Array.from({ length: 1000 }, (_, i) => `v${i}`);
