@@ -407,11 +407,6 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
   }
 
   /**
-   * Resolves once the unlinks under way now have completed. Not the ones
-   * started meanwhile: readers that go on emptying segments must not starve
-   * a flush (each commit that starts one asks for a flush of its own).
-   */
-  /**
    * The segments whose unlink failed with their last header written and not
    * fdatasynced, for the flusher to sync; each is handed out once.
    */
@@ -421,6 +416,11 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
     return out;
   }
 
+  /**
+   * Resolves once the unlinks under way now have completed. Not the ones
+   * started meanwhile: readers that go on emptying segments must not starve
+   * a flush (each commit that starts one asks for a flush of its own).
+   */
   private async unlinked(): Promise<void> {
     if (this.unlinking.size > 0) await Promise.all([...this.unlinking]);
   }
