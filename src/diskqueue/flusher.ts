@@ -29,7 +29,7 @@ export interface FlusherHost {
   readonly maxOpenFiles?: number;
   /** Resolves once the unlinks of reclaimed segments under way have completed (each sets `dirDirty`). */
   unlinked(): Promise<void>;
-  /** Segments out of the queue whose unlink failed and whose last header is not yet fdatasynced; each is handed out once. */
+  /** Segments out of the queue whose unlink failed and whose last header is not yet written and fdatasynced; each is handed out once. */
   leaving(): Segment[];
 }
 
@@ -46,16 +46,21 @@ async function bounded<T>(items: T[], limit: number, fn: (item: T) => Promise<vo
   for (let i = 0; i < items.length; i += limit) await Promise.all(items.slice(i, i + limit).map(fn));
 }
 
-/** fdatasyncs the header of a segment file out of the queue (its own descriptor was closed); gone by now is fine. */
-async function syncLeftHeader(fs: FileSystem, path: string): Promise<void> {
+/**
+ * Makes the last header of a segment out of the queue durable while its file
+ * stays (its unlink failed): writes it if reclaim could not, then fdatasyncs
+ * it, through a descriptor of its own. A file gone by now needs neither.
+ */
+async function syncLeftHeader(fs: FileSystem, seg: Segment): Promise<void> {
   let fh;
   try {
-    fh = fs.open(path, 'rw');
+    fh = fs.open(seg.path, 'rw');
   } catch (err) {
     if ((err as NodeJS.ErrnoException)?.code === 'ENOENT') return;
     throw err;
   }
   try {
+    if (seg.headerDirty) seg.writeHeaderTo(fh);
     await fh.datasync('header');
   } finally {
     fh.close();
@@ -127,7 +132,7 @@ export class Flusher {
     this.dirDirty = false;
     try {
       await bounded(dataDirty, this.host.maxOpenFiles ?? 0, (s) => s.datasync(fs, 'data'));
-      await bounded(leaving, this.host.maxOpenFiles ?? 0, (s) => syncLeftHeader(fs, s.path));
+      await bounded(leaving, this.host.maxOpenFiles ?? 0, (s) => syncLeftHeader(fs, s));
       if (dirDirty) await fs.syncDir(this.host.dir);
     } catch (err) {
       throw this.latch(err);

@@ -64,10 +64,10 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
   /** Fully committed segments taken out of the queue whose unlink failed; retried on each reclaim. */
   private unreclaimed: Segment[] = [];
   /**
-   * Segments out of the queue whose last header was written by reclaim and
-   * not yet fdatasynced. Once one's unlink has failed, the next flush syncs
-   * that header ({@link leaving}): a power cut while the file stays must not
-   * bring its acked records back.
+   * Segments out of the queue whose last header (their last commits) is not
+   * yet written and fdatasynced. Once one's unlink has failed, the next flush
+   * makes that header durable ({@link leaving}), or fails: neither a reopen
+   * nor a power cut while the file stays may bring its acked records back.
    */
   private readonly headerUnsynced = new Set<Segment>();
   /** Unlinks under way on the thread pool (`FileSystem.unlinkAsync`); every flush and close wait for them. They never reject. */
@@ -363,16 +363,17 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
       const seg = this.segments.shift()!;
       this.cursor.forget(seg);
       seg.reclaimed = true;
-      let final = !seg.headerDirty;
-      if (!final) {
+      if (seg.headerDirty) {
+        // While the file stays (its unlink fails), the next flush makes this
+        // header durable, and writes it first if it could not be written here.
+        this.headerUnsynced.add(seg);
         try {
           seg.writeHeader(fs);
-          this.headerUnsynced.add(seg);
-          final = true;
         } catch {
-          // the synchronous unlink below removes it, or it stays unreclaimed as before
+          // still dirty: the synchronous unlink below removes the file, or the flush writes it again and fails the commit
         }
       }
+      const final = !seg.headerDirty;
       seg.closeHandle();
       this.flusher.dirDirty = true;
       if (final && fs.unlinkAsync !== undefined) this.unlinkLater(seg);
@@ -407,8 +408,8 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
   }
 
   /**
-   * The segments whose unlink failed with their last header written and not
-   * fdatasynced, for the flusher to sync; each is handed out once.
+   * The segments whose unlink failed with their last header not yet written
+   * and fdatasynced, for the flusher; each is handed out once.
    */
   private leaving(): Segment[] {
     const out = this.unreclaimed.filter((seg) => this.headerUnsynced.has(seg));

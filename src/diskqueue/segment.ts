@@ -104,8 +104,13 @@ export class Segment {
 
   /** Writes the header naming `writeCursor`/`writtenCount` as published. */
   writeHeader(fs: FileSystem, writeCursor = this.writeCursor, writtenCount = this.writtenCount): void {
+    this.writeHeaderTo(this.handle(fs), writeCursor, writtenCount);
+  }
+
+  /** {@link writeHeader} through `fh`: for a segment out of the queue, whose own handle is closed. */
+  writeHeaderTo(fh: FileHandle, writeCursor = this.writeCursor, writtenCount = this.writtenCount): void {
     this.image ??= new HeaderImage({ version: FORMAT_VERSION, flags: this.flags, capacity: this.capacity, segmentSize: this.segmentSize });
-    this.handle(fs).pwrite(this.image.encode(this.commitCursor, writeCursor, writtenCount, this.committedCount), 0, 'header');
+    fh.pwrite(this.image.encode(this.commitCursor, writeCursor, writtenCount, this.committedCount), 0, 'header');
     this.headerDirty = false;
     this.dataDirty = true;
   }

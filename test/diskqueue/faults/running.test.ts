@@ -236,6 +236,33 @@ describe('a fully committed segment that will not unlink', () => {
     await q.close();
   });
 
+  // What an immutable file (chattr +i) does: neither header writes nor the unlink go through.
+  for (const last of ['ack', 'take'] as const) {
+    it(`and whose last header cannot be written either: the ${last} that emptied it fails or latches the queue, and only its record comes back`, async () => {
+      const fs = new FaultyFileSystem();
+      const q = await openQ(fs);
+      await q.addBatch(range(0, 61).map(rec));
+      const r = q.reader();
+      for (let i = 0; i < 59; i++) await r.tryTake();
+      const held = last === 'ack' ? await r.tryReserve() : undefined;
+      fs.inject({ step: 'unlink', error: 'EACCES', times: Infinity });
+      fs.inject({ step: 'write:header', error: 'EACCES', path: segPath(1), times: Infinity });
+      if (held) await assert.rejects(r.ack(held.offset), IOError);
+      // A take's value is the caller's already: its failed commit latches the queue and replays.
+      else assert.equal((await r.tryTake())?.value, rec(59));
+      await assert.rejects(q.close(), IOError);
+      fs.clearFaults();
+      for (const image of [fs, fs.crashImage()]) {
+        const again = await openQ(image);
+        try {
+          assert.deepEqual(await drainAll(again.reader()), { values: [rec(59), rec(60)], errors: [] }, image === fs ? 'after close' : 'after a power cut');
+        } finally {
+          await again.close();
+        }
+      }
+    });
+  }
+
   it('holds its last commits in its header: a reopen finds it consumed, reclaims it and delivers none of its records again', async () => {
     const fs = new FaultyFileSystem();
     const q = await openQ(fs);
