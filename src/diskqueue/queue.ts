@@ -313,7 +313,9 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
     if (this.ledger.size > 0) this.ledger.takeDone(this.commitEntry);
     if (!this.commitMoved) return false;
     this.commitMoved = false;
-    if (this.unreclaimed.length > 0 || (this.segments.length > 1 && this.segments[0]!.retired)) this.reclaim();
+    // A latched queue persists nothing more, and removes no file either: a
+    // segment whose commits never reached its header stays for the next open.
+    if (!this.flusher.latched && (this.unreclaimed.length > 0 || (this.segments.length > 1 && this.segments[0]!.retired))) this.reclaim();
     this.freed.wakeAll();
     if (this.flusher.latched) throw this.flusher.latchedError();
     if (!this.opts.perOp) this.writeCommitHeaders();
