@@ -90,7 +90,7 @@ export class Flusher {
   /** The error every write refuses with once latched. */
   latchedError(): IOError {
     const cause = this.cause;
-    return new IOError(`queue is latched after a failed fsync: ${(cause as Error)?.message ?? cause}`, { cause });
+    return new IOError(`queue is latched: making its writes durable failed: ${(cause as Error)?.message ?? cause}`, { cause });
   }
 
   /** Resolves once a flush that started after this call has completed. */
