@@ -29,7 +29,7 @@ export interface FlusherHost {
   readonly maxOpenFiles?: number;
   /** Resolves once the unlinks of reclaimed segments under way have completed (each sets `dirDirty`). */
   unlinked(): Promise<void>;
-  /** Segments out of the queue whose unlink failed and whose last header is not yet written and fdatasynced; each is handed out once. */
+  /** Segments out of the queue whose unlink failed and whose last header is not yet written and fdatasynced. */
   leaving(): Segment[];
 }
 
@@ -62,6 +62,7 @@ async function syncLeftHeader(fs: FileSystem, seg: Segment): Promise<void> {
   try {
     if (seg.headerDirty) seg.writeHeaderTo(fh);
     await fh.datasync('header');
+    seg.dataDirty = false;
   } finally {
     fh.close();
   }

@@ -63,13 +63,6 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
   private timer: NodeJS.Timeout | undefined;
   /** Fully committed segments taken out of the queue whose unlink failed; retried on each reclaim. */
   private unreclaimed: Segment[] = [];
-  /**
-   * Segments out of the queue whose last header (their last commits) is not
-   * yet written and fdatasynced. Once one's unlink has failed, the next flush
-   * makes that header durable ({@link leaving}), or fails: neither a reopen
-   * nor a power cut while the file stays may bring its acked records back.
-   */
-  private readonly headerUnsynced = new Set<Segment>();
   /** Unlinks under way on the thread pool (`FileSystem.unlinkAsync`); every flush and close wait for them. They never reject. */
   private readonly unlinking = new Set<Promise<void>>();
   private pool: HandlePool | undefined;
@@ -368,7 +361,6 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
       if (seg.headerDirty) {
         // While the file stays (its unlink fails), the next flush makes this
         // header durable, and writes it first if it could not be written here.
-        this.headerUnsynced.add(seg);
         try {
           seg.writeHeader(fs);
         } catch {
@@ -387,7 +379,6 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
       } catch (err) {
         if ((err as NodeJS.ErrnoException)?.code !== 'ENOENT') return true;
       }
-      this.headerUnsynced.delete(seg);
       return false;
     });
   }
@@ -397,12 +388,10 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
     const done: Promise<void> = this.opts.fs.unlinkAsync!(seg.path)
       .then(
         () => {
-          this.headerUnsynced.delete(seg);
           this.flusher.dirDirty = true;
         },
         (err: unknown) => {
           if ((err as NodeJS.ErrnoException)?.code !== 'ENOENT') this.unreclaimed.push(seg);
-          else this.headerUnsynced.delete(seg);
         },
       )
       .finally(() => this.unlinking.delete(done));
@@ -410,13 +399,12 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
   }
 
   /**
-   * The segments whose unlink failed with their last header not yet written
-   * and fdatasynced, for the flusher; each is handed out once.
+   * The segments whose unlink failed and whose last header is not yet written
+   * and fdatasynced (their dirty flags say so), for the flusher: while such a
+   * file stays, neither a reopen nor a power cut may bring its acked records back.
    */
   private leaving(): Segment[] {
-    const out = this.unreclaimed.filter((seg) => this.headerUnsynced.has(seg));
-    for (const seg of out) this.headerUnsynced.delete(seg);
-    return out;
+    return this.unreclaimed.filter((seg) => seg.headerDirty || seg.dataDirty);
   }
 
   /**
