@@ -48,6 +48,12 @@ export class DuePoller {
   readonly #store: Store;
   /** Registered subscriptions by (topic, group). */
   readonly #pairs = new Map<string, Set<PollEntry>>();
+  /**
+   * The registered pairs as `duePairs` takes them, made again only when a
+   * pair comes or goes: the same frozen array from tick to tick lets a store
+   * reuse what it made of it (the Postgres store, its encoded parameters).
+   */
+  #pairList: readonly ConsumerGroup[] | undefined;
   /** How many registered subscriptions have each interval: the tick period is the smallest key. */
   readonly #intervals = new Map<number, number>();
   #size = 0;
@@ -80,7 +86,10 @@ export class DuePoller {
   register(e: PollEntry): () => void {
     const key = pairKey(e.topic, e.group);
     let set = this.#pairs.get(key);
-    if (!set) this.#pairs.set(key, (set = new Set()));
+    if (!set) {
+      this.#pairs.set(key, (set = new Set()));
+      this.#pairList = undefined;
+    }
     set.add(e);
     this.#size++;
     this.#intervals.set(e.intervalMs, (this.#intervals.get(e.intervalMs) ?? 0) + 1);
@@ -96,7 +105,10 @@ export class DuePoller {
   #remove(key: string, e: PollEntry): void {
     const set = this.#pairs.get(key);
     if (!set?.delete(e)) return;
-    if (set.size === 0) this.#pairs.delete(key);
+    if (set.size === 0) {
+      this.#pairs.delete(key);
+      this.#pairList = undefined;
+    }
     this.#size--;
     const n = (this.#intervals.get(e.intervalMs) ?? 1) - 1;
     if (n === 0) this.#intervals.delete(e.intervalMs);
@@ -146,11 +158,10 @@ export class DuePoller {
       this.#wakeAll();
       return;
     }
-    const pairs: ConsumerGroup[] = [];
-    for (const set of this.#pairs.values()) {
+    const pairs = (this.#pairList ??= Object.freeze(Array.from(this.#pairs.values(), (set) => {
       const first = set.values().next().value as PollEntry;
-      pairs.push({ topic: first.topic, group: first.group });
-    }
+      return Object.freeze({ topic: first.topic, group: first.group });
+    })));
     const ctl = new AbortController();
     this.#runningCtl = ctl;
     let due: ConsumerGroup[];

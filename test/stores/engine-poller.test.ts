@@ -12,7 +12,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { DuePoller } from '../../src/queue/due-poller.js';
 import type { SubscribeOptions } from '../../src/queue/options.js';
-import type { ClaimRequest, Subscription } from '../../src/queue/types.js';
+import type { ClaimRequest, ConsumerGroup, Subscription } from '../../src/queue/types.js';
 import { dec, enc, engineHarness } from './engine-harness.js';
 import { STORE_FACTORIES } from './factories.js';
 import { InstrumentedStore, claimReq, deferred, msg, sleep, waitFor } from './helpers.js';
@@ -80,6 +80,33 @@ for (const factory of STORE_FACTORIES) {
       assert.equal(a.store.count('claim'), claims, 'no claim while every subscription is idle');
       assert.equal(a.store.count('duePairs') - queries, a.poller.ticks - polled, 'one query per tick, not one per subscription');
       assert.equal(a.poller.size, n);
+      assert.deepEqual(t.errors, []);
+    });
+
+    it('each tick asks about the pairs subscribed then: the same array while they stay, a new one when a pair comes or goes', async () => {
+      const a = await instance();
+      const b = await instance();
+      const asked: Array<readonly ConsumerGroup[]> = [];
+      a.store.before.duePairs = (pairs: readonly ConsumerGroup[]) => void asked.push(pairs);
+      const names = (pairs: readonly ConsumerGroup[]) => pairs.map((p) => `${p.topic}/${p.group}`).sort();
+      const got: string[] = [];
+      const handler = async (d: { topic: string }) => void got.push(d.topic);
+      const p1 = await a.q.subscribe('p1', 'g', handler, POLL);
+      await a.q.subscribe('p2', 'g', handler, POLL);
+      await ticks(a.store, 3);
+      assert.deepEqual(names(asked.at(-1)!), ['p1/g', 'p2/g']);
+      assert.equal(asked.at(-1), asked.at(-2), 'one array from tick to tick while the pairs stay');
+      // A pair subscribed after the array was made is asked about from the next tick, and its work is found.
+      await a.q.subscribe('p3', 'g', handler, POLL);
+      await ticks(a.store, 2);
+      assert.deepEqual(names(asked.at(-1)!), ['p1/g', 'p2/g', 'p3/g']);
+      await b.q.publish({ topic: 'p3', payload: enc('x') });
+      await waitFor(() => got.length === 1, 30_000, 'the delivery to the pair subscribed last');
+      assert.deepEqual(got, ['p3']);
+      // A pair whose last subscription closed is no longer asked about.
+      await p1.close();
+      await ticks(a.store, 2);
+      assert.deepEqual(names(asked.at(-1)!), ['p2/g', 'p3/g']);
       assert.deepEqual(t.errors, []);
     });
 

@@ -23,6 +23,16 @@ export function wakeChannel(schema: string): string {
   return `${schema}.wake`;
 }
 
+/**
+ * A `text[]` parameter as PostgreSQL's array literal: every element
+ * double-quoted, with `"` and `\` escaped, as the driver encodes a string
+ * array on every call. A caller that sends the same array again and again
+ * encodes it once with this.
+ */
+export function textArray(values: readonly string[]): string {
+  return `{${values.map((v) => `"${v.replace(/["\\]/g, '\\$&')}"`).join(',')}}`;
+}
+
 const files = new SqlFiles(new URL('./', import.meta.url));
 
 export const STATEMENTS = [

@@ -31,7 +31,7 @@ import { sorted, stillHeld, toClaimed, toMessage } from './rows.js';
 import type { ClaimRow, HeldRow } from './rows.js';
 import { scheduleFromRow, scheduleValues } from './schedule-rows.js';
 import type { ScheduleRow } from './schedule-rows.js';
-import { quoteSchema, statements, wakeChannel } from './sql.js';
+import { quoteSchema, statements, textArray, wakeChannel } from './sql.js';
 import { listenLoop } from './wake-listener.js';
 import type { StatementName } from './sql.js';
 
@@ -139,6 +139,8 @@ export class PostgresStore implements Store {
   readonly #own: OwnNotifications;
   /** The groups of topics this store published to, for one-statement appends. */
   readonly #topicGroups = new TopicGroupsCache();
+  /** `duePairs`' last frozen pairs and their encoded parameters. */
+  #duePairsParams: { pairs: readonly ConsumerGroup[]; values: [string, string] } | undefined;
   /** `listen` calls running. */
   #listenerCount = 0;
   #closed = false;
@@ -457,7 +459,14 @@ export class PostgresStore implements Store {
   /** See `Store.duePairs` (due-pairs.sql): one statement for all the pairs. */
   async duePairs(pairs: readonly ConsumerGroup[], signal?: AbortSignal): Promise<ConsumerGroup[]> {
     if (pairs.length === 0) return (this.#assertOpen(), []);
-    const res = await this.#q<ConsumerGroup>('due-pairs', [pairs.map((p) => p.topic), pairs.map((p) => p.group)], signal);
+    // The poller passes the same frozen array while its pairs stay the same:
+    // the two array parameters are encoded once, not on every tick.
+    let params = this.#duePairsParams;
+    if (params?.pairs !== pairs) {
+      params = { pairs, values: [textArray(pairs.map((p) => p.topic)), textArray(pairs.map((p) => p.group))] };
+      if (Object.isFrozen(pairs)) this.#duePairsParams = params;
+    }
+    const res = await this.#q<ConsumerGroup>('due-pairs', params.values, signal);
     return res.rows;
   }
 

@@ -1,0 +1,53 @@
+/**
+ * `textArray` (the Postgres store's own encoding of a `text[]` parameter,
+ * which `duePairs` sends once per poll tick) reads back as the same strings,
+ * whatever they hold; and `duePairs` gives the same answers for a frozen
+ * array it has seen (its encoded parameters reused) as for a fresh one.
+ */
+import assert from 'node:assert/strict';
+import { after, describe, it } from 'node:test';
+import pg from 'pg';
+import { PostgresStore } from '../../src/queue/stores/postgres/store.js';
+import { textArray } from '../../src/queue/stores/postgres/sql.js';
+import { msg } from '../stores/helpers.js';
+import { POSTGRES_DIRECT_URL, POSTGRES_SKIP, POSTGRES_URL, dropSchema, testSchema } from '../stores/postgres-env.js';
+
+describe('postgres store: text[] parameters', { skip: POSTGRES_SKIP }, () => {
+  const schema = testSchema('textarr');
+  const closers: Array<() => Promise<void>> = [];
+  after(async () => {
+    for (const c of closers.reverse()) await c().catch(() => undefined);
+    await dropSchema(schema);
+  });
+
+  it('an array literal from textArray reads back element for element', async () => {
+    const client = new pg.Client({ connectionString: POSTGRES_DIRECT_URL });
+    await client.connect();
+    closers.push(() => client.end());
+    const values = ['a', 'b"c', 'd\\e', '', 'NULL', 'null', 'x y,z{}', ' lead', 'é☃', '\\"', 'a\\', '"', '{}', 'a.b-c_d'];
+    const { rows } = await client.query<{ v: string[] }>('SELECT $1::text[] AS v', [textArray(values)]);
+    assert.deepEqual(rows[0]!.v, values);
+    const empty = await client.query<{ v: string[] }>('SELECT $1::text[] AS v', [textArray([])]);
+    assert.deepEqual(empty.rows[0]!.v, []);
+  });
+
+  it('duePairs answers the same for a frozen array asked again, and for a new array after its pairs change', async () => {
+    const store = await PostgresStore.open({ connectionString: POSTGRES_URL, schema, poolSize: 2 });
+    closers.push(() => store.close());
+    for (const t of ['a', 'b', 'c']) await store.ensureGroup(t, 'g', 'earliest');
+    await store.append([msg('a'), msg('c')]);
+    const names = async (pairs: readonly { topic: string; group: string }[]) => (await store.duePairs(pairs)).map((p) => p.topic).sort();
+    const frozen = Object.freeze(['a', 'b'].map((topic) => Object.freeze({ topic, group: 'g' })));
+    assert.deepEqual(await names(frozen), ['a']);
+    assert.deepEqual(await names(frozen), ['a']);
+    // Another array: encoded afresh, not the cached parameters.
+    assert.deepEqual(await names(Object.freeze(['b', 'c'].map((topic) => ({ topic, group: 'g' })))), ['c']);
+    await store.append([msg('b')]);
+    assert.deepEqual(await names(frozen), ['a', 'b']);
+    // An array that is not frozen may change between calls: it is never taken from the cache.
+    const open = [{ topic: 'a', group: 'g' }];
+    assert.deepEqual(await names(open), ['a']);
+    open[0] = { topic: 'c', group: 'g' };
+    assert.deepEqual(await names(open), ['c']);
+  });
+});
