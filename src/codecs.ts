@@ -58,9 +58,7 @@ function copyBytes(b: Uint8Array): Uint8Array {
  * A value of up to 1 KiB is a view into an 8 KiB slab shared with other
  * small values (as Node's `Buffer.allocUnsafe` pool does): its bytes are its
  * own, but its `.buffer` is not; use `value.slice()` for an `ArrayBuffer` of
- * its own. The disk queue's batch reads copy a run of records at once, so a
- * value from `takeBatch`, `reserveBatch` or a batched `drain` shares its
- * `.buffer` with the others of its run, at most 64 KiB.
+ * its own.
  */
 const bytes: Codec<Uint8Array> = {
   encode(value) {
@@ -70,14 +68,6 @@ const bytes: Codec<Uint8Array> = {
   decode: copyBytes,
   decodeCopies: true,
 };
-
-/**
- * Whether `codec` is {@link codecs.bytes}, whose `decode` is only a copy: a
- * reader holding bytes of its own may hand them out as the value instead.
- */
-export function decodesByCopy(codec: Codec<unknown>): boolean {
-  return codec === bytes;
-}
 
 /** UTF-8 strings; invalid UTF-8 on read is a `CodecError`. */
 const utf8: Codec<string> = {

@@ -41,11 +41,6 @@ export interface CursorHost {
 }
 
 const BLOCK_SIZE = 1 << 20;
-/**
- * The most bytes an owned run copies after its first record. A kept value
- * keeps its run's copy alive, so this bounds what one value can hold on to.
- */
-const OWNED_RUN_BYTES = 64 << 10;
 
 interface Located {
   buf: Uint8Array;
@@ -63,8 +58,6 @@ export class ReadCursor {
   private blockStart = 0;
   private blockLen = 0;
   private booked = new Set<string>();
-  /** `run`'s framing: each record's payload start and length, in pairs (kept to spare an allocation per run). */
-  private readonly frames: number[] = [];
   /** The sealed segment whose file was last checked to still exist. */
   private probed: Segment | undefined;
 
@@ -121,29 +114,22 @@ export class ReadCursor {
    * events, a rewind's passed entries, a segment not yet probed), are left to
    * `next`/`peek`; 0 says so. Each record moved past is booked as `advance`
    * books it, with one commit for the run when it commits directly.
-   *
-   * With `owned`, the payloads handed to `visit` are views of one copy of the
-   * run's bytes (at most {@link OWNED_RUN_BYTES}, or its one record when that
-   * is longer) that the cursor never touches again, so they may be kept: one
-   * copy per run instead of one per record. Otherwise they are views of the
-   * block, valid until the next read.
    */
-  run(max: number, done: boolean, owned: boolean, visit: (seg: Segment, start: number, payload: Uint8Array, offset: bigint | undefined) => boolean): number {
+  run(max: number, done: boolean, visit: (seg: Segment, start: number, payload: Uint8Array, offset: bigint | undefined) => boolean): number {
     const seg = this.seg;
     const ledger = this.host.ledger;
     if (seg === undefined || seg !== this.blockSeg || this.events.length > 0 || ledger.passing) return 0;
     if (seg.sealed && seg !== this.probed) return 0;
     const block = this.block;
+    const buffer = block.buffer;
+    const view = this.blockView;
     const base = this.blockStart;
-    const first = this.pos - base;
-    if (first < 0) return 0;
-    // Frame first (lengths only), so an owned run knows the span to copy.
     const limit = Math.min(this.blockLen, seg.writeCursor - base);
-    const span = owned ? first + OWNED_RUN_BYTES : limit;
-    const frames = this.frames;
-    let framed = 0;
-    let runEnd = first;
-    for (let at = first; framed < max && at + 1 < limit; framed++) {
+    const direct = done && ledger.size === 0;
+    let at = this.pos - base;
+    if (at < 0) return 0;
+    let n = 0;
+    while (n < max && at + 1 < limit) {
       // Lengths of one or two bytes only (records under 16 KiB).
       const b0 = block[at]!;
       let ps: number;
@@ -155,32 +141,11 @@ export class ReadCursor {
         ps = at + 2;
         len = (b0 & 0x7f) | (block[at + 1]! << 7);
       } else break;
-      const end = ps + len + CHECKSUM_SIZE;
-      if (end > limit || (end > span && framed > 0)) break;
-      frames[2 * framed] = ps;
-      frames[2 * framed + 1] = len;
-      at = runEnd = end;
-    }
-    if (framed === 0) return 0;
-    // The bytes the payloads are viewed in; a copy starts at the run's first byte.
-    let bytes = block;
-    let shift = 0;
-    if (owned) {
-      bytes = block.slice(first, runEnd);
-      shift = first;
-    }
-    const buffer = bytes.buffer;
-    const view = owned ? new DataView(buffer) : this.blockView;
-    const direct = done && ledger.size === 0;
-    let at = first;
-    let n = 0;
-    while (n < framed) {
-      const ps = frames[2 * n]!;
-      const len = frames[2 * n + 1]!;
       const pe = ps + len;
+      if (pe + CHECKSUM_SIZE > limit) break;
       // A view built on the buffer costs less than `subarray` (no species lookup); the block starts at its buffer's byte 0.
-      const payload = new Uint8Array(buffer, ps - shift, len);
-      if (view.getBigUint64(pe - shift, true) !== xxh64(payload)) break;
+      const payload = new Uint8Array(buffer, ps, len);
+      if (view.getBigUint64(pe, true) !== xxh64(payload)) break;
       const start = base + at;
       const offset = done ? undefined : seg.offsetBase + BigInt(start);
       if (!visit(seg, start, payload, offset)) break;

@@ -22,7 +22,6 @@ import type { LedgerEntry } from './ledger.js';
 import type { Segment } from './segment.js';
 import type { ReadHost } from './read-host.js';
 import { shown } from '../show-value.js';
-import { decodesByCopy } from '../codecs.js';
 
 /** A reserved record: its value and the offset to `ack` or `commit`. */
 export interface Reservation<T> {
@@ -376,14 +375,11 @@ export class Reader<T> {
     const counters = this.host.counters;
     // After the first record, the intact records already in the cursor's
     // block go through `run`; a value that does not decode stops the run and
-    // the batch, and stays at the head. A codec that would copy each record
-    // (or may alias it) gets views of one copy of the run's bytes instead.
-    const codec = this.host.opts.codec;
-    const owned = decodesByCopy(codec) || !codec.decodeCopies;
+    // the batch, and stays at the head.
     const visit = (seg: Segment, start: number, payload: Uint8Array, offset: bigint | undefined): boolean => {
       let value: T;
       try {
-        value = this.decode(payload, seg, start, owned ? 'owned' : 'batch');
+        value = this.decode(payload, seg, start, true);
       } catch {
         return false;
       }
@@ -394,7 +390,7 @@ export class Reader<T> {
     for (let n = 0; n < max; n++) {
       if (n > 0) {
         if (cursor.lossPending) return;
-        const ran = cursor.run(max - n, commit, owned, visit);
+        const ran = cursor.run(max - n, commit, visit);
         if (ran > 0) {
           n += ran - 1;
           continue;
@@ -408,7 +404,7 @@ export class Reader<T> {
       }
       let value: T;
       try {
-        value = this.decode(h.rec.payload, h.rec.seg, h.rec.start, 'batch');
+        value = this.decode(h.rec.payload, h.rec.seg, h.rec.start, true);
       } catch (err) {
         if (n > 0) return;
         throw err;
@@ -420,14 +416,11 @@ export class Reader<T> {
   }
 
   /**
-   * Decodes the payload of the record at `seg`/`start` (named in errors).
-   * `payload` is the cursor's (`shared`: valid until the next read), or the
-   * caller's to keep (`owned`). From shared bytes, a codec that may alias its
-   * input gets the reader's private copy, or in a `batch` (values all handed
-   * out together) a copy of its own. Owned bytes go to the codec as they are,
-   * and are the value itself for a codec that would only copy them.
+   * Decodes the payload of the record at `seg`/`start` (named in errors). A
+   * codec that may alias its input gets the reader's private copy, or with
+   * `own` (the records of a batch, all handed out together) a copy of its own.
    */
-  private decode(payload: Uint8Array, seg: Segment, start: number, bytesAre: 'shared' | 'batch' | 'owned' = 'shared'): T {
+  private decode(payload: Uint8Array, seg: Segment, start: number, own = false): T {
     let bytes = payload;
     if (this.host.opts.stampRecords) {
       if (bytes.length < STAMP_SIZE) {
@@ -438,12 +431,10 @@ export class Reader<T> {
       bytes = bytes.subarray(STAMP_SIZE);
     }
     const codec = this.host.opts.codec;
-    if (bytesAre === 'owned') {
-      if (decodesByCopy(codec)) return bytes as T;
-    } else if (!codec.decodeCopies) {
+    if (!codec.decodeCopies) {
       // The block buffer is shared by every reader; the codec's value may alias
       // what it is given, so it gets this reader's own copy.
-      if (bytesAre === 'batch') bytes = bytes.slice();
+      if (own) bytes = bytes.slice();
       else {
         if (this.copy.length < bytes.length) this.copy = new Uint8Array(Math.max(bytes.length, this.copy.length * 2));
         this.copy.set(bytes);

@@ -74,40 +74,6 @@ test('a codec whose values alias its input gets a copy per record in a batch: no
   }
 });
 
-test('bytes values from batch reads are their own: kept across later reads of the same block and segment files, and each shares its buffer with at most 64 KiB', async () => {
-  const q = await DiskQueue.open(tempDir(), { segmentSize: 256 * 1024 });
-  try {
-    const value = (i: number) => new Uint8Array(700).fill(i % 251);
-    for (let i = 0; i < 3000; i += 500) await q.addBatch(Array.from({ length: 500 }, (_, j) => value(i + j)));
-    const r = q.reader();
-    const kept: Uint8Array[] = [];
-    kept.push(...(await r.takeBatch(1000)));
-    kept.push(...(await r.reserveBatch(1000)).map((x) => x.value));
-    for await (const v of r.drain({ batchSize: 300 })) kept.push(v);
-    assert.equal(kept.length, 3000);
-    kept[0]!.fill(255);
-    for (let i = 1; i < kept.length; i++) assert.deepEqual(kept[i], value(i), `value ${i}`);
-    // A run's copy is bounded: one kept value holds on to at most 64 KiB.
-    assert.ok(kept.every((v) => v.buffer.byteLength <= 64 * 1024), 'no value keeps more than 64 KiB alive');
-    assert.ok(kept.some((v, i) => i > 0 && v.buffer === kept[i - 1]!.buffer), 'the values of a run share its copy');
-  } finally {
-    await q.close();
-  }
-});
-
-test('stampRecords with the bytes codec: batch reads hand out each payload without its stamp', async () => {
-  const q = await DiskQueue.open(tempDir(), { stampRecords: true });
-  try {
-    const values = Array.from({ length: 40 }, (_, i) => new Uint8Array(i).fill(i));
-    await q.addBatch(values);
-    const r = q.reader();
-    const got = [...(await r.takeBatch(15)), ...(await r.reserveBatch(25)).map((x) => x.value)];
-    assert.deepEqual(got, values);
-  } finally {
-    await q.close();
-  }
-});
-
 test('addBatch places every value in order and returns the count', async () => {
   const q = await DiskQueue.open<string>(tempDir(), { codec: codecs.utf8, segmentSize: 4096 });
   const values = Array.from({ length: 1000 }, (_, i) => `v${i}`);
