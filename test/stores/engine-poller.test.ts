@@ -83,6 +83,56 @@ for (const factory of STORE_FACTORIES) {
       assert.deepEqual(t.errors, []);
     });
 
+    it('idle subscriptions arm no heartbeat each: it runs only while its subscription holds an attempt', async () => {
+      // Live intervals, counted through the globals the engine calls (the heartbeat is one; a queue's janitor is another).
+      const live = new Set<unknown>();
+      const { setInterval: set0, clearInterval: clear0 } = globalThis;
+      globalThis.setInterval = ((...args: Parameters<typeof setInterval>) => {
+        const timer = set0(...args);
+        live.add(timer);
+        return timer;
+      }) as typeof setInterval;
+      globalThis.clearInterval = ((timer?: Parameters<typeof clearInterval>[0]) => {
+        live.delete(timer);
+        clear0(timer);
+      }) as typeof clearInterval;
+      try {
+        const a = await instance();
+        const b = await instance();
+        const ran: string[] = [];
+        const release = deferred();
+        await a.q.subscribe('long', 'g', async (d) => {
+          ran.push(dec(d.payload));
+          if (ran.length === 1) await release.promise;
+        }, { ...POLL, leaseDurationMs: ms(600) });
+        await waitFor(() => a.store.count('claim') >= 1, 30_000, 'the first claim');
+        await ticks(a.store, 1);
+        const base = live.size;
+        const n = 50;
+        await Promise.all(Array.from({ length: n }, (_, i) => a.q.subscribe(`idle${i}`, 'g', async () => undefined, POLL)));
+        await waitFor(() => a.store.count('claim') >= n + 1, 30_000, 'the first claim of every subscription');
+        await ticks(a.store, 2);
+        assert.equal(live.size, base, `${n} idle subscriptions armed ${live.size - base} intervals`);
+        // Holding an attempt arms its subscription's heartbeat, which renews the lease past its length.
+        await b.q.publish({ topic: 'long', payload: enc('first') });
+        await waitFor(() => ran.length === 1, 30_000, 'the long handler');
+        assert.equal(live.size, base + 1, 'one heartbeat while the attempt is held');
+        await waitFor(() => a.store.count('extend') >= 3, 30_000, 'renewals of the held lease');
+        release.resolve();
+        await b.q.publish({ topic: 'long', payload: enc('second') });
+        await waitFor(() => ran.length === 2, 30_000, 'the next delivery');
+        await waitFor(() => live.size === base, 30_000, 'the heartbeat to stop with the last attempt');
+        const renewals = a.store.count('extend');
+        await ticks(a.store, 3);
+        assert.equal(a.store.count('extend'), renewals, 'no renewal once nothing is held');
+        assert.deepEqual(ran, ['first', 'second']);
+        assert.deepEqual(t.errors, []);
+      } finally {
+        globalThis.setInterval = set0;
+        globalThis.clearInterval = clear0;
+      }
+    });
+
     it('each tick asks about the pairs subscribed then: the same array while they stay, a new one when a pair comes or goes', async () => {
       const a = await instance();
       const b = await instance();
