@@ -74,6 +74,34 @@ test('a codec whose values alias its input gets a copy per record in a batch: no
   }
 });
 
+test('bytes values are their own and 8-byte aligned from every read, single or batch: kept values survive later reads and a Float64Array can view them', async () => {
+  const q = await DiskQueue.open(tempDir(), { segmentSize: 64 * 1024 });
+  try {
+    // Odd-sized records, so that a view of the segment's bytes would start at odd offsets.
+    const value = (i: number) => {
+      const v = new Uint8Array(8 * (1 + (i % 5)) + (i % 3 === 0 ? 0 : 8));
+      new DataView(v.buffer).setFloat64(0, i + 0.5, true);
+      return v;
+    };
+    await q.addBatch(Array.from({ length: 1200 }, (_, i) => value(i)));
+    const r = q.reader();
+    const kept: Uint8Array[] = [];
+    for (let i = 0; i < 3; i++) kept.push((await r.tryTake())!.value);
+    kept.push(...(await r.takeBatch(400)));
+    kept.push(...(await r.reserveBatch(400)).map((x) => x.value));
+    for await (const v of r.drain({ batchSize: 97 })) kept.push(v);
+    assert.equal(kept.length, 1200);
+    for (let i = 0; i < kept.length; i++) {
+      const v = kept[i]!;
+      assert.equal(v.byteOffset % 8, 0, `value ${i} starts at byte ${v.byteOffset} of its buffer`);
+      assert.equal(new Float64Array(v.buffer, v.byteOffset, v.length / 8)[0], i + 0.5, `value ${i}`);
+      assert.deepEqual(v, value(i), `value ${i}`);
+    }
+  } finally {
+    await q.close();
+  }
+});
+
 test('addBatch places every value in order and returns the count', async () => {
   const q = await DiskQueue.open<string>(tempDir(), { codec: codecs.utf8, segmentSize: 4096 });
   const values = Array.from({ length: 1000 }, (_, i) => `v${i}`);
