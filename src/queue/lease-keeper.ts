@@ -49,11 +49,6 @@ export class LeaseKeeper {
     if (this.#jobs.size > 0) this.#beatWhileHolding();
   }
 
-  /** Whether the heartbeat's timer is armed (for tests). @internal */
-  get heartbeating(): boolean {
-    return this.#heartbeat !== undefined;
-  }
-
   /** Holds `job` from now on: its lease is renewed, and it lapses at its deadline unless a renewal is confirmed first. */
   add(job: Attempt): void {
     this.#jobs.set(job.c.claimToken, job);
