@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import type { Claimed } from '../../src/queue/index.js';
 import { PostgresStore } from '../../src/queue/stores/postgres/store.js';
-import { claimReq, counts, ids, msg, sleep } from '../stores/helpers.js';
+import { claimReq, counts, deferred, ids, msg, sleep } from '../stores/helpers.js';
 import { POSTGRES_SKIP, POSTGRES_URL, dropSchema, testSchema } from '../stores/postgres-env.js';
 
 describe('postgres ackAndClaim', { skip: POSTGRES_SKIP }, () => {
@@ -65,6 +65,34 @@ describe('postgres ackAndClaim', { skip: POSTGRES_SKIP }, () => {
     await sleep(20);
     const r = await s.ackAndClaim([a!], claimReq('t', 'g'));
     assert.deepEqual(r, { acked: [a!.deliveryId], claimed: [] });
+    assert.deepEqual(counts(await s.stats('t', 'g')), { pending: 0, leased: 0, dead: 0 });
+  });
+
+  it('an ack whose lease ran out, taken back by the claim beside it before the ack lands, is acked under the new claim, not handed out again', async () => {
+    const s = await open();
+    await s.ensureGroup('t', 'g', 'latest');
+    await s.append([msg('t')]);
+    const [a] = await s.claim(claimReq('t', 'g', { leaseMs: 1 }));
+    await sleep(20);
+    // The claim completes first: it recovers the lapsed delivery, and the ack beside it then finds it no longer held.
+    const claimDone = deferred();
+    const claim = s.claim.bind(s);
+    s.claim = async (...args) => {
+      try {
+        return await claim(...args);
+      } finally {
+        claimDone.resolve();
+      }
+    };
+    const ack = s.ack.bind(s);
+    let acks = 0;
+    s.ack = async (...args) => {
+      if (acks++ === 0) await claimDone.promise;
+      return ack(...args);
+    };
+    const r = await s.ackAndClaim([a!], claimReq('t', 'g'));
+    assert.deepEqual(r, { acked: [a!.deliveryId], claimed: [] });
+    assert.equal(acks, 2, 'the first ack missed; the second acked it under the new claim');
     assert.deepEqual(counts(await s.stats('t', 'g')), { pending: 0, leased: 0, dead: 0 });
   });
 

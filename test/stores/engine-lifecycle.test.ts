@@ -96,11 +96,15 @@ for (const factory of QUEUE_FACTORIES) {
       const timers = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout' || r === 'Immediate').length;
       const baseline = timers();
       const { q } = await t.instance({ janitorIntervalMs: 50 });
-      await q.subscribe('t', 'g', async () => sleep(20), FAST);
+      const running = deferred();
+      await q.subscribe('t', 'g', async () => {
+        running.resolve();
+        await sleep(20);
+      }, FAST);
       await q.subscribe('t', 'g2', async () => undefined, FAST);
       await q.publish(...Array.from({ length: 10 }, () => ({ topic: 't', payload: enc('x') })));
-      await sleep(30);
-      assert.ok(timers() > baseline);
+      await orHang(running.promise, 'a running handler');
+      assert.ok(timers() > baseline, 'a running attempt holds timers (its heartbeat, its handler)');
       await q.close();
       await sleep(0);
       assert.ok(timers() <= baseline, `${timers() - baseline} timers left`);

@@ -446,14 +446,36 @@ export class PostgresStore implements Store {
     return out;
   }
 
-  /** `ack(acks)` and `claim(req)` at once, for `ackAndClaim` when neither depends on the other. */
+  /**
+   * `ack(acks)` and `claim(req)` at once, for `ackAndClaim` when neither
+   * depends on the other. One case makes them meet: an ack whose lease ran
+   * out, which the claim may take back (as recovered) before the ack lands,
+   * so that the ack finds it no longer held. Its handler succeeded and this
+   * call now holds it, so it is acked under the new claim, as if the ack had
+   * gone first, rather than handed out to run again.
+   */
   async #ackBesideClaim(acks: Claimed[], req: ClaimRequest, signal?: AbortSignal): Promise<AckAndClaimed> {
     const [acked, claimed] = await Promise.allSettled([this.ack(acks, signal), this.claim(req, signal)]);
     if (acked.status === 'rejected') {
       if (claimed.status === 'fulfilled') await this.release(claimed.value, signal).catch(() => undefined); // else their leases run out
       throw acked.reason;
     }
-    return { acked: acked.value, claimed: claimed.status === 'fulfilled' ? claimed.value : [] };
+    if (claimed.status === 'rejected') return { acked: acked.value, claimed: [] };
+    // Taken back from this very ack: recovered (its lease ran out) with the
+    // next attempt number, so nobody claimed it in between. A delivery given
+    // back (released) and claimed afresh is not: its ack stays missed.
+    const acking = new Map(acks.map((a) => [a.deliveryId, a.attempt]));
+    const isRetaken = (c: Claimed) => c.recovered === true && acking.get(c.deliveryId) === c.attempt - 1;
+    const retaken = claimed.value.filter(isRetaken);
+    if (retaken.length === 0) return { acked: acked.value, claimed: claimed.value };
+    const rest = claimed.value.filter((c) => !isRetaken(c));
+    // The first acks stand either way. Should this one fail, the delivery is
+    // reported not acked (its ack did not land), given back, and runs again.
+    const again = await this.ack(retaken, signal).catch(async () => {
+      await this.release(retaken, signal).catch(() => undefined); // else its new lease runs out
+      return [];
+    });
+    return { acked: [...acked.value, ...again], claimed: rest };
   }
 
   /** See `Store.duePairs` (due-pairs.sql): one statement for all the pairs. */
