@@ -96,6 +96,35 @@ describe('postgres ackAndClaim', { skip: POSTGRES_SKIP }, () => {
     assert.deepEqual(counts(await s.stats('t', 'g')), { pending: 0, leased: 0, dead: 0 });
   });
 
+  it('an ack whose delivery someone else claimed after it lapsed stays missed, even when the claim beside it takes the delivery back', async () => {
+    const s = await open();
+    await s.ensureGroup('t', 'g', 'latest');
+    await s.append([msg('t')]);
+    const [first] = await s.claim(claimReq('t', 'g', { leaseMs: 1 }));
+    await sleep(20);
+    const [second] = await s.claim(claimReq('t', 'g', { leaseMs: 1 }));
+    assert.equal(second!.attempt, 2);
+    await sleep(20);
+    const claimDone = deferred();
+    const claim = s.claim.bind(s);
+    s.claim = async (...args) => {
+      try {
+        return await claim(...args);
+      } finally {
+        claimDone.resolve();
+      }
+    };
+    const ack = s.ack.bind(s);
+    s.ack = async (...args) => {
+      await claimDone.promise;
+      return ack(...args);
+    };
+    // As if the ack had gone first: the second claim held it then, so the first ack misses, and the claim hands it out again.
+    const r = await s.ackAndClaim([first!], claimReq('t', 'g'));
+    assert.deepEqual(r.acked, []);
+    assert.deepEqual(r.claimed.map((c) => [c.deliveryId, c.attempt]), [[first!.deliveryId, 3]]);
+  });
+
   it('honours maxInFlight after the acks: the leases they end make room in the same call', async () => {
     const s = await open();
     await s.ensureGroup('t', 'g', 'latest');
