@@ -13,6 +13,29 @@ import { PostgresStore } from '../../src/queue/stores/postgres/store.js';
 import { claimReq, counts, deferred, ids, msg, sleep } from '../stores/helpers.js';
 import { POSTGRES_SKIP, POSTGRES_URL, dropSchema, testSchema } from '../stores/postgres-env.js';
 
+/**
+ * Makes `s`'s first `ack` wait until its next `claim` has completed, so that a
+ * side-by-side `ackAndClaim` runs its claim first; returns a count of acks.
+ */
+function claimBeforeAck(s: PostgresStore): () => number {
+  const claimDone = deferred();
+  const claim = s.claim.bind(s);
+  s.claim = async (...args) => {
+    try {
+      return await claim(...args);
+    } finally {
+      claimDone.resolve();
+    }
+  };
+  const ack = s.ack.bind(s);
+  let acks = 0;
+  s.ack = async (...args) => {
+    if (acks++ === 0) await claimDone.promise;
+    return ack(...args);
+  };
+  return () => acks;
+}
+
 describe('postgres ackAndClaim', { skip: POSTGRES_SKIP }, () => {
   const schemas: string[] = [];
   const opened: PostgresStore[] = [];
@@ -75,24 +98,10 @@ describe('postgres ackAndClaim', { skip: POSTGRES_SKIP }, () => {
     const [a] = await s.claim(claimReq('t', 'g', { leaseMs: 1 }));
     await sleep(20);
     // The claim completes first: it recovers the lapsed delivery, and the ack beside it then finds it no longer held.
-    const claimDone = deferred();
-    const claim = s.claim.bind(s);
-    s.claim = async (...args) => {
-      try {
-        return await claim(...args);
-      } finally {
-        claimDone.resolve();
-      }
-    };
-    const ack = s.ack.bind(s);
-    let acks = 0;
-    s.ack = async (...args) => {
-      if (acks++ === 0) await claimDone.promise;
-      return ack(...args);
-    };
+    const acks = claimBeforeAck(s);
     const r = await s.ackAndClaim([a!], claimReq('t', 'g'));
     assert.deepEqual(r, { acked: [a!.deliveryId], claimed: [] });
-    assert.equal(acks, 2, 'the first ack missed; the second acked it under the new claim');
+    assert.equal(acks(), 2, 'the first ack missed; the second acked it under the new claim');
     assert.deepEqual(counts(await s.stats('t', 'g')), { pending: 0, leased: 0, dead: 0 });
   });
 
@@ -105,20 +114,7 @@ describe('postgres ackAndClaim', { skip: POSTGRES_SKIP }, () => {
     const [second] = await s.claim(claimReq('t', 'g', { leaseMs: 1 }));
     assert.equal(second!.attempt, 2);
     await sleep(20);
-    const claimDone = deferred();
-    const claim = s.claim.bind(s);
-    s.claim = async (...args) => {
-      try {
-        return await claim(...args);
-      } finally {
-        claimDone.resolve();
-      }
-    };
-    const ack = s.ack.bind(s);
-    s.ack = async (...args) => {
-      await claimDone.promise;
-      return ack(...args);
-    };
+    claimBeforeAck(s);
     // As if the ack had gone first: the second claim held it then, so the first ack misses, and the claim hands it out again.
     const r = await s.ackAndClaim([first!], claimReq('t', 'g'));
     assert.deepEqual(r.acked, []);
