@@ -28,6 +28,32 @@ export interface RunInfo {
   loadAfter: number[];
   /** The commit measured (samples saved before it was recorded lack it: the current one is shown). */
   commit?: string;
+  /** The machine measured on (samples saved before it was recorded lack it: the current one is shown). */
+  machine?: MachineInfo;
+}
+
+/** What the document says of the machine and its servers. */
+export interface MachineInfo {
+  cpu: string;
+  cores: number;
+  memoryGiB: number;
+  kernel: string;
+  node: string;
+  postgres: string;
+  redis: string;
+}
+
+/** This machine's facts, and the versions of the PostgreSQL and Redis servers the run uses. */
+export async function machineInfo(): Promise<MachineInfo> {
+  const cpu = cpus();
+  return {
+    cpu: cpu[0]?.model ?? 'unknown',
+    cores: cpu.length,
+    memoryGiB: Math.round(totalmem() / 2 ** 30),
+    kernel: release(),
+    node: process.version,
+    ...(await serverVersions()),
+  };
 }
 
 const WORKLOADS: Array<{ id: string; title: string; text: string }> = [
@@ -181,8 +207,8 @@ function goals(rows: Row[]): string[] {
 }
 
 export async function writeDocument(root: string, rows: Row[], info: RunInfo): Promise<void> {
-  const cpu = cpus();
-  const { postgres, redis } = await serverVersions();
+  const machine = info.machine ?? (await machineInfo());
+  const { postgres, redis } = machine;
   const doc: string[] = [];
   doc.push('# Benchmarks: ferry and the queues Node users pick today');
   doc.push('');
@@ -194,7 +220,7 @@ export async function writeDocument(root: string, rows: Row[], info: RunInfo): P
   doc.push('');
   doc.push('## Machine');
   doc.push('');
-  doc.push(`- CPU: ${cpu[0]?.model ?? 'unknown'}, ${cpu.length} cores; memory ${(totalmem() / 2 ** 30).toFixed(0)} GiB; Linux ${release()}; Node ${process.version}.`);
+  doc.push(`- CPU: ${machine.cpu}, ${machine.cores} cores; memory ${machine.memoryGiB} GiB; Linux ${machine.kernel}; Node ${machine.node}.`);
   doc.push(`- Load average (1, 5, 15 min) before the run: ${info.loadBefore.map((x) => x.toFixed(2)).join(', ')}; after: ${info.loadAfter.map((x) => x.toFixed(2)).join(', ')}. ` +
     'The machine is shared: a load above the core count means other work ran beside the benchmark, and absolute rates drift; ratios from the same round hold better.');
   doc.push(`- PostgreSQL ${postgres} and Redis ${redis} on this host, over loopback.`);

@@ -24,7 +24,7 @@ import { fileURLToPath } from 'node:url';
 import { backlogRun } from './backlog.js';
 import { loadAverage } from './common.js';
 import type { Report, RunOptions, Sample } from './common.js';
-import { gitCommit, writeDocument } from './doc.js';
+import { gitCommit, machineInfo, writeDocument } from './doc.js';
 import type { RunInfo } from './doc.js';
 import { embeddedRun, EMBEDDED_SYSTEMS } from './embedded.js';
 import { jobQueueRun } from './job-queue.js';
@@ -115,9 +115,11 @@ printRows(rows, opts.json, (s) => process.stdout.write(s));
 if (opts.writeDoc) {
   const dir = join(ROOT, 'docs', 'benchmarks');
   mkdirSync(dir, { recursive: true });
-  if (!opts.from) writeFileSync(join(dir, 'samples.json'), JSON.stringify({ startedAt, commit: gitCommit(ROOT), loadBefore, loadAfter: loadAverage(), opts, samples }, null, 1) + '\n');
-  await writeDocument(ROOT, rows, {
-    ...(opts.from ? (JSON.parse(readFileSync(opts.from, 'utf8')) as RunInfo) : { opts, startedAt: startedAt.toISOString(), commit: gitCommit(ROOT), loadBefore, loadAfter: loadAverage() }),
-  });
+  // A document rebuilt --from saved samples describes the machine they were measured on, not this one.
+  const info: RunInfo = opts.from
+    ? (JSON.parse(readFileSync(opts.from, 'utf8')) as RunInfo)
+    : { opts, startedAt: startedAt.toISOString(), commit: gitCommit(ROOT), loadBefore, loadAfter: loadAverage(), machine: await machineInfo() };
+  if (!opts.from) writeFileSync(join(dir, 'samples.json'), JSON.stringify({ ...info, samples }, null, 1) + '\n');
+  await writeDocument(ROOT, rows, info);
   log(`wrote docs/BENCHMARKS.md and docs/benchmarks/*.svg\n`);
 }
