@@ -49,5 +49,9 @@ describe('postgres store: text[] parameters', { skip: POSTGRES_SKIP }, () => {
     assert.deepEqual(await names(open), ['a']);
     open[0] = { topic: 'c', group: 'g' };
     assert.deepEqual(await names(open), ['c']);
+    // Calls at once with two frozen arrays (the cache turning from one to the other while calls are in flight): each answers for its own.
+    const other = Object.freeze(['c'].map((topic) => Object.freeze({ topic, group: 'g' })));
+    const answers = await Promise.all([frozen, other, frozen, other, frozen, open].map((pairs) => names(pairs)));
+    assert.deepEqual(answers, [['a', 'b'], ['c'], ['a', 'b'], ['c'], ['a', 'b'], ['c']]);
   });
 });
