@@ -1,17 +1,27 @@
 /**
  * `npm run bench [-- [--json] [--quick] [filter…]]`: runs every suite whose
  * name starts with one of the filters (all when none) and prints a table, or
- * one JSON object per line with `--json`.
+ * one JSON object per line with `--json`. `--help` lists the suites and runs
+ * nothing; any other option is an error (exit 2), so a mistyped one does not
+ * start the whole bench.
  */
 import { mkdtempSync, mkdirSync, rmSync, readdirSync } from 'node:fs';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { BenchResult, BenchSuite } from './harness.js';
+import { leftovers } from './leftovers.js';
 
+const OPTIONS = ['--json', '--quick', '--help', '-h'];
 const args = process.argv.slice(2);
+const unknown = args.filter((a) => a.startsWith('-') && !OPTIONS.includes(a));
+if (unknown.length) {
+  process.stderr.write(`bench: unknown option ${unknown.join(', ')} (try --help)\n`);
+  process.exit(2);
+}
 const json = args.includes('--json');
 const quick = args.includes('--quick');
-const filters = args.filter((a) => !a.startsWith('--'));
+const help = args.includes('--help') || args.includes('-h');
+const filters = args.filter((a) => !a.startsWith('-'));
 
 const here = dirname(fileURLToPath(import.meta.url));
 const files = readdirSync(here).filter((f) => f.endsWith('.bench.ts')).sort();
@@ -36,13 +46,28 @@ function print(r: BenchResult): void {
   );
 }
 
+if (help) {
+  const names: string[] = [];
+  for (const f of files) names.push(((await import(join(here, f))) as { suite: BenchSuite }).suite.name);
+  process.stdout.write(
+    'usage: npm run bench [-- [--json] [--quick] [filter…]]\n' +
+      '  filter   run the suites (and report the rows) whose name starts with it; all when none\n' +
+      '  --json   one JSON object per row: { name, unit, value, baseline?, ratio?, extra? }\n' +
+      '  --quick  smaller sizes (a tenth)\n' +
+      `suites: ${names.join(', ')}\n`,
+  );
+  process.exit(0);
+}
+
 if (!json) process.stdout.write(`${'name'.padEnd(36)} ${'value'.padStart(14)} ${'unit'.padEnd(7)} ${'baseline'.padStart(14)} ${'ratio'.padStart(6)}\n`);
 const root = process.env.FERRY_BENCH_DIR ?? join(process.cwd(), '.bench-tmp');
+// Scratch directories of runs that were stopped before their cleanup (bench/leftovers.ts).
+mkdirSync(root, { recursive: true });
+for (const dir of leftovers(readdirSync(root), undefined, /^[a-z][a-z0-9.]*-(\d+)-[A-Za-z0-9]{6}$/)) rmSync(join(root, dir), { recursive: true, force: true });
 for (const f of files) {
   const { suite } = (await import(join(here, f))) as { suite: BenchSuite };
   if (filters.length && !filters.some((p) => suite.name.startsWith(p) || p.startsWith(suite.name))) continue;
-  mkdirSync(root, { recursive: true });
-  const tmpDir = mkdtempSync(join(root, `${suite.name}-`));
+  const tmpDir = mkdtempSync(join(root, `${suite.name}-${process.pid}-`));
   try {
     await suite.run({
       tmpDir,

@@ -16,6 +16,7 @@
  * FERRY_TEST_POSTGRES_URL names the server (default postgres://localhost/test).
  */
 import pg from 'pg';
+import { dropLeftoverSchemas } from './leftovers.js';
 import { poolConfig } from '../src/queue/stores/postgres/connection.js';
 import { PostgresStore } from '../src/queue/stores/postgres/store.js';
 import type { StoredMessage } from '../src/queue/types.js';
@@ -43,6 +44,7 @@ const keys: string[] = [];
 if (order === 'keymajor') for (let k = 0; k < KEYS; k++) for (let q = 0; q < PER_KEY; q++) keys.push(`k${k}`);
 else for (let q = 0; q < PER_KEY; q++) for (let k = 0; k < KEYS; k++) keys.push(`k${k}`);
 
+await dropLeftoverSchemas(pool);
 const store = await PostgresStore.open({ pool, schema });
 try {
   await store.ensureGroup('t', 'g', 'earliest');

@@ -18,6 +18,7 @@ import { createClient } from '@clickhouse/client';
 import type { ClickHouseClient } from '@clickhouse/client';
 import hdr from 'hdr-histogram-js';
 import { rateFor, withBaseline } from './harness.js';
+import { leftovers } from './leftovers.js';
 import type { BenchContext, BenchSuite } from './harness.js';
 import { createStoreQueue } from '../src/queue/engine.js';
 import { ProcessLocker } from '../src/queue/lockers/process.js';
@@ -34,6 +35,18 @@ const BATCH = 100;
 
 const batchOf = (topic: string, n = BATCH, headers?: Record<string, string>): Message[] =>
   Array.from({ length: n }, () => ({ topic, payload: PAYLOAD, headers }));
+
+/**
+ * Drops the bench databases whose process is gone (bench/leftovers.ts), when
+ * the server is on this host.
+ */
+async function dropLeftoverDatabases(admin: ClickHouseClient): Promise<void> {
+  if (!['127.0.0.1', 'localhost', '[::1]'].includes(new globalThis.URL(URL).hostname)) return;
+  const res = await admin.query({ query: `SELECT name FROM system.databases WHERE startsWith(name, 'ferry_bench_')`, format: 'JSONEachRow' });
+  const gone = leftovers(((await res.json()) as { name: string }[]).map((r) => r.name));
+  for (const name of gone) await admin.command({ query: `DROP DATABASE IF EXISTS ${name}` });
+  if (gone.length) process.stderr.write(`bench: dropped ${gone.length} database(s) left by stopped runs: ${gone.join(', ')}\n`);
+}
 
 let dbs = 0;
 const dbName = (tag: string) => `ferry_bench_${tag}_${process.pid}_${++dbs}`;
@@ -120,6 +133,7 @@ export const suite: BenchSuite = {
       return;
     }
     try {
+      await dropLeftoverDatabases(admin);
       const baseline = await rawRate(ctx, admin);
       ctx.report(withBaseline('queue.clickhouse.publish', 'msgs/s', await publishRate(ctx, admin), baseline));
       const e = await endToEnd(ctx, admin, 1, new ProcessLocker());

@@ -26,6 +26,7 @@ import { cpus, loadavg, userInfo } from 'node:os';
 import { join } from 'node:path';
 import hdr from 'hdr-histogram-js';
 import type { BenchContext, BenchSuite } from './harness.js';
+import { dropLeftoverSchemas } from './leftovers.js';
 import { createStoreQueue } from '../src/queue/engine.js';
 import { SqliteStore } from '../src/queue/stores/sqlite/store.js';
 import type { Queue, Store } from '../src/queue/types.js';
@@ -129,6 +130,7 @@ export const suite: BenchSuite = {
     const admin = new pg.Pool({ connectionString: URL, max: 1 });
     try {
       await admin.query('SELECT 1');
+      await dropLeftoverSchemas(admin);
       for (const n of counts) {
         const schema = `ferry_bench_idle_${process.pid}_${n}`;
         await idleCpu(ctx, `queue.idle.postgres.${n}`, n, () => PostgresStore.open({ connectionString: URL, schema }),

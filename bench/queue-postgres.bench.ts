@@ -41,6 +41,7 @@ import hdr from 'hdr-histogram-js';
 import pg from 'pg';
 import { rateFor, withBaseline } from './harness.js';
 import type { BenchContext, BenchSuite } from './harness.js';
+import { dropLeftoverSchemas } from './leftovers.js';
 import { fillSchema } from './postgres-fill.js';
 import { reportPublishModes } from './publish-modes.js';
 import { createStoreQueue } from '../src/queue/engine.js';
@@ -207,6 +208,7 @@ export const suite: BenchSuite = {
       process.stderr.write(`queue.postgres: skipped, PostgreSQL at ${URL} is unreachable (${(err as Error).message})\n`);
       return;
     }
+    await dropLeftoverSchemas(admin);
     try {
       const baseline = await rawRate(ctx, admin);
       ctx.report(withBaseline('queue.postgres.publish', 'msgs/s', await publishRate(ctx, admin), baseline));

@@ -92,11 +92,13 @@ const WORKLOADS: Array<{ id: string; title: string; text: string }> = [
     text:
       'One process, on a fresh directory, each publish durable at the system\'s setting before it returns. `publish.p1`: one publisher, one message per ' +
       'call; `publish.p64`: 64 concurrent single-message publishers (not for plainjob, whose API is synchronous); `publish.batch100`: 100 per call; ' +
-      '`consume`: everything published, consumed with concurrency 16 (the DiskQueue: 16 readers, each `reserve` + `ack` per record). ' +
+      '`consume`: everything published, consumed with concurrency 16 (the DiskQueue: 16 readers, each `reserve` + `ack` per record; the spool, ' +
+      'which has one head and one consumer: `popBatch(100)` + `commitBatch`, its cursor fdatasynced per commit). ' +
       'The DiskQueue\'s other consuming paths have rows of their own, each on a fresh directory holding as many messages: ' +
       '`consume.reserve_batch` (16 readers, `reserveBatch(100)` + `ackBatch`), `consume.take_batch` (16 readers, `takeBatch(100)`, at most once per batch) ' +
       'and `consume.serial_drain` (one `drain()` loop: the serial at-most-once path, one commit and so one fdatasync per record); ' +
-      'their ratios are to ferry `sqlite`\'s `consume`. Ratios are to ferry `sqlite` at synchronous FULL.',
+      'the spool\'s `consume.serial_pop` is its one-at-a-time loop, `pop` + `commit` per record. ' +
+      'These rows\' ratios are to ferry `sqlite`\'s `consume`. Ratios are to ferry `sqlite` at synchronous FULL.',
   },
 ];
 

@@ -14,10 +14,11 @@ import { join } from 'node:path';
 import type { Report, RunOptions } from './common.js';
 import type { EmbeddedSystem } from './embedded-system.js';
 import { ferryDiskQueue } from './ferry-diskqueue.js';
+import { ferrySpool } from './ferry-spool.js';
 import { ferrySqlite, ferrySqliteNormal } from './ferry-sqlite.js';
 import { plainjobFull, plainjobNormal } from './plainjob.js';
 
-export const EMBEDDED_SYSTEMS: EmbeddedSystem[] = [ferrySqlite, plainjobFull, ferrySqliteNormal, plainjobNormal, ferryDiskQueue];
+export const EMBEDDED_SYSTEMS: EmbeddedSystem[] = [ferrySqlite, plainjobFull, ferrySqliteNormal, plainjobNormal, ferryDiskQueue, ferrySpool];
 
 const BENCH_DIR = process.env.FERRY_BENCH_DIR ?? join(process.cwd(), '.bench-tmp');
 

@@ -1,28 +1,21 @@
 /**
  * `npm run bench:peers [-- options]`: ferry against the queues Node users
- * pick today, side by side in one run.
- *
- *   --rounds N     rounds per workload (default 3, at least 1); within a round
- *                  the systems run one after another, A/B/A/B, each on a
- *                  fresh schema, file, directory or Redis prefix
- *   --quick        small sizes (5,000 messages, 100 keys, backlog 50,000)
- *   --backlog N    pending jobs in the deep-backlog workload (default 1,000,000)
- *   --json         one JSON object per row on stdout
- *   --write-doc    write docs/BENCHMARKS.md and docs/benchmarks/*.svg (a full
- *                  run, without --quick and without a workload filter, always does)
- *   --systems A,B  only these systems (names as in the table, e.g. "pg-boss,ferry postgres")
- *   --from FILE    skip measuring; rebuild the output (and the document) from
- *                  the samples a previous run saved in FILE
- *   workload…      any of jobqueue, backlog, keyfifo, embedded (default: all)
+ * pick today, side by side in one run. USAGE below lists the options
+ * (`--help` prints it); any other option is an error, so a mistyped one does
+ * not start a full run (which rewrites docs/BENCHMARKS.md).
  *
  * Every run saves its raw samples to docs/benchmarks/samples.json when it
  * writes the document. See docs/BENCHMARKS.md for what each workload does.
+ * Before it measures, a run drops the Postgres schemas of earlier runs that
+ * were stopped before their cleanup (bench/leftovers.ts).
  */
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import pg from 'pg';
+import { dropLeftoverSchemas, PEERS_NAME } from '../leftovers.js';
 import { backlogRun } from './backlog.js';
-import { loadAverage } from './common.js';
+import { loadAverage, PG_URL } from './common.js';
 import type { Report, RunOptions, Sample } from './common.js';
 import { gitCommit, machineInfo, writeDocument } from './doc.js';
 import type { RunInfo } from './doc.js';
@@ -33,6 +26,22 @@ import { aggregate, printRows } from './report.js';
 import { JOB_SYSTEMS } from './systems.js';
 
 const WORKLOADS = ['jobqueue', 'backlog', 'keyfifo', 'embedded'];
+const USAGE = `usage: npm run bench:peers [-- options] [workload…]
+  --rounds N     rounds per workload (default 3, at least 1); within a round
+                 the systems run one after another, A/B/A/B, each on a
+                 fresh schema, file, directory or Redis prefix
+  --quick        small sizes (5,000 messages, 100 keys, backlog 50,000)
+  --backlog N    pending jobs in the deep-backlog workload (default 1,000,000)
+  --json         one JSON object per row on stdout
+  --write-doc    write docs/BENCHMARKS.md and docs/benchmarks/*.svg (a full
+                 run, without --quick and without a workload filter, always does)
+  --systems A,B  only these systems (names as in the table, e.g. "pg-boss,ferry postgres")
+  --from FILE    skip measuring; rebuild the output (and the document) from
+                 the samples a previous run saved in FILE
+  --help         print this and run nothing
+  workload…      any of ${WORKLOADS.join(', ')} (default: all)
+`;
+const SWITCHES = ['--quick', '--json', '--write-doc', '--help', '-h'];
 const ROOT = join(dirname(fileURLToPath(import.meta.url)), '..', '..');
 
 function parseArgs(argv: string[]): RunOptions & { writeDoc: boolean; from?: string; systems?: string[] } {
@@ -48,10 +57,12 @@ function parseArgs(argv: string[]): RunOptions & { writeDoc: boolean; from?: str
   const backlogArg = value('--backlog');
   const from = value('--from');
   const systems = value('--systems')?.split(',').map((x) => x.trim());
+  const unknown = argv.filter((a) => a.startsWith('-') && !SWITCHES.includes(a));
+  if (unknown.length) throw new Error(`unknown option ${unknown.join(', ')} (try --help)`);
   const quick = argv.includes('--quick');
   const json = argv.includes('--json');
   const writeDoc = argv.includes('--write-doc');
-  const workloads = argv.filter((a) => !a.startsWith('--'));
+  const workloads = argv.filter((a) => !a.startsWith('-'));
   for (const w of workloads) if (!WORKLOADS.includes(w)) throw new Error(`unknown workload ${w} (known: ${WORKLOADS.join(', ')})`);
   if (!Number.isInteger(rounds) || rounds < 1) throw new Error('--rounds must be a positive integer');
   const backlog = Number(backlogArg ?? (quick ? 50_000 : 1_000_000));
@@ -69,6 +80,23 @@ function parseArgs(argv: string[]): RunOptions & { writeDoc: boolean; from?: str
   };
 }
 
+if (process.argv.includes('--help') || process.argv.includes('-h')) {
+  process.stdout.write(USAGE);
+  process.exit(0);
+}
+/** Drops the schemas of stopped runs (bench/leftovers.ts); a server that cannot be reached is left to the workloads to report. */
+async function dropPeerLeftovers(): Promise<void> {
+  const admin = new pg.Client({ connectionString: PG_URL });
+  try {
+    await admin.connect();
+    await dropLeftoverSchemas(admin, PEERS_NAME);
+  } catch (err) {
+    log(`leftover schemas not checked: ${(err as Error).message}\n`);
+  } finally {
+    await admin.end().catch(() => undefined);
+  }
+}
+
 const opts = parseArgs(process.argv.slice(2));
 const chosen = <T extends { name: string }>(list: T[]) => list.filter((s) => !opts.systems || opts.systems.includes(s.name));
 const log = (s: string) => process.stderr.write(s);
@@ -79,6 +107,7 @@ const loadBefore = loadAverage();
 if (opts.from) {
   samples = (JSON.parse(readFileSync(opts.from, 'utf8')) as { samples: Sample[] }).samples;
 } else {
+  await dropPeerLeftovers();
   for (const workload of opts.workloads) {
     for (let round = 1; round <= opts.rounds; round++) {
       log(`${workload}: round ${round} of ${opts.rounds}\n`);
