@@ -45,6 +45,16 @@ async function clusterServers(): Promise<string[]> {
   return (await cluster).servers;
 }
 
+/**
+ * Stops the cluster this process started, if any: its servers are child
+ * processes, which would otherwise keep a finished run from exiting.
+ */
+export async function stopNatsCluster(): Promise<void> {
+  const started = cluster;
+  cluster = undefined;
+  if (started) (await started).stop();
+}
+
 function instance(q: Queue): JobInstance {
   return {
     async publish(msgs: JobMessage[]) {

@@ -20,6 +20,7 @@ import type { Report, RunOptions, Sample } from './common.js';
 import { gitCommit, machineInfo, writeDocument } from './doc.js';
 import type { RunInfo } from './doc.js';
 import { embeddedRun, EMBEDDED_SYSTEMS } from './embedded.js';
+import { stopNatsCluster } from './ferry-nats.js';
 import { jobQueueRun } from './job-queue.js';
 import { keyFifoRun } from './key-fifo.js';
 import { aggregate, printRows } from './report.js';
@@ -80,10 +81,6 @@ function parseArgs(argv: string[]): RunOptions & { writeDoc: boolean; from?: str
   };
 }
 
-if (process.argv.includes('--help') || process.argv.includes('-h')) {
-  process.stdout.write(USAGE);
-  process.exit(0);
-}
 /** Drops the schemas of stopped runs (bench/leftovers.ts); a server that cannot be reached is left to the workloads to report. */
 async function dropPeerLeftovers(): Promise<void> {
   const admin = new pg.Client({ connectionString: PG_URL });
@@ -97,7 +94,20 @@ async function dropPeerLeftovers(): Promise<void> {
   }
 }
 
-const opts = parseArgs(process.argv.slice(2));
+if (process.argv.includes('--help') || process.argv.includes('-h')) {
+  process.stdout.write(USAGE);
+  process.exit(0);
+}
+/** The options, or exit 2 with the reason on a bad one (an unknown option or workload, a bad number). */
+function optionsOrExit(): ReturnType<typeof parseArgs> {
+  try {
+    return parseArgs(process.argv.slice(2));
+  } catch (err) {
+    process.stderr.write(`bench:peers: ${(err as Error).message}\n`);
+    process.exit(2);
+  }
+}
+const opts = optionsOrExit();
 const chosen = <T extends { name: string }>(list: T[]) => list.filter((s) => !opts.systems || opts.systems.includes(s.name));
 const log = (s: string) => process.stderr.write(s);
 let samples: Sample[] = [];
@@ -108,34 +118,40 @@ if (opts.from) {
   samples = (JSON.parse(readFileSync(opts.from, 'utf8')) as { samples: Sample[] }).samples;
 } else {
   await dropPeerLeftovers();
-  for (const workload of opts.workloads) {
-    for (let round = 1; round <= opts.rounds; round++) {
-      log(`${workload}: round ${round} of ${opts.rounds}\n`);
-      const report: Report = (s) => {
-        const full: Sample = { ...s, round, load: loadAverage() };
-        samples.push(full);
-        log(`  ${s.name.padEnd(28)} ${s.system.padEnd(22)} ${Math.round(s.value).toLocaleString('en-US').padStart(10)} ${s.unit}  load ${full.load[0].toFixed(2)}\n`);
-      };
-      const each = async (what: string, fn: () => Promise<void>) => {
-        try {
-          await fn();
-        } catch (err) {
-          log(`  ${what} failed: ${(err as Error).stack}\n`);
+  // Ctrl-C or a kill: exit through process.exit, so the 'exit' hooks stop the NATS cluster's servers.
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => process.exit(130));
+  try {
+    for (const workload of opts.workloads) {
+      for (let round = 1; round <= opts.rounds; round++) {
+        log(`${workload}: round ${round} of ${opts.rounds}\n`);
+        const report: Report = (s) => {
+          const full: Sample = { ...s, round, load: loadAverage() };
+          samples.push(full);
+          log(`  ${s.name.padEnd(28)} ${s.system.padEnd(22)} ${Math.round(s.value).toLocaleString('en-US').padStart(10)} ${s.unit}  load ${full.load[0].toFixed(2)}\n`);
+        };
+        const each = async (what: string, fn: () => Promise<void>) => {
+          try {
+            await fn();
+          } catch (err) {
+            log(`  ${what} failed: ${(err as Error).stack}\n`);
+          }
+        };
+        if (workload === 'jobqueue') {
+          for (const processes of [1, 4])
+            for (const handlerMs of [0, 1])
+              for (const s of chosen(JOB_SYSTEMS)) await each(`${s.name} p${processes} ${handlerMs}ms`, () => jobQueueRun(s, processes, handlerMs, opts, report));
+        } else if (workload === 'backlog') {
+          for (const s of chosen(JOB_SYSTEMS).filter((x) => x.fills !== false)) await each(`${s.name} backlog`, () => backlogRun(s, opts, report));
+        } else if (workload === 'keyfifo') {
+          for (const order of ['keymajor', 'interleaved'] as const)
+            for (const s of chosen(JOB_SYSTEMS).filter((x) => x.keyed)) await each(`${s.name} ${order}`, () => keyFifoRun(s, order, opts, report));
+        } else {
+          for (const s of chosen(EMBEDDED_SYSTEMS)) await each(s.name, () => embeddedRun(s, opts, report));
         }
-      };
-      if (workload === 'jobqueue') {
-        for (const processes of [1, 4])
-          for (const handlerMs of [0, 1])
-            for (const s of chosen(JOB_SYSTEMS)) await each(`${s.name} p${processes} ${handlerMs}ms`, () => jobQueueRun(s, processes, handlerMs, opts, report));
-      } else if (workload === 'backlog') {
-        for (const s of chosen(JOB_SYSTEMS).filter((x) => x.fills !== false)) await each(`${s.name} backlog`, () => backlogRun(s, opts, report));
-      } else if (workload === 'keyfifo') {
-        for (const order of ['keymajor', 'interleaved'] as const)
-          for (const s of chosen(JOB_SYSTEMS).filter((x) => x.keyed)) await each(`${s.name} ${order}`, () => keyFifoRun(s, order, opts, report));
-      } else {
-        for (const s of chosen(EMBEDDED_SYSTEMS)) await each(s.name, () => embeddedRun(s, opts, report));
       }
     }
+  } finally {
+    await stopNatsCluster();
   }
 }
 
