@@ -5,18 +5,22 @@
  * run stopped by Ctrl-C, `kill` or a crash never reaches the drop, so each
  * suite that makes them first drops the ones whose process is gone. The
  * scratch directories under `.bench-tmp` carry the PID too
- * (`<suite>-<pid>-XXXXXX`) and are swept the same way by bench/main.ts.
+ * (`<what>-<pid>-XXXXXX`) and are swept the same way (`removeLeftoverDirs`).
  *
  * A process ID says nothing about another host's processes: the sweep runs
  * only against a server on this host (a Unix socket or a loopback address),
  * where a live bench on the same server is a live local process.
  */
+import { readdirSync, rmSync } from 'node:fs';
+import { join } from 'node:path';
 import type pg from 'pg';
 
 /** A bench schema or database: `ferry_bench_<tag>_<pid>[_<n>]`; group 1 is the PID. */
 export const BENCH_NAME = /^ferry_bench_[a-z][a-z0-9]*_(\d+)(?:_\d+)?$/;
 /** A schema of `npm run bench:peers` (bench/peers/systems.ts): `peers_<system>_<tag>_<pid>_<n>`. */
 export const PEERS_NAME = /^peers_[a-z0-9_]+_(\d+)_\d+$/;
+/** A scratch directory under `.bench-tmp`: `<what>-<pid>-XXXXXX` (mkdtemp's six characters); `<what>` may hold `-` and `.`. */
+export const SCRATCH_NAME = /^[a-z][a-z0-9.-]*-(\d+)-[A-Za-z0-9]{6}$/;
 
 /** True when process `pid` exists on this host (EPERM: it exists, under another user). */
 export function processAlive(pid: number): boolean {
@@ -57,5 +61,21 @@ export async function dropLeftoverSchemas(admin: pg.Pool | pg.Client, pattern: R
   const gone = leftovers(rows.map((r) => r.nspname), processAlive, pattern);
   for (const name of gone) await admin.query(`DROP SCHEMA IF EXISTS "${name}" CASCADE`);
   if (gone.length) process.stderr.write(`bench: dropped ${gone.length} schema(s) left by stopped runs: ${gone.join(', ')}\n`);
+  return gone;
+}
+
+/**
+ * Removes the scratch directories under `root` (`SCRATCH_NAME`) whose process
+ * is gone; returns their names. A missing `root` has none.
+ */
+export function removeLeftoverDirs(root: string): string[] {
+  let names: string[];
+  try {
+    names = readdirSync(root);
+  } catch {
+    return [];
+  }
+  const gone = leftovers(names, processAlive, SCRATCH_NAME);
+  for (const name of gone) rmSync(join(root, name), { recursive: true, force: true });
   return gone;
 }

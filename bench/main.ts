@@ -9,7 +9,7 @@ import { mkdtempSync, mkdirSync, rmSync, readdirSync } from 'node:fs';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import type { BenchResult, BenchSuite } from './harness.js';
-import { leftovers } from './leftovers.js';
+import { removeLeftoverDirs } from './leftovers.js';
 
 const OPTIONS = ['--json', '--quick', '--help', '-h'];
 const args = process.argv.slice(2);
@@ -47,14 +47,14 @@ function print(r: BenchResult): void {
 }
 
 if (help) {
-  const names: string[] = [];
-  for (const f of files) names.push(((await import(join(here, f))) as { suite: BenchSuite }).suite.name);
+  const names = new Set<string>();
+  for (const f of files) names.add(((await import(join(here, f))) as { suite: BenchSuite }).suite.name);
   process.stdout.write(
     'usage: npm run bench [-- [--json] [--quick] [filter…]]\n' +
       '  filter   run the suites (and report the rows) whose name starts with it; all when none\n' +
       '  --json   one JSON object per row: { name, unit, value, baseline?, ratio?, extra? }\n' +
       '  --quick  smaller sizes (a tenth)\n' +
-      `suites: ${names.join(', ')}\n`,
+      `suites: ${[...names].join(', ')}\n`,
   );
   process.exit(0);
 }
@@ -62,8 +62,8 @@ if (help) {
 if (!json) process.stdout.write(`${'name'.padEnd(36)} ${'value'.padStart(14)} ${'unit'.padEnd(7)} ${'baseline'.padStart(14)} ${'ratio'.padStart(6)}\n`);
 const root = process.env.FERRY_BENCH_DIR ?? join(process.cwd(), '.bench-tmp');
 // Scratch directories of runs that were stopped before their cleanup (bench/leftovers.ts).
+removeLeftoverDirs(root);
 mkdirSync(root, { recursive: true });
-for (const dir of leftovers(readdirSync(root), undefined, /^[a-z][a-z0-9.]*-(\d+)-[A-Za-z0-9]{6}$/)) rmSync(join(root, dir), { recursive: true, force: true });
 for (const f of files) {
   const { suite } = (await import(join(here, f))) as { suite: BenchSuite };
   if (filters.length && !filters.some((p) => suite.name.startsWith(p) || p.startsWith(suite.name))) continue;

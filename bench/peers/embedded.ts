@@ -20,11 +20,11 @@ import { plainjobFull, plainjobNormal } from './plainjob.js';
 
 export const EMBEDDED_SYSTEMS: EmbeddedSystem[] = [ferrySqlite, plainjobFull, ferrySqliteNormal, plainjobNormal, ferryDiskQueue, ferrySpool];
 
-const BENCH_DIR = process.env.FERRY_BENCH_DIR ?? join(process.cwd(), '.bench-tmp');
+export const BENCH_DIR = process.env.FERRY_BENCH_DIR ?? join(process.cwd(), '.bench-tmp');
 
 export async function embeddedRun(system: EmbeddedSystem, opts: RunOptions, report: Report): Promise<void> {
   mkdirSync(BENCH_DIR, { recursive: true });
-  const dir = mkdtempSync(join(BENCH_DIR, 'peers-'));
+  const dir = mkdtempSync(join(BENCH_DIR, `peers-${process.pid}-`));
   const inst = await system.open(dir);
   const sizes = opts.quick ? { p1: 300, p64: 3000, batch: 5000 } : { p1: 2000, p64: 20_000, batch: 50_000 };
   let total = 0;
@@ -64,7 +64,7 @@ export async function embeddedRun(system: EmbeddedSystem, opts: RunOptions, repo
 
 /** One `embedded.consume.<mode>` row: a fresh instance, `total` messages published untimed, then consumed by `mode`. */
 async function consumeModeRun(system: EmbeddedSystem, mode: string, total: number, report: Report): Promise<void> {
-  const dir = mkdtempSync(join(BENCH_DIR, 'peers-'));
+  const dir = mkdtempSync(join(BENCH_DIR, `peers-${process.pid}-`));
   const inst = await system.open(dir);
   try {
     for (let i = 0; i < total; i += 100) await inst.publishBatch(Math.min(100, total - i));

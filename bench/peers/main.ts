@@ -13,13 +13,13 @@ import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { dropLeftoverSchemas, PEERS_NAME } from '../leftovers.js';
+import { dropLeftoverSchemas, PEERS_NAME, removeLeftoverDirs } from '../leftovers.js';
 import { backlogRun } from './backlog.js';
 import { loadAverage, PG_URL } from './common.js';
 import type { Report, RunOptions, Sample } from './common.js';
 import { gitCommit, machineInfo, writeDocument } from './doc.js';
 import type { RunInfo } from './doc.js';
-import { embeddedRun, EMBEDDED_SYSTEMS } from './embedded.js';
+import { BENCH_DIR, embeddedRun, EMBEDDED_SYSTEMS } from './embedded.js';
 import { stopNatsCluster } from './ferry-nats.js';
 import { jobQueueRun } from './job-queue.js';
 import { keyFifoRun } from './key-fifo.js';
@@ -64,6 +64,8 @@ function parseArgs(argv: string[]): RunOptions & { writeDoc: boolean; from?: str
   const json = argv.includes('--json');
   const writeDoc = argv.includes('--write-doc');
   const workloads = argv.filter((a) => !a.startsWith('-'));
+  const known = [...JOB_SYSTEMS, ...EMBEDDED_SYSTEMS].map((x) => x.name);
+  for (const name of systems ?? []) if (!known.includes(name)) throw new Error(`unknown system ${name} (known: ${known.join(', ')})`);
   for (const w of workloads) if (!WORKLOADS.includes(w)) throw new Error(`unknown workload ${w} (known: ${WORKLOADS.join(', ')})`);
   if (!Number.isInteger(rounds) || rounds < 1) throw new Error('--rounds must be a positive integer');
   const backlog = Number(backlogArg ?? (quick ? 50_000 : 1_000_000));
@@ -81,8 +83,13 @@ function parseArgs(argv: string[]): RunOptions & { writeDoc: boolean; from?: str
   };
 }
 
-/** Drops the schemas of stopped runs (bench/leftovers.ts); a server that cannot be reached is left to the workloads to report. */
+/**
+ * Drops the schemas and scratch directories of stopped runs
+ * (bench/leftovers.ts); a server that cannot be reached is left to the
+ * workloads to report.
+ */
 async function dropPeerLeftovers(): Promise<void> {
+  removeLeftoverDirs(BENCH_DIR);
   const admin = new pg.Client({ connectionString: PG_URL });
   try {
     await admin.connect();
@@ -119,7 +126,7 @@ if (opts.from) {
 } else {
   await dropPeerLeftovers();
   // Ctrl-C or a kill: exit through process.exit, so the 'exit' hooks stop the NATS cluster's servers.
-  for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => process.exit(130));
+  for (const [signal, code] of [['SIGINT', 130], ['SIGTERM', 143]] as const) process.once(signal, () => process.exit(code));
   try {
     for (const workload of opts.workloads) {
       for (let round = 1; round <= opts.rounds; round++) {

@@ -36,7 +36,7 @@ const rates = new Map<string, number[]>();
 const cpus = new Map<string, number[]>();
 for (let r = 1; r <= rounds; r++) {
   for (const s of systems) {
-    const dir = mkdtempSync(join(BENCH_DIR, 'p1-'));
+    const dir = mkdtempSync(join(BENCH_DIR, `p1-${process.pid}-`));
     const inst = await s.open(dir);
     try {
       for (let i = 0; i < WARM; i++) await inst.publishOne();

@@ -74,6 +74,8 @@ describe('bench leftovers', () => {
     assert.equal(help.status, 0, help.stderr);
     assert.match(help.stdout, /^usage: npm run bench/);
     assert.match(help.stdout, /suites: .*\bqueue\.idle\b/);
+    // Two suite files share the name diskqueue: listed once.
+    assert.equal(help.stdout.match(/\bdiskqueue\b(?!\.)/g)?.length, 1);
     assert.doesNotMatch(help.stdout, /msgs\/s/);
 
     const bad = bench(['--rounds', '3']);
@@ -86,15 +88,16 @@ describe('bench leftovers', () => {
     const root = mkdtempSync(join(tmpdir(), 'ferry-bench-root-'));
     try {
       const dead = deadPid();
-      const gone = join(root, `queue.idle-${dead}-a1B2c3`);
-      const kept = join(root, `queue.idle-${process.pid}-a1B2c3`);
+      // Suite names may hold '-' and '.'; bench:peers' directories are swept alike.
+      const gone = [`queue.idle-${dead}-a1B2c3`, `sqlite-pages-${dead}-a1B2c3`, `queue.memory.publish-consume-${dead}-Zz09aa`, `peers-${dead}-abcdef`].map((d) => join(root, d));
+      const kept = join(root, `sqlite-pages-${process.pid}-a1B2c3`);
       const other = join(root, 'notes');
-      for (const d of [gone, kept, other]) mkdirSync(d);
+      for (const d of [...gone, kept, other]) mkdirSync(d);
       // A filter no suite matches: the sweep runs, no suite does.
       const run = bench(['--json', 'no-such-suite'], { FERRY_BENCH_DIR: root });
       assert.equal(run.status, 0, run.stderr);
       assert.equal(run.stdout, '');
-      assert.equal(existsSync(gone), false);
+      for (const d of gone) assert.equal(existsSync(d), false, d);
       assert.equal(existsSync(kept), true);
       assert.equal(existsSync(other), true);
     } finally {
