@@ -7,6 +7,16 @@
  * run, and the ratio (figure / baseline) is the number to quote: the machine is
  * shared, so absolute rates drift between runs while ratios hold.
  */
+import { join } from 'node:path';
+
+/**
+ * Where benchmarks put their scratch directories (FERRY_BENCH_DIR, default
+ * `.bench-tmp` under the working directory), each named
+ * `<what>-<pid>-XXXXXX` so a later run can sweep those of a stopped one
+ * (bench/leftovers.ts).
+ */
+export const BENCH_DIR = process.env.FERRY_BENCH_DIR ?? join(process.cwd(), '.bench-tmp');
+
 export interface BenchResult {
   /** Dotted name, e.g. `diskqueue.add.nosync`. */
   name: string;

@@ -58,9 +58,13 @@ export async function dropLeftoverSchemas(admin: pg.Pool | pg.Client, pattern: R
   );
   if (!where[0]?.local) return [];
   const { rows } = await admin.query<{ nspname: string }>('SELECT nspname FROM pg_namespace');
-  const gone = leftovers(rows.map((r) => r.nspname), processAlive, pattern);
-  for (const name of gone) await admin.query(`DROP SCHEMA IF EXISTS "${name}" CASCADE`);
-  if (gone.length) process.stderr.write(`bench: dropped ${gone.length} schema(s) left by stopped runs: ${gone.join(', ')}\n`);
+  return dropEach('schema', leftovers(rows.map((r) => r.nspname), processAlive, pattern), (name) => admin.query(`DROP SCHEMA IF EXISTS "${name}" CASCADE`));
+}
+
+/** Drops each of `gone` (`kind`: schema, database) with `drop`, one at a time, says so on stderr, and returns `gone`. */
+export async function dropEach(kind: string, gone: string[], drop: (name: string) => Promise<unknown>): Promise<string[]> {
+  for (const name of gone) await drop(name);
+  if (gone.length) process.stderr.write(`bench: dropped ${gone.length} ${kind}(s) left by stopped runs: ${gone.join(', ')}\n`);
   return gone;
 }
 

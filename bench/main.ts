@@ -8,6 +8,7 @@
 import { mkdtempSync, mkdirSync, rmSync, readdirSync } from 'node:fs';
 import { join, dirname } from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { BENCH_DIR } from './harness.js';
 import type { BenchResult, BenchSuite } from './harness.js';
 import { removeLeftoverDirs } from './leftovers.js';
 
@@ -60,14 +61,13 @@ if (help) {
 }
 
 if (!json) process.stdout.write(`${'name'.padEnd(36)} ${'value'.padStart(14)} ${'unit'.padEnd(7)} ${'baseline'.padStart(14)} ${'ratio'.padStart(6)}\n`);
-const root = process.env.FERRY_BENCH_DIR ?? join(process.cwd(), '.bench-tmp');
 // Scratch directories of runs that were stopped before their cleanup (bench/leftovers.ts).
-removeLeftoverDirs(root);
-mkdirSync(root, { recursive: true });
+removeLeftoverDirs(BENCH_DIR);
+mkdirSync(BENCH_DIR, { recursive: true });
 for (const f of files) {
   const { suite } = (await import(join(here, f))) as { suite: BenchSuite };
   if (filters.length && !filters.some((p) => suite.name.startsWith(p) || p.startsWith(suite.name))) continue;
-  const tmpDir = mkdtempSync(join(root, `${suite.name}-${process.pid}-`));
+  const tmpDir = mkdtempSync(join(BENCH_DIR, `${suite.name}-${process.pid}-`));
   try {
     await suite.run({
       tmpDir,

@@ -18,7 +18,7 @@ import { createClient } from '@clickhouse/client';
 import type { ClickHouseClient } from '@clickhouse/client';
 import hdr from 'hdr-histogram-js';
 import { rateFor, withBaseline } from './harness.js';
-import { leftovers } from './leftovers.js';
+import { dropEach, leftovers } from './leftovers.js';
 import type { BenchContext, BenchSuite } from './harness.js';
 import { createStoreQueue } from '../src/queue/engine.js';
 import { ProcessLocker } from '../src/queue/lockers/process.js';
@@ -44,8 +44,7 @@ async function dropLeftoverDatabases(admin: ClickHouseClient): Promise<void> {
   if (!['127.0.0.1', 'localhost', '[::1]'].includes(new globalThis.URL(URL).hostname)) return;
   const res = await admin.query({ query: `SELECT name FROM system.databases WHERE startsWith(name, 'ferry_bench_')`, format: 'JSONEachRow' });
   const gone = leftovers(((await res.json()) as { name: string }[]).map((r) => r.name));
-  for (const name of gone) await admin.command({ query: `DROP DATABASE IF EXISTS ${name}` });
-  if (gone.length) process.stderr.write(`bench: dropped ${gone.length} database(s) left by stopped runs: ${gone.join(', ')}\n`);
+  await dropEach('database', gone, (name) => admin.command({ query: `DROP DATABASE IF EXISTS ${name}` }));
 }
 
 let dbs = 0;

@@ -21,13 +21,12 @@ import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import { createStoreQueue } from '../src/queue/engine.js';
 import { SqliteStore } from '../src/queue/stores/sqlite/store.js';
-import { median } from './harness.js';
+import { BENCH_DIR, median } from './harness.js';
 
 const depth = Number(process.argv[2] ?? 1000);
 const rounds = Number(process.argv[3] ?? 3);
 const synchronous = process.argv[4] === 'normal' ? 'normal' : 'full';
 const BODY = new Uint8Array(1024).fill(7);
-const BENCH_DIR = process.env.FERRY_BENCH_DIR ?? join(process.cwd(), '.bench-tmp');
 const COUNTED = ['claim', 'ackAndClaim', 'ack', 'extend', 'duePairs'] as const;
 
 /** Commits per second of `n` one-row UPDATE transactions on a new file in `dir` (WAL, `synchronous`): the raw twin. */
@@ -51,7 +50,7 @@ mkdirSync(BENCH_DIR, { recursive: true });
 const rates: number[] = [];
 const ratios: number[] = [];
 for (let r = 1; r <= rounds; r++) {
-  const dir = mkdtempSync(join(BENCH_DIR, 'lane-'));
+  const dir = mkdtempSync(join(BENCH_DIR, `lane-${process.pid}-`));
   const store = await SqliteStore.open({ path: join(dir, 'queue.db'), synchronous });
   const calls: Record<string, number> = {};
   for (const m of COUNTED) {

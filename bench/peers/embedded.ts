@@ -11,6 +11,7 @@
  */
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { join } from 'node:path';
+import { BENCH_DIR } from '../harness.js';
 import type { Report, RunOptions } from './common.js';
 import type { EmbeddedSystem } from './embedded-system.js';
 import { ferryDiskQueue } from './ferry-diskqueue.js';
@@ -19,8 +20,6 @@ import { ferrySqlite, ferrySqliteNormal } from './ferry-sqlite.js';
 import { plainjobFull, plainjobNormal } from './plainjob.js';
 
 export const EMBEDDED_SYSTEMS: EmbeddedSystem[] = [ferrySqlite, plainjobFull, ferrySqliteNormal, plainjobNormal, ferryDiskQueue, ferrySpool];
-
-export const BENCH_DIR = process.env.FERRY_BENCH_DIR ?? join(process.cwd(), '.bench-tmp');
 
 export async function embeddedRun(system: EmbeddedSystem, opts: RunOptions, report: Report): Promise<void> {
   mkdirSync(BENCH_DIR, { recursive: true });

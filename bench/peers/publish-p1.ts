@@ -17,13 +17,13 @@
 import { mkdirSync, mkdtempSync, rmSync } from 'node:fs';
 import { loadavg } from 'node:os';
 import { join } from 'node:path';
+import { BENCH_DIR } from '../harness.js';
 import { EMBEDDED_SYSTEMS } from './embedded.js';
 
 const messages = Number(process.argv[2] ?? 2000);
 const rounds = Number(process.argv[3] ?? 5);
 const names = (process.argv[4] ?? 'ferry sqlite,plainjob FULL').split(',');
 const WARM = 200;
-const BENCH_DIR = process.env.FERRY_BENCH_DIR ?? join(process.cwd(), '.bench-tmp');
 const median = (xs: number[]) => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)]!;
 
 const systems = names.map((n) => {
