@@ -86,6 +86,7 @@ export { SqliteStore } from './stores/sqlite/store.js';
 export type { SqliteStoreOptions } from './stores/sqlite/store.js';
 // pg itself is imported only when PostgresStore.open runs.
 export { PostgresStore } from './stores/postgres/store.js';
+export { POSTGRES_SESSION_OPTIONS } from './stores/postgres/connection.js';
 export type { PostgresStoreOptions } from './stores/postgres/store.js';
 // @clickhouse/client itself is imported only when ClickHouseStore.open runs.
 export { ClickHouseStore } from './stores/clickhouse/store.js';

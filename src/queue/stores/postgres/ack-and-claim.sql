@@ -23,7 +23,7 @@ WITH RECURSIVE clock AS MATERIALIZED (
 ),
 done AS (
   DELETE FROM __SCHEMA__.deliveries d
-  WHERE d.delivery_id = ANY($7::text[]) AND d.state = 1 /* leased */
+  WHERE d.delivery_id = ANY($7::text[]) AND d.state + 0 = 1 /* leased: see ack.sql */
     AND d.claim_token = ANY($8::uuid[]) /* pairwise: see ack.sql */
   RETURNING d.delivery_id, d.claim_token::text AS token, d.topic, d.grp, d.msg_key, d.message_seq, d.blocks_next
 ),

@@ -11,10 +11,14 @@
 -- token is a random UUID issued to one claim of one delivery, so a row whose
 -- token is among $2 is held by the claim the caller passed for it. (Testing
 -- each row against the unnested pairs ran the unnest once per row: 10,000
--- pairs compared, about 2 ms, for an ack of 100.)
+-- pairs compared, about 2 ms, for an ack of 100.) The state is tested as
+-- `state + 0` so that no plan can read deliveries_leased, whose predicate
+-- `state = 1` alone matches: with some deliveries in flight the planner
+-- would AND a read of that whole index (every lease of every group) with
+-- the key probes, a cost that grows with the leases, not with the ack.
 WITH done AS (
   DELETE FROM __SCHEMA__.deliveries d
-  WHERE d.delivery_id = ANY($1::text[]) AND d.state = 1 /* leased */
+  WHERE d.delivery_id = ANY($1::text[]) AND d.state + 0 = 1 /* leased: see above */
     AND d.claim_token = ANY($2::uuid[]) /* pairwise: see above */
   RETURNING d.delivery_id, d.claim_token::text AS token, d.topic, d.msg_key, d.message_seq
 ),

@@ -89,9 +89,25 @@ function withUser(connectionString: string, user: string | undefined): string {
   }
 }
 
-/** Settings of a pool ferry opens itself: size, user fallback, timeouts, TCP keep-alive. */
-export function poolConfig(driver: typeof pg, connectionString: string, max: number, t?: PostgresTimeouts): pg.PoolConfig {
+/**
+ * Session settings of the store's own connections, as libpq `options`: each
+ * prepared statement is planned once per connection (a generic plan) rather
+ * than for every call's values, which cost about as much planning as
+ * running a claim; and no JIT compilation, which a generic plan's cost (it
+ * cannot see a claim's LIMIT, so it grows with the backlog) would turn on
+ * at about ten million rows. test/queue/postgres-plans.test.ts checks that
+ * every hot statement's generic plan reads through indexes only.
+ */
+export const POSTGRES_SESSION_OPTIONS = '-c plan_cache_mode=force_generic_plan -c jit=off';
+
+/**
+ * Settings of a pool ferry opens itself: size, user fallback, timeouts, TCP
+ * keep-alive, and `sessionOptions` (libpq `options`) added after any the
+ * connection string gives.
+ */
+export function poolConfig(driver: typeof pg, connectionString: string, max: number, t?: PostgresTimeouts, sessionOptions?: string): pg.PoolConfig {
   const cfg: pg.PoolConfig = { connectionString: withUser(connectionString, fallbackUser(driver, connectionString)), max, keepAlive: true };
+  if (sessionOptions !== undefined) withOptions(cfg, sessionOptions);
   if (t) {
     cfg.connectionTimeoutMillis = t.connectTimeoutMs;
     if (t.statementTimeoutMs > 0) {
@@ -102,6 +118,26 @@ export function poolConfig(driver: typeof pg, connectionString: string, max: num
     if (t.queryTimeoutMs > 0) cfg.query_timeout = t.queryTimeoutMs;
   }
   return cfg;
+}
+
+/**
+ * Adds libpq `options` to `cfg`. pg lets a connection string's `options`
+ * parameter replace an `options` setting beside it, so when the URL has one,
+ * ours go into the URL after it (a later `-c` of the same name wins).
+ */
+function withOptions(cfg: pg.PoolConfig, options: string): void {
+  try {
+    const u = new URL(cfg.connectionString!);
+    const given = u.searchParams.get('options');
+    if (given !== null) {
+      u.searchParams.set('options', `${given} ${options}`);
+      cfg.connectionString = u.toString();
+      return;
+    }
+  } catch {
+    // Not a URL: pg reads no options from it.
+  }
+  cfg.options = options;
 }
 
 /**

@@ -3,6 +3,6 @@
 -- token. Index probes on the primary key, as in ack.sql.
 UPDATE __SCHEMA__.deliveries d
 SET lease_until = (SELECT clock_timestamp()) + $3 * interval '1 millisecond'
-WHERE d.delivery_id = ANY($1::text[]) AND d.state = 1 /* leased */
+WHERE d.delivery_id = ANY($1::text[]) AND d.state + 0 = 1 /* leased: see ack.sql */
   AND d.claim_token = ANY($2::uuid[]) /* pairwise: see ack.sql */
 RETURNING d.delivery_id, d.claim_token::text AS token

@@ -4,7 +4,7 @@
 WITH back AS (
   UPDATE __SCHEMA__.deliveries d
   SET state = 0 /* pending */, attempt = d.attempt - 1, claim_token = NULL, holder = NULL, lease_until = NULL
-  WHERE d.delivery_id = ANY($1::text[]) AND d.state = 1 /* leased */
+  WHERE d.delivery_id = ANY($1::text[]) AND d.state + 0 = 1 /* leased: see ack.sql */
     AND d.claim_token = ANY($2::uuid[]) /* pairwise: see ack.sql */
   RETURNING d.topic
 )

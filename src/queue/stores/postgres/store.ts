@@ -19,7 +19,7 @@ import { parseSeqCursor } from '../seq-cursor.js';
 import type { ScheduleRecord } from '../../schedules/types.js';
 import type { AckAndClaimed, ClaimRequest, Claimed, ConsumerGroup, KillOptions, MessagePage, PurgePolicy, StartFrom, Store, StoreCapabilities, StoreStats, StoredMessage } from '../../types.js';
 import { postgresTransient } from '../transient.js';
-import { DEFAULT_POSTGRES_SCHEMA, poolConfig, resolveTimeouts } from './connection.js';
+import { DEFAULT_POSTGRES_SCHEMA, poolConfig, resolveTimeouts, POSTGRES_SESSION_OPTIONS } from './connection.js';
 import type { PostgresTimeouts } from './connection.js';
 import { claimLimit } from './claim-limit.js';
 import type { BudgetRow } from './claim-limit.js';
@@ -39,7 +39,12 @@ import type { StatementName } from './sql.js';
 export interface PostgresStoreOptions {
   /** A libpq-style URL, e.g. `postgres://user@host/db`. The store opens (and closes) its own pool. */
   connectionString?: string;
-  /** A `pg.Pool` to borrow instead; the store never ends it. */
+  /**
+   * A `pg.Pool` to borrow instead; the store never ends it nor changes its
+   * settings. Its own pools connect with `POSTGRES_SESSION_OPTIONS` (generic
+   * plans, no JIT); give a borrowed pool the same `options` for the same
+   * planning cost per call.
+   */
   pool?: pg.Pool;
   /** Schema holding the queue's tables, created when missing. Lower-case identifier, default `ferry`. */
   schema?: string;
@@ -177,7 +182,7 @@ export class PostgresStore implements Store {
     const timeouts = resolveTimeouts(opts, 'postgres store');
     const Driver = await loadDriver();
     const ownsPool = opts.pool === undefined;
-    const pool = opts.pool ?? new Driver.Pool(poolConfig(Driver, opts.connectionString!, opts.poolSize ?? 10, timeouts));
+    const pool = opts.pool ?? new Driver.Pool(poolConfig(Driver, opts.connectionString!, opts.poolSize ?? 10, timeouts, POSTGRES_SESSION_OPTIONS));
     // An idle client that loses its connection emits on the pool; without a
     // listener that would crash the process. The pool replaces it on next use.
     if (ownsPool) pool.on('error', () => undefined);
