@@ -15,10 +15,11 @@
  *   fetch through a bitmap rather than one index scan per key: the same
  *   pages either way;
  * - a Hash Join or Merge Join with a table read below it (joins of CTE
- *   results and unnested arrays are the statement's own small inputs);
- * - an estimated cost above `jit_above_cost` (for custom plans: the store
- *   turns JIT off on its own connections, but a pool the user passes in may
- *   not).
+ *   results and unnested arrays are the statement's own small inputs).
+ *
+ * Estimated costs are not checked: the store's connections run without JIT
+ * (`POSTGRES_SESSION_OPTIONS`), and a claim's estimate passes the default
+ * `jit_above_cost` at about ten million pending rows, custom plan or generic.
  */
 import type pg from 'pg';
 // pg's own conversion of a bound value to the text it sends.
@@ -38,12 +39,9 @@ interface PlanNode {
   'Index Name'?: string;
   'Index Cond'?: string;
   'Parent Relationship'?: string;
-  'Total Cost'?: number;
   Plans?: PlanNode[];
 }
 
-/** Above this estimated cost Postgres JIT-compiles a query (default jit_above_cost), which costs more than a claim. */
-const JIT_ABOVE_COST = 100_000;
 /** Node types that read a table's rows. */
 const TABLE_READS = new Set(['Seq Scan', 'Index Scan', 'Index Only Scan', 'Bitmap Heap Scan']);
 
@@ -56,9 +54,7 @@ export async function customPlanProblems(pool: pg.Pool, sql: Record<string, stri
   const problems: PlanProblem[] = [];
   for (const [statement, values] of cases) {
     const res = await pool.query<{ 'QUERY PLAN': Array<{ Plan: PlanNode }> }>(`EXPLAIN (FORMAT JSON) ${sql[statement]}`, values);
-    const root = res.rows[0]!['QUERY PLAN'][0]!.Plan;
-    if ((root['Total Cost'] ?? 0) > JIT_ABOVE_COST) problems.push({ statement, node: `estimated cost ${root['Total Cost']} (JIT)` });
-    problems.push(...nodeProblems(statement, root, unique));
+    problems.push(...nodeProblems(statement, res.rows[0]!['QUERY PLAN'][0]!.Plan, unique));
   }
   return problems;
 }

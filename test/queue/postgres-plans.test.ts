@@ -6,8 +6,8 @@
  * with a table (test/helpers/postgres-plans.ts lists what counts), neither
  * the plan the planner makes for the statement's values nor the generic
  * plan the store's own connections run (they connect with
- * `plan_cache_mode=force_generic_plan`), and no custom plan is costly enough
- * to be JIT-compiled.
+ * `plan_cache_mode=force_generic_plan`, and without JIT: at ten million
+ * pending rows a claim's estimated cost passes `jit_above_cost`).
  * `stats` is left out on purpose: counting pending rows is linear in them;
  * so is `remove-group`, which walks every retained message of its topic, and
  * `list-groups` and `list-schedules`, which list a whole (small) table.
@@ -21,12 +21,14 @@ import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import { fillSchema } from '../../bench/postgres-fill.js';
 import { deliveryId } from '../../src/queue/delivery-id.js';
+import pg from 'pg';
+import { POSTGRES_SESSION_OPTIONS } from '../../src/queue/stores/postgres/connection.js';
 import { appendValues } from '../../src/queue/stores/postgres/fan-out.js';
 import { PostgresStore } from '../../src/queue/stores/postgres/store.js';
 import { statements, textArray } from '../../src/queue/stores/postgres/sql.js';
 import type { Claimed } from '../../src/queue/types.js';
 import { customPlanProblems, genericPlanProblems, type PlanCase } from '../helpers/postgres-plans.js';
-import { POSTGRES_SKIP, POSTGRES_URL, adminPool, dropSchema, testSchema } from '../stores/postgres-env.js';
+import { POSTGRES_DIRECT_URL, POSTGRES_SKIP, POSTGRES_URL, adminPool, dropSchema, testSchema } from '../stores/postgres-env.js';
 
 const ROWS = Number(process.env.FERRY_PLAN_ROWS ?? 100_000);
 
@@ -117,6 +119,59 @@ describe('postgres store plans', { skip: POSTGRES_SKIP }, () => {
     assert.deepEqual(await genericPlanProblems(adminPool, statements(s), cases), [], 'generic plans');
   });
 
+  it(`a small topic's messages beside ${ROWS} of another are read through the topic's index: list-messages, backfill and list-groups run with plans made for their values`, async () => {
+    // Their generic plan walks every message in publish order through the
+    // primary key, filtering on the topic (thousands of pages here).
+    const s2 = testSchema('plan5');
+    const log: string[] = [];
+    const pool = new pg.Pool({ connectionString: POSTGRES_DIRECT_URL, options: POSTGRES_SESSION_OPTIONS, max: 1 });
+    pool.on('connect', (client) => {
+      const query = client.query.bind(client) as (...a: unknown[]) => unknown;
+      (client as unknown as { query: (...a: unknown[]) => unknown }).query = (q: unknown, ...rest: unknown[]) => {
+        const cfg = q as { name?: string; text?: string };
+        log.push(typeof q === 'string' ? q : (cfg.name ?? cfg.text ?? '').replace(/^ferry_(.*)_[0-9a-f]{12}$/, '$1'));
+        return query(q, ...rest);
+      };
+    });
+    const own = await PostgresStore.open({ pool, schema: s2 });
+    const c = await adminPool.connect();
+    try {
+      await fillSchema(adminPool, s2, 't', 'g', ROWS, 0);
+      await own.ensureGroup('s', 'g', 'latest');
+      await own.append(Array.from({ length: 10 }, (_, i) => ({ id: `s${i}`, topic: 's', payload: new Uint8Array([i]), publishedAt: new Date() })));
+      await adminPool.query(`ANALYZE "${s2}".messages`);
+      log.length = 0;
+      assert.equal((await own.listMessages('s', { limit: 100 })).messages.length, 10);
+      await own.ensureGroup('s', 'g2', 'earliest');
+      assert.deepEqual(await own.listGroups('s'), [{ topic: 's', group: 'g' }, { topic: 's', group: 'g2' }]);
+      assert.equal((await own.stats('s', 'g2')).pending, 10);
+      // Each runs inside a transaction begun with custom plans.
+      const custom = 'BEGIN; SET LOCAL plan_cache_mode = force_custom_plan';
+      const inCustom = (name: string) => {
+        const at = log.indexOf(name);
+        const begun = log.lastIndexOf(custom, at);
+        return at > 0 && begun >= 0 && !log.slice(begun, at).includes('COMMIT');
+      };
+      for (const name of ['list-messages', 'backfill-page', 'backfill', 'list-groups']) assert.ok(inCustom(name), `${name} in ${log.join(' | ')}`);
+      // Planned for the topic's value, the page reads the topic's index.
+      const sql = statements(`"${s2}"`);
+      await c.query(`SET plan_cache_mode = force_generic_plan; ${custom}`);
+      for (const name of ['list-messages', 'backfill-page'] as const) {
+        await c.query(`PREPARE page AS ${sql[name]}`);
+        const res = await c.query<{ 'QUERY PLAN': Array<{ Plan: { 'Shared Hit Blocks': number; 'Shared Read Blocks': number } }> }>(`EXPLAIN (ANALYZE, BUFFERS, FORMAT JSON) EXECUTE page('s', 0, 5000)`);
+        await c.query('DEALLOCATE page');
+        const plan = res.rows[0]!['QUERY PLAN'][0]!.Plan;
+        assert.ok(plan['Shared Hit Blocks'] + plan['Shared Read Blocks'] < 50, `${name} read ${plan['Shared Hit Blocks'] + plan['Shared Read Blocks']} pages`);
+      }
+    } finally {
+      await c.query('ROLLBACK; RESET plan_cache_mode').catch(() => undefined);
+      c.release();
+      await own.close();
+      await pool.end();
+      await dropSchema(s2);
+    }
+  });
+
   it(`a claim reads live rows only, not the deliveries acked since the last ANALYZE ahead of them in publish order`, async () => {
     // The statistics still say every row is pending, as after a bulk load
     // that consumers then work through: nothing tells the planner that the
@@ -193,7 +248,7 @@ describe('postgres store plans', { skip: POSTGRES_SKIP }, () => {
       // Within 1.5× of the flat claim's pages plus a small constant: the
       // walk stops after the first rows of the index in both.
       assert.ok(spreadPlan.pages <= flatPlan.pages * 1.5 + 20, `pages: ${spreadPlan.pages} across 10 priorities, ${flatPlan.pages} flat`);
-      // The planner would JIT-compile neither.
+      // A rate-limited claim reads the backlog through indexes only, planned either way.
       const limitedClaim: PlanCase[] = [['claim', ['t', 'g', 32, 'plan-check', 30_000, true]]];
       assert.deepEqual(await customPlanProblems(adminPool, statements(`"${spread}"`), limitedClaim), []);
       assert.deepEqual(await genericPlanProblems(adminPool, statements(`"${spread}"`), limitedClaim), []);

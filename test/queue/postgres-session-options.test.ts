@@ -1,7 +1,8 @@
 /**
  * The store's own connections run with POSTGRES_SESSION_OPTIONS (generic
- * plans, no JIT), also when the connection string gives `options` of its
- * own, which stay in force; a borrowed pool keeps its settings.
+ * plans, no JIT), also when the connection string or PGOPTIONS gives
+ * `options` of its own, which stay in force and win where they name the same
+ * setting; a borrowed pool keeps its settings.
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
@@ -24,23 +25,47 @@ async function settings(cfg: pg.PoolConfig): Promise<{ plan: string; jit: string
 }
 
 describe('postgres session options', () => {
-  it('are added to the pool settings, after any options the URL gives', () => {
-    assert.equal(poolConfig(pg, 'postgres://u@h/db', 1, undefined, POSTGRES_SESSION_OPTIONS).options, POSTGRES_SESSION_OPTIONS);
-    assert.equal(poolConfig(pg, 'postgres://u@h/db', 1).options, undefined);
-    const cfg = poolConfig(pg, 'postgres://u@h/db?options=-c%20search_path%3Dapp', 1, undefined, POSTGRES_SESSION_OPTIONS);
-    assert.equal(cfg.options, undefined);
-    assert.equal(new URL(cfg.connectionString!).searchParams.get('options'), `-c search_path=app ${POSTGRES_SESSION_OPTIONS}`);
+  it('are put before the options the URL or PGOPTIONS gives, whatever the URL form', () => {
+    const env = process.env.PGOPTIONS;
+    delete process.env.PGOPTIONS;
+    try {
+      const ours = POSTGRES_SESSION_OPTIONS;
+      const urlOptions = (cs: string) => new URLSearchParams(cs.slice(cs.indexOf('?') + 1)).getAll('options');
+      assert.equal(poolConfig(pg, 'postgres://u@h/db', 1, undefined, ours).options, ours);
+      assert.equal(poolConfig(pg, 'postgres://u@h/db', 1).options, undefined);
+      for (const url of [
+        'postgres://u@h/db?options=-c%20search_path%3Dapp',
+        'postgres://u@/db?host=/var/run/postgresql&options=-c%20search_path%3Dapp',
+        'socket:/var/run/postgresql?db=test&options=-c+search_path%3Dapp',
+        // pg takes the last of two.
+        'postgres://u@h/db?options=-c%20work_mem%3D5MB&options=-c%20search_path%3Dapp&sslmode=disable',
+      ]) {
+        const cfg = poolConfig(pg, url, 1, undefined, ours);
+        assert.equal(cfg.options, undefined, url);
+        assert.deepEqual(urlOptions(cfg.connectionString!), [`${ours} -c search_path=app`], url);
+        assert.equal(cfg.connectionString!.slice(0, url.indexOf('?')), url.slice(0, url.indexOf('?')), url);
+      }
+      assert.match(poolConfig(pg, 'postgres://u@h/db?options=-c%20x%3D1&sslmode=disable', 1, undefined, ours).connectionString!, /sslmode=disable/);
+      process.env.PGOPTIONS = '-c work_mem=11MB';
+      assert.equal(poolConfig(pg, 'postgres://u@h/db', 1, undefined, ours).options, `${ours} -c work_mem=11MB`);
+    } finally {
+      if (env === undefined) delete process.env.PGOPTIONS;
+      else process.env.PGOPTIONS = env;
+    }
   });
 
   describe('on a server', { skip: POSTGRES_SKIP }, () => {
     const schema = testSchema('opts');
     after(() => dropSchema(schema));
 
-    it('a connection the store would open plans generically without JIT, and keeps the options of its URL', async () => {
+    it('a connection the store would open plans generically without JIT, and keeps the options of its URL, which win', async () => {
       assert.deepEqual(await settings(poolConfig(pg, POSTGRES_DIRECT_URL, 1, undefined, POSTGRES_SESSION_OPTIONS)), { plan: 'force_generic_plan', jit: 'off', timeout: '0' });
       const url = new URL(POSTGRES_DIRECT_URL);
       url.searchParams.set('options', '-c statement_timeout=4321');
       assert.deepEqual(await settings(poolConfig(pg, url.toString(), 1, undefined, POSTGRES_SESSION_OPTIONS)), { plan: 'force_generic_plan', jit: 'off', timeout: '4321ms' });
+      // A setting the user names wins.
+      url.searchParams.set('options', '-c plan_cache_mode=auto');
+      assert.deepEqual(await settings(poolConfig(pg, url.toString(), 1, undefined, POSTGRES_SESSION_OPTIONS)), { plan: 'auto', jit: 'off', timeout: '0' });
     });
 
     it('the store works through a borrowed pool without them, and leaves its settings alone', async () => {
