@@ -12,7 +12,9 @@ import { dirname, join } from 'node:path';
 import { after, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { fallbackUser } from '../../src/queue/stores/postgres/connection.js';
+import { InvalidArgumentError } from '../../src/errors.js';
+import { fallbackUser, poolConfig } from '../../src/queue/stores/postgres/connection.js';
+import { PostgresStore } from '../../src/queue/stores/postgres/store.js';
 import { POSTGRES_SKIP, POSTGRES_URL, dropSchema, testSchema } from '../stores/postgres-env.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -39,6 +41,10 @@ describe('postgres without USER or PGUSER', { skip: POSTGRES_SKIP ?? (namesUser 
 });
 
 describe('fallbackUser', () => {
+  it('a keyword/value connection string is refused with InvalidArgumentError when the store opens', async () => {
+    await assert.rejects(PostgresStore.open({ connectionString: 'host=127.0.0.1 dbname=test' }), (err: unknown) => err instanceof InvalidArgumentError && /must be a URL/.test((err as Error).message));
+  });
+
   it('names the login name only when the URL, PGUSER and USER name nobody', () => {
     const saved = { PGUSER: process.env.PGUSER, user: (pg.defaults as { user?: string }).user };
     try {
@@ -48,6 +54,23 @@ describe('fallbackUser', () => {
       assert.equal(fallbackUser(pg, 'postgres://app@localhost/test'), undefined);
       assert.equal(fallbackUser(pg, 'postgres://localhost/test?user=app'), undefined);
       assert.equal(fallbackUser(pg, 'host=/tmp user=app dbname=test'), undefined);
+      assert.equal(fallbackUser(pg, 'postgres://app@/test?host=/var/run/postgresql'), undefined);
+      assert.equal(fallbackUser(pg, 'postgres://%61pp:pw@/test?host=/var/run/postgresql'), undefined);
+      assert.equal(fallbackUser(pg, 'socket:/var/run/postgresql?db=test&user=app'), undefined);
+      // The user pg will connect as, for each form pg reads.
+      const login = userInfo().username;
+      /** The parameters a pg client made from ferry's settings connects with (nothing is opened). */
+      const params = (cs: string) => (new pg.Client(poolConfig(pg, cs, 1)) as unknown as { connectionParameters: { user: string; host: string } }).connectionParameters;
+      const userOf = (cs: string) => params(cs).user;
+      assert.equal(userOf('postgres://localhost/test'), login);
+      assert.equal(userOf('postgres:///test?host=/var/run/postgresql'), login);
+      assert.equal(userOf('socket:/var/run/postgresql?db=test'), login);
+      assert.equal(userOf('/var/run/postgresql test'), login);
+      assert.equal(userOf('postgres://app@/test?host=/var/run/postgresql'), 'app');
+      assert.equal(userOf('postgres:///test?host=/var/run/postgresql&user=app'), 'app');
+      assert.equal(params('postgres:///test?host=/var/run/postgresql').host, '/var/run/postgresql');
+      // pg reads no keyword/value string: it would look for database "host=..." on host "base".
+      assert.throws(() => poolConfig(pg, 'host=127.0.0.1 user=app dbname=test', 1), InvalidArgumentError);
       process.env.PGUSER = 'app';
       assert.equal(fallbackUser(pg, 'postgres://localhost/test'), undefined);
       delete process.env.PGUSER;

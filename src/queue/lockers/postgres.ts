@@ -59,7 +59,7 @@ export class PostgresLocker implements DistributedLocker {
    * Opens a pool (with `connectionString`) or wraps `pool`, and checks the server answers.
    * When neither the URL nor `PGUSER` names a user (and `$USER` is unset), it
    * connects as the operating system's login name, as libpq does.
-   * @throws InvalidArgumentError neither or both of `connectionString` and `pool`, or a bad `poolSize`.
+   * @throws InvalidArgumentError neither or both of `connectionString` and `pool`, a `connectionString` pg cannot read (keyword/value), or a bad `poolSize`.
    * @throws IOError the server cannot be reached.
    */
   static async open(opts: PostgresLockerOptions): Promise<PostgresLocker> {

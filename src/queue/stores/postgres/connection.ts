@@ -69,25 +69,55 @@ function urlUser(connectionString: string): string {
     const u = new URL(connectionString);
     return decodeURIComponent(u.username) || u.searchParams.get('user') || '';
   } catch {
-    // Not a URL (a keyword/value string such as "host=/tmp user=app"): look for user=.
+    // A URL pg reads that is not a WHATWG one (postgres://app@/db?host=/socket): its authority and query by hand.
+    const authority = /^[a-z][a-z0-9+.-]*:\/\/([^@/?#]*)@/i.exec(connectionString)?.[1];
+    if (authority) {
+      const name = authority.split(':')[0]!;
+      try {
+        return decodeURIComponent(name);
+      } catch {
+        return name;
+      }
+    }
+    const q = connectionString.indexOf('?');
+    if (q >= 0) return new URLSearchParams(connectionString.slice(q + 1)).get('user') ?? '';
+    // A keyword/value string such as "host=/tmp user=app": look for user=.
     return /(?:^|\s)user\s*=\s*'?([^'\s]+)/.exec(connectionString)?.[1] ?? '';
   }
 }
 
 /**
- * `connectionString` naming `user`: pg lets a connection string's empty user
- * override a `user` setting beside it, so the name has to go into the URL.
+ * Makes `cfg` connect as `user`. pg lets a connection string's empty user
+ * override a `user` setting beside it, so for a URL the name goes into the
+ * URL: its authority when it has a host, else a `user` query parameter
+ * (`postgres:///db?host=/socket`, `socket:/dir?db=name`). A socket path
+ * followed by a database name carries no user: there `cfg.user` is read.
  */
-function withUser(connectionString: string, user: string | undefined): string {
-  if (user === undefined) return connectionString;
-  try {
-    const u = new URL(connectionString);
-    u.username = encodeURIComponent(user);
-    return u.toString();
-  } catch {
-    return connectionString;
+function withUser(cfg: pg.PoolConfig, user: string | undefined): void {
+  if (user === undefined) return;
+  const cs = cfg.connectionString!;
+  if (cs.startsWith('/')) {
+    cfg.user = user;
+    return;
   }
+  try {
+    const u = new URL(cs);
+    if (u.host !== '') {
+      u.username = encodeURIComponent(user);
+      cfg.connectionString = u.toString();
+      return;
+    }
+  } catch {
+    // Not a WHATWG URL (postgres://user@/db?host=...): the query below.
+  }
+  const q = cs.indexOf('?');
+  const params = new URLSearchParams(q >= 0 ? cs.slice(q + 1) : '');
+  params.set('user', user);
+  cfg.connectionString = `${q >= 0 ? cs.slice(0, q) : cs}?${params.toString()}`;
 }
+
+/** What pg reads as a connection string: a URL (postgres://, postgresql://, socket:) or a socket directory followed by a database name. */
+const PG_CONNECTION_STRING = /^(?:[a-z][a-z0-9+.-]*:|\/)/i;
 
 /**
  * Session settings of the store's own connections, as libpq `options`: each
@@ -104,9 +134,17 @@ export const POSTGRES_SESSION_OPTIONS = '-c plan_cache_mode=force_generic_plan -
  * Settings of a pool ferry opens itself: size, user fallback, timeouts, TCP
  * keep-alive, and `sessionOptions` (libpq `options`), which options the
  * connection string or `PGOPTIONS` gives override.
+ * @throws InvalidArgumentError `connectionString` is not a form pg reads (a keyword/value string).
  */
 export function poolConfig(driver: typeof pg, connectionString: string, max: number, t?: PostgresTimeouts, sessionOptions?: string): pg.PoolConfig {
-  const cfg: pg.PoolConfig = { connectionString: withUser(connectionString, fallbackUser(driver, connectionString)), max, keepAlive: true };
+  if (!PG_CONNECTION_STRING.test(connectionString)) {
+    // pg would read the whole string as a database name on host "base".
+    throw new InvalidArgumentError(
+      `postgres: connectionString must be a URL such as postgres://user@host:5432/db (or socket:/dir?db=name); keyword/value strings like "host=... dbname=..." are not read by pg`,
+    );
+  }
+  const cfg: pg.PoolConfig = { connectionString, max, keepAlive: true };
+  withUser(cfg, fallbackUser(driver, connectionString));
   if (sessionOptions !== undefined) withOptions(cfg, sessionOptions);
   if (t) {
     cfg.connectionTimeoutMillis = t.connectTimeoutMs;

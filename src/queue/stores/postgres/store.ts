@@ -185,7 +185,7 @@ export class PostgresStore implements Store {
    * When neither the URL nor `PGUSER` names a user (and `$USER` is unset),
    * the store connects as the operating system's login name, as libpq does.
    *
-   * @throws InvalidArgumentError neither or both of `connectionString` and `pool`, a bad schema name, `poolSize` or timeout.
+   * @throws InvalidArgumentError neither or both of `connectionString` and `pool`, a `connectionString` pg cannot read (keyword/value), a bad schema name, `poolSize` or timeout.
    * @throws IOError the database is unreachable or refuses the migration (the driver's error is the cause).
    */
   static async open(opts: PostgresStoreOptions): Promise<PostgresStore> {
