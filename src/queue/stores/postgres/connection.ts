@@ -125,8 +125,9 @@ const PG_CONNECTION_STRING = /^(?:[a-z][a-z0-9+.-]*:|\/)/i;
  * than for every call's values (planning a claim took about 0.7 ms a call
  * at 300,000 pending rows, a fifth of running it); and no JIT compilation,
  * which a generic plan's estimated cost (it cannot see a claim's LIMIT, so
- * it grows with the backlog) would turn on at about ten million rows. test/queue/postgres-plans.test.ts checks that
- * every hot statement's generic plan reads through indexes only.
+ * it grows with the backlog) would turn on at about ten million rows.
+ * test/queue/postgres-plans.test.ts checks that every hot statement's
+ * generic plan reads through indexes only.
  */
 export const POSTGRES_SESSION_OPTIONS = '-c plan_cache_mode=force_generic_plan -c jit=off';
 
