@@ -39,13 +39,17 @@ describe('postgres session options', () => {
         'socket:/var/run/postgresql?db=test&options=-c+search_path%3Dapp',
         // pg takes the last of two.
         'postgres://u@h/db?options=-c%20work_mem%3D5MB&options=-c%20search_path%3Dapp&sslmode=disable',
+        // pg ignores a fragment.
+        'postgres://u@h/db?options=-c%20search_path%3Dapp#frag',
       ]) {
         const cfg = poolConfig(pg, url, 1, undefined, ours);
         assert.equal(cfg.options, undefined, url);
-        assert.deepEqual(urlOptions(cfg.connectionString!), [`${ours} -c search_path=app`], url);
+        assert.deepEqual(urlOptions(cfg.connectionString!.split('#')[0]!), [`${ours} -c search_path=app`], url);
         assert.equal(cfg.connectionString!.slice(0, url.indexOf('?')), url.slice(0, url.indexOf('?')), url);
       }
       assert.match(poolConfig(pg, 'postgres://u@h/db?options=-c%20x%3D1&sslmode=disable', 1, undefined, ours).connectionString!, /sslmode=disable/);
+      // Options inside the fragment are not pg's: ours go where pg reads them.
+      assert.equal(poolConfig(pg, 'postgres://u@h/db#x?options=-c%20jit%3Don', 1, undefined, ours).options, ours);
       process.env.PGOPTIONS = '-c work_mem=11MB';
       assert.equal(poolConfig(pg, 'postgres://u@h/db', 1, undefined, ours).options, `${ours} -c work_mem=11MB`);
     } finally {

@@ -69,8 +69,15 @@ describe('fallbackUser', () => {
       assert.equal(userOf('postgres://app@/test?host=/var/run/postgresql'), 'app');
       assert.equal(userOf('postgres:///test?host=/var/run/postgresql&user=app'), 'app');
       assert.equal(params('postgres:///test?host=/var/run/postgresql').host, '/var/run/postgresql');
+      // A fragment, which pg ignores, stays out of the parameters ferry adds to.
+      assert.equal(params('postgres:///test?host=/var/run/postgresql#frag').host, '/var/run/postgresql');
+      assert.equal(userOf('socket:/var/run/postgresql?db=test#frag'), login);
+      assert.equal((params('socket:/var/run/postgresql?db=test#frag') as unknown as { database: string }).database, 'test');
+      assert.equal(userOf('\npostgres://localhost/test'), login);
       // pg reads no keyword/value string: it would look for database "host=..." on host "base".
       assert.throws(() => poolConfig(pg, 'host=127.0.0.1 user=app dbname=test', 1), InvalidArgumentError);
+      // Nor a URL it cannot parse (a raw '?' in the password): refused once, not retried as a transient connection error.
+      assert.throws(() => poolConfig(pg, 'postgres://app:pa?ss@127.0.0.1/test', 1), InvalidArgumentError);
       process.env.PGUSER = 'app';
       assert.equal(fallbackUser(pg, 'postgres://localhost/test'), undefined);
       delete process.env.PGUSER;

@@ -79,8 +79,7 @@ function urlUser(connectionString: string): string {
         return name;
       }
     }
-    const q = connectionString.indexOf('?');
-    if (q >= 0) return new URLSearchParams(connectionString.slice(q + 1)).get('user') ?? '';
+    if (connectionString.includes('?')) return queryOf(connectionString).params.get('user') ?? '';
     // A keyword/value string such as "host=/tmp user=app": look for user=.
     return /(?:^|\s)user\s*=\s*'?([^'\s]+)/.exec(connectionString)?.[1] ?? '';
   }
@@ -110,14 +109,27 @@ function withUser(cfg: pg.PoolConfig, user: string | undefined): void {
   } catch {
     // Not a WHATWG URL (postgres://user@/db?host=...): the query below.
   }
-  const q = cs.indexOf('?');
-  const params = new URLSearchParams(q >= 0 ? cs.slice(q + 1) : '');
-  params.set('user', user);
-  cfg.connectionString = `${q >= 0 ? cs.slice(0, q) : cs}?${params.toString()}`;
+  const url = queryOf(cs);
+  url.params.set('user', user);
+  cfg.connectionString = url.join();
+}
+
+/**
+ * A connection string's query parameters, to edit as text: URLs pg accepts
+ * (`postgres://user@/db?host=/socket`) are not all WHATWG URLs. A `#`
+ * fragment, which pg ignores, stays after the query.
+ */
+function queryOf(cs: string): { params: URLSearchParams; join(): string } {
+  const hash = cs.indexOf('#');
+  const body = hash >= 0 ? cs.slice(0, hash) : cs;
+  const fragment = hash >= 0 ? cs.slice(hash) : '';
+  const q = body.indexOf('?');
+  const params = new URLSearchParams(q >= 0 ? body.slice(q + 1) : '');
+  return { params, join: () => `${q >= 0 ? body.slice(0, q) : body}?${params.toString()}${fragment}` };
 }
 
 /** What pg reads as a connection string: a URL (postgres://, postgresql://, socket:) or a socket directory followed by a database name. */
-const PG_CONNECTION_STRING = /^(?:[a-z][a-z0-9+.-]*:|\/)/i;
+const PG_CONNECTION_STRING = /^[\t\n\r]*(?:[a-z][a-z0-9+.-]*:|\/)/i;
 
 /**
  * Session settings of the store's own connections, as libpq `options`: each
@@ -135,7 +147,7 @@ export const POSTGRES_SESSION_OPTIONS = '-c plan_cache_mode=force_generic_plan -
  * Settings of a pool ferry opens itself: size, user fallback, timeouts, TCP
  * keep-alive, and `sessionOptions` (libpq `options`), which options the
  * connection string or `PGOPTIONS` gives override.
- * @throws InvalidArgumentError `connectionString` is not a form pg reads (a keyword/value string).
+ * @throws InvalidArgumentError `connectionString` is not a form pg reads (a keyword/value string, a malformed URL).
  */
 export function poolConfig(driver: typeof pg, connectionString: string, max: number, t?: PostgresTimeouts, sessionOptions?: string): pg.PoolConfig {
   if (!PG_CONNECTION_STRING.test(connectionString)) {
@@ -147,6 +159,13 @@ export function poolConfig(driver: typeof pg, connectionString: string, max: num
   const cfg: pg.PoolConfig = { connectionString, max, keepAlive: true };
   withUser(cfg, fallbackUser(driver, connectionString));
   if (sessionOptions !== undefined) withOptions(cfg, sessionOptions);
+  try {
+    // pg parses the string when a client is made (nothing connects): a URL it
+    // cannot parse fails here, once, not on every connection as a transient error.
+    new driver.Client(cfg);
+  } catch (err) {
+    throw new InvalidArgumentError(`postgres: connectionString cannot be read: ${(err as Error).message}`);
+  }
   if (t) {
     cfg.connectionTimeoutMillis = t.connectTimeoutMs;
     if (t.statementTimeoutMs > 0) {
@@ -164,19 +183,16 @@ export function poolConfig(driver: typeof pg, connectionString: string, max: num
  * user names wins (a later `-c` of the same name does). pg takes the last
  * `options` parameter of a connection string over an `options` setting, and
  * `PGOPTIONS` only when neither is given: ours join whichever of the three
- * is in force. The query string is edited as text, since URLs pg accepts
- * (`postgres://user@/db?host=/socket`) are not all WHATWG URLs.
+ * is in force. A socket path followed by a database name has no query.
  */
 function withOptions(cfg: pg.PoolConfig, options: string): void {
-  const cs = cfg.connectionString!;
-  const q = cs.indexOf('?');
-  if (q >= 0) {
-    const params = new URLSearchParams(cs.slice(q + 1));
-    const given = params.getAll('options');
+  if (!cfg.connectionString!.startsWith('/')) {
+    const url = queryOf(cfg.connectionString!);
+    const given = url.params.getAll('options');
     if (given.length > 0) {
-      params.delete('options');
-      params.append('options', `${options} ${given[given.length - 1]}`);
-      cfg.connectionString = `${cs.slice(0, q)}?${params.toString()}`;
+      url.params.delete('options');
+      url.params.append('options', `${options} ${given[given.length - 1]}`);
+      cfg.connectionString = url.join();
       return;
     }
   }
