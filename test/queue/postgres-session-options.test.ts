@@ -11,12 +11,12 @@ import { POSTGRES_SESSION_OPTIONS, poolConfig } from '../../src/queue/stores/pos
 import { PostgresStore } from '../../src/queue/stores/postgres/store.js';
 import { POSTGRES_DIRECT_URL, POSTGRES_SKIP, dropSchema, testSchema } from '../stores/postgres-env.js';
 
-/** plan_cache_mode, jit and statement_timeout of a connection of a pool built from `cfg`. */
-async function settings(cfg: pg.PoolConfig): Promise<{ plan: string; jit: string; timeout: string }> {
+/** plan_cache_mode, jit and application_name of a connection of a pool built from `cfg`. */
+async function settings(cfg: pg.PoolConfig): Promise<{ plan: string; jit: string; app: string }> {
   const pool = new pg.Pool({ ...cfg, max: 1 });
   try {
-    const r = await pool.query<{ plan: string; jit: string; timeout: string }>(
-      `SELECT current_setting('plan_cache_mode') AS plan, current_setting('jit') AS jit, current_setting('statement_timeout') AS timeout`,
+    const r = await pool.query<{ plan: string; jit: string; app: string }>(
+      `SELECT current_setting('plan_cache_mode') AS plan, current_setting('jit') AS jit, current_setting('application_name') AS app`,
     );
     return r.rows[0]!;
   } finally {
@@ -63,13 +63,13 @@ describe('postgres session options', () => {
     after(() => dropSchema(schema));
 
     it('a connection the store would open plans generically without JIT, and keeps the options of its URL, which win', async () => {
-      assert.deepEqual(await settings(poolConfig(pg, POSTGRES_DIRECT_URL, 1, undefined, POSTGRES_SESSION_OPTIONS)), { plan: 'force_generic_plan', jit: 'off', timeout: '0' });
+      assert.deepEqual(await settings(poolConfig(pg, POSTGRES_DIRECT_URL, 1, undefined, POSTGRES_SESSION_OPTIONS)), { plan: 'force_generic_plan', jit: 'off', app: '' });
       const url = new URL(POSTGRES_DIRECT_URL);
-      url.searchParams.set('options', '-c statement_timeout=4321');
-      assert.deepEqual(await settings(poolConfig(pg, url.toString(), 1, undefined, POSTGRES_SESSION_OPTIONS)), { plan: 'force_generic_plan', jit: 'off', timeout: '4321ms' });
+      url.searchParams.set('options', '-c application_name=ferry_check');
+      assert.deepEqual(await settings(poolConfig(pg, url.toString(), 1, undefined, POSTGRES_SESSION_OPTIONS)), { plan: 'force_generic_plan', jit: 'off', app: 'ferry_check' });
       // A setting the user names wins.
       url.searchParams.set('options', '-c plan_cache_mode=auto');
-      assert.deepEqual(await settings(poolConfig(pg, url.toString(), 1, undefined, POSTGRES_SESSION_OPTIONS)), { plan: 'auto', jit: 'off', timeout: '0' });
+      assert.deepEqual(await settings(poolConfig(pg, url.toString(), 1, undefined, POSTGRES_SESSION_OPTIONS)), { plan: 'auto', jit: 'off', app: '' });
     });
 
     it('the store works through a borrowed pool without them, and leaves its settings alone', async () => {
