@@ -53,7 +53,8 @@ describe('fallbackUser', () => {
       assert.equal(fallbackUser(pg, 'postgres://localhost/test'), userInfo().username);
       assert.equal(fallbackUser(pg, 'postgres://app@localhost/test'), undefined);
       assert.equal(fallbackUser(pg, 'postgres://localhost/test?user=app'), undefined);
-      assert.equal(fallbackUser(pg, 'host=/tmp user=app dbname=test'), undefined);
+      // A keyword/value string is refused before any user is chosen for it.
+      assert.throws(() => poolConfig(pg, 'host=/tmp user=app dbname=test', 1), InvalidArgumentError);
       assert.equal(fallbackUser(pg, 'postgres://app@/test?host=/var/run/postgresql'), undefined);
       assert.equal(fallbackUser(pg, 'postgres://%61pp:pw@/test?host=/var/run/postgresql'), undefined);
       assert.equal(fallbackUser(pg, 'socket:/var/run/postgresql?db=test&user=app'), undefined);

@@ -79,9 +79,8 @@ function urlUser(connectionString: string): string {
         return name;
       }
     }
-    if (connectionString.includes('?')) return queryOf(connectionString).params.get('user') ?? '';
-    // A keyword/value string such as "host=/tmp user=app": look for user=.
-    return /(?:^|\s)user\s*=\s*'?([^'\s]+)/.exec(connectionString)?.[1] ?? '';
+    // (A keyword/value string never gets here: poolConfig refuses it first.)
+    return connectionString.includes('?') ? (queryOf(connectionString).params.get('user') ?? '') : '';
   }
 }
 
