@@ -1,7 +1,8 @@
 -- Inserts a backfill page's deliveries for group $2 on topic $1: $3 message
 -- sequence numbers, $4 delivery ids. FOR KEY SHARE keeps the janitor from
--- deleting these messages until the new deliveries commit; a message it
--- deleted meanwhile is skipped rather than failing the foreign key.
+-- deleting these messages until the new deliveries commit, and a message it
+-- deleted meanwhile is skipped: no delivery ever names a message that is
+-- gone (nothing else enforces it; migration 10).
 --
 -- Within the page, a keyed row is flagged `blocked` behind an earlier row
 -- of its lane and that row marked `blocks_next`, as append.sql does within

@@ -1,21 +1,19 @@
--- Deletes up to $2 messages no delivery needs any more: due more than $1 ms
--- ago, with no delivery row left (pending, leased or dead) and every ack
--- more than $1 ms ago; their ack records go with them. Their deliveries
--- would go with them too (ON DELETE CASCADE): one a concurrent backfill
--- inserted after this chose the message.
+-- Deletes messages $1, which purge-victims.sql chose and locked in this
+-- transaction, with their ack records, leaving out any that, in this
+-- statement's newer snapshot, has a delivery row or an ack less than $2 ms
+-- old: a backfill may have committed a delivery for one between the choice
+-- and the lock (after the lock none can until this commits; migration 10).
 WITH cutoff AS MATERIALIZED (
-  SELECT clock_timestamp() - $1 * interval '1 millisecond' AS at
+  SELECT clock_timestamp() - $2 * interval '1 millisecond' AS at
 ),
-victims AS (
-  SELECT m.seq FROM __SCHEMA__.messages m
-  WHERE m.due_at < (SELECT at FROM cutoff)
+gone AS (
+  DELETE FROM __SCHEMA__.messages m
+  WHERE m.seq = ANY($1::bigint[])
     AND NOT EXISTS (SELECT 1 FROM __SCHEMA__.deliveries d WHERE d.message_seq = m.seq)
     AND NOT EXISTS (SELECT 1 FROM __SCHEMA__.acks a WHERE a.message_seq = m.seq AND a.finished_at >= (SELECT at FROM cutoff))
-  ORDER BY m.due_at
-  LIMIT $2
-  FOR UPDATE OF m SKIP LOCKED
+  RETURNING m.seq
 ),
 unlogged AS (
-  DELETE FROM __SCHEMA__.acks a WHERE a.message_seq = ANY(ARRAY(SELECT seq FROM victims))
+  DELETE FROM __SCHEMA__.acks a WHERE a.message_seq = ANY(ARRAY(SELECT seq FROM gone))
 )
-DELETE FROM __SCHEMA__.messages m WHERE m.seq = ANY(ARRAY(SELECT seq FROM victims))
+SELECT count(*)::int AS n FROM gone

@@ -53,6 +53,7 @@ export const STATEMENTS = [
   'extend',
   'release',
   'purge-dead',
+  'purge-victims',
   'purge-messages',
   'stats',
   'set-group-paused',

@@ -543,8 +543,15 @@ export class PostgresStore implements Store {
     // Two statements, dead rows first: a message whose dead row goes now may
     // then be finished, and the second statement's snapshot sees that.
     const dead = await this.#q('purge-dead', [Math.floor(policy.deadRetentionMs), batch], signal);
-    const messages = await this.#q('purge-messages', [Math.floor(policy.ackedRetentionMs), batch], signal);
-    return (dead.rowCount ?? 0) + (messages.rowCount ?? 0);
+    const retention = Math.floor(policy.ackedRetentionMs);
+    // Chosen and locked, then deleted in a newer snapshot that sees any
+    // delivery a backfill committed in between (migration 10).
+    const messages = await this.#tx('purge', async (c) => {
+      const victims = await c.query<{ seq: string }>(this.#stmt('purge-victims', [retention, batch]));
+      if (victims.rows.length === 0) return 0;
+      return (await c.query<{ n: number }>(this.#stmt('purge-messages', [victims.rows.map((r) => r.seq), retention]))).rows[0]!.n;
+    }, 'BEGIN', signal);
+    return (dead.rowCount ?? 0) + messages;
   }
 
   async stats(topic: string, group: string, signal?: AbortSignal): Promise<StoreStats> {

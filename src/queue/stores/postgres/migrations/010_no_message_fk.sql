@@ -1,0 +1,18 @@
+-- Deliveries no longer reference messages through a foreign key. The key
+-- made every delivery a publish inserted run a referential check that
+-- locked its message row (FOR KEY SHARE): a lookup, a second write of the
+-- message tuple and a WAL record per delivery, about a tenth of a publish
+-- batch's time. What it guarded is now kept by the statements themselves:
+-- - A publish inserts a message's deliveries in the statement that inserts
+--   the message (append.sql), so neither commits without the other.
+-- - A backfill (backfill.sql) locks the messages it reads FOR KEY SHARE and
+--   skips one deleted meanwhile, as it did beside the key.
+-- - The janitor (purge-victims.sql, then purge-messages.sql) locks the
+--   messages it chose FOR UPDATE, which waits out or keeps out a backfill's
+--   lock, and deletes each only if, in a snapshot taken after the lock,
+--   it has no delivery: a backfill that committed between the choice and
+--   the lock keeps its message, where the key's ON DELETE CASCADE deleted
+--   its new delivery with it.
+-- Nothing else inserts deliveries, or deletes messages. The constraint's
+-- name is the one PostgreSQL gave it in migration 1.
+ALTER TABLE __SCHEMA__.deliveries DROP CONSTRAINT IF EXISTS deliveries_message_seq_fkey;
