@@ -104,12 +104,24 @@ export class StoreSubscription implements Subscription {
   /** Removes this subscription from the store's poller. */
   #unpoll: (() => void) | undefined;
   /**
-   * A recovered delivery (its last lease ran out with no outcome: its holder
-   * may have crashed because of it) held by this subscription. It runs alone:
-   * it starts once no other handler runs, and nothing is claimed until it
-   * is done, so a crash it causes again spends no other delivery's attempt.
+   * Recovered deliveries (their last lease ran out with no outcome: their
+   * holder may have crashed because of them) held by this subscription. Each
+   * runs alone: it starts once no other handler runs, nothing starts beside
+   * it (`#alone`), and nothing is claimed until all are done, so a crash one
+   * causes again spends no other delivery's attempt.
    */
-  #isolated: Job | undefined;
+  readonly #recovered = new Set<Job>();
+  /** The recovered delivery whose handler is running, alone. */
+  #alone: Job | undefined;
+  /** Claims in flight, and the most deliveries they may bring (room they hold). */
+  #claiming = 0;
+  #claimingRoom = 0;
+  /** Claims started without waiting for them (`#overlaps`): close waits for them. */
+  readonly #overlapped = new Set<Promise<void>>();
+  /** The last claim brought a full batch and nothing recovered: there is likely more. */
+  #flowing = false;
+  /** What an overlapped claim that landed asks of the loop: nothing, a wait for a wake-up (it found the work drained), or a poll interval's pause (it failed). */
+  #landed: 'more' | 'drained' | 'failed' = 'more';
   // Acks completed in the same turn of the event loop go to the store together.
   #acks: Array<{ job: Job; resolve: () => void }> = [];
   #ackFlushScheduled = false;
@@ -168,77 +180,141 @@ export class StoreSubscription implements Subscription {
     });
   }
 
+  /**
+   * Claims while there is room. On a store with `overlappingClaims`, a
+   * subscription that claims ahead (`prefetch`) keeps a second claim in
+   * flight while work flows (each claim brings a full batch): the store
+   * works on one while this process handles the other's deliveries. Such
+   * claims are not awaited here; each tells the loop how it landed.
+   */
   async #loop(): Promise<void> {
     const o = this.#o;
     const store = this.#store;
-    while (!this.#closing) {
-      // Room for claims: free slots, plus what `prefetch` lets wait for one.
-      // With prefetch the loop claims again only once the waiting list has
-      // drained to half, so claims stay large rather than one per freed slot.
-      const room = o.concurrency - this.#running + o.prefetch - this.#waiting.length;
-      if (room <= 0 || this.#waiting.length > o.prefetch / 2 || this.#unwritten >= this.#maxUnwritten || this.#isolated !== undefined) {
-        this.#waitingForSlot = true;
-        await this.#wait(undefined);
-        this.#waitingForSlot = false;
-        continue;
-      }
-      const max = Math.min(o.batchSize, room);
-      const leaseStart = Date.now();
-      // A lease that lapsed is given up before claiming, so a claim that
-      // brings its delivery back finds the old attempt already aborted.
-      this.#leases.giveUpLapsed(leaseStart);
-      const req: ClaimRequest = { topic: this.topic, group: this.group, runnerId: this.runnerId, max, leaseMs: o.leaseDurationMs, maxInFlight: o.maxInFlight };
-      // When the store says the rate limit cut this claim short, and when the window has room again.
-      let limitedForMs: number | undefined;
-      if (o.rateLimit !== undefined) {
-        req.rateLimit = o.rateLimit;
-        req.onRateLimited = (waitMs) => void (limitedForMs = waitMs);
-      }
-      // Acks waiting to be written go in the claim's own transaction when the store can (`#flushAcks`).
-      const acks = store.inner.ackAndClaim === undefined ? [] : this.#takeAcks();
-      let claimed: Claimed[];
-      try {
-        if (acks.length === 0) claimed = await store.claim(req);
-        else {
-          const r = await store.ackAndClaim(acks.map((a) => a.job.c), req);
-          this.#settleAcks(acks, new Set(r.acked), true);
-          claimed = r.claimed;
+    try {
+      while (!this.#closing) {
+        // Room for claims: free slots, plus what `prefetch` lets wait for
+        // one, less what the claims in flight may bring. With prefetch the
+        // loop claims again only once the waiting list has drained to half,
+        // so claims stay large rather than one per freed slot.
+        const room = o.concurrency - this.#running + o.prefetch - this.#waiting.length - this.#claimingRoom;
+        const overlap = this.#overlaps();
+        const blocked = room <= 0 || this.#waiting.length > o.prefetch / 2 || this.#unwritten >= this.#maxUnwritten || this.#recovered.size > 0;
+        if (blocked || (this.#claiming > 0 && (!overlap || this.#claiming >= 2 || room < Math.min(o.batchSize, (o.concurrency + o.prefetch) / 2)))) {
+          // A freed slot or a claim landing wakes the loop.
+          this.#waitingForSlot = true;
+          await this.#wait(undefined);
+          this.#waitingForSlot = false;
+          continue;
         }
-      } catch (err) {
-        if (acks.length > 0) this.#settleAcks(acks, undefined, true, err); // reports it
-        if (this.#stop.signal.aborted) break;
-        if (acks.length === 0) this.#host.onError(err, 'claim');
-        await this.#wait(o.pollIntervalMs);
-        continue;
+        if (this.#landed !== 'more') {
+          // An overlapped claim found nothing more, or failed: as for a claim awaited here.
+          const landed = this.#landed;
+          this.#landed = 'more';
+          await this.#wait(landed === 'failed' ? o.pollIntervalMs : undefined);
+          continue;
+        }
+        const max = Math.min(o.batchSize, room);
+        const leaseStart = Date.now();
+        // A lease that lapsed is given up before claiming, so a claim that
+        // brings its delivery back finds the old attempt already aborted.
+        this.#leases.giveUpLapsed(leaseStart);
+        const req: ClaimRequest = { topic: this.topic, group: this.group, runnerId: this.runnerId, max, leaseMs: o.leaseDurationMs, maxInFlight: o.maxInFlight };
+        // When the store says the rate limit cut this claim short, and when the window has room again.
+        let limitedForMs: number | undefined;
+        if (o.rateLimit !== undefined) {
+          req.rateLimit = o.rateLimit;
+          req.onRateLimited = (waitMs) => void (limitedForMs = waitMs);
+        }
+        // Acks waiting to be written go in the claim's own transaction when the store can (`#flushAcks`).
+        const acks = store.inner.ackAndClaim === undefined ? [] : this.#takeAcks();
+        if (overlap) {
+          const landing = this.#claim(req, acks, leaseStart)
+            .then((got) => {
+              // The newest landing decides; a loop waiting for it wakes.
+              this.#landed = got === undefined ? 'failed' : got.length < max && !got.some((c) => c.recovered) ? 'drained' : 'more';
+              if (this.#wakeWait !== undefined) this.wake();
+            })
+            .catch((err) => this.#host.onError(err, 'claim'))
+            .finally(() => this.#overlapped.delete(landing));
+          this.#overlapped.add(landing);
+          continue;
+        }
+        const claimed = await this.#claim(req, acks, leaseStart);
+        if (claimed === undefined) {
+          if (this.#stop.signal.aborted) break;
+          await this.#wait(o.pollIntervalMs);
+          continue;
+        }
+        if (this.#closing) break;
+        if (limitedForMs !== undefined) {
+          // Nothing more can start before the window has room, whatever wakes
+          // the loop: claim again then (a store that cannot say when leaves it
+          // to the poller, as for any short claim).
+          await this.#holdOff.wait(holdOffMs(limitedForMs, o.rateLimit!));
+          this.#woken = false; // the next claim sees what the wake-ups heard meanwhile announced
+          continue;
+        }
+        if (claimed.length >= max || claimed.some((c) => c.recovered)) {
+          // A full batch, or one cut short by a delivery claimed alone (its
+          // lease had expired): there may be more, so poll again at once, but
+          // after letting timers and I/O run (a synchronous store never yields).
+          await new Promise<void>((resolve) => setImmediate(resolve));
+          continue;
+        }
+        // Nothing more is due (or the group is paused): sleep until a wake-up
+        // (the poller's included; it leaves a paused group out, and resuming
+        // wakes this queue's subscriptions of the group).
+        await this.#wait(undefined);
       }
-      if (this.#closing) {
-        await this.#releaseUnstarted(claimed);
-        break;
-      }
-      // The store started each lease between sending the claim and its reply.
-      const replyAt = Date.now();
-      for (const c of claimed) this.#enqueue(c, leaseStart + o.leaseDurationMs, replyAt + o.leaseDurationMs);
-      this.#pump();
-      if (limitedForMs !== undefined) {
-        // Nothing more can start before the window has room, whatever wakes
-        // the loop: claim again then (a store that cannot say when leaves it
-        // to the poller, as for any short claim).
-        await this.#holdOff.wait(holdOffMs(limitedForMs, o.rateLimit!));
-        this.#woken = false; // the next claim sees what the wake-ups heard meanwhile announced
-        continue;
-      }
-      if (claimed.length >= max || claimed.some((c) => c.recovered)) {
-        // A full batch, or one cut short by a delivery claimed alone (its
-        // lease had expired): there may be more, so poll again at once, but
-        // after letting timers and I/O run (a synchronous store never yields).
-        await new Promise<void>((resolve) => setImmediate(resolve));
-        continue;
-      }
-      // Nothing more is due (or the group is paused): sleep until a wake-up
-      // (the poller's included; it leaves a paused group out, and resuming
-      // wakes this queue's subscriptions of the group).
-      await this.#wait(undefined);
+    } finally {
+      // Overlapped claims land (and give back what they brought, as the subscription is closing).
+      while (this.#overlapped.size > 0) await Promise.all(this.#overlapped);
     }
+  }
+
+  /** Whether the next claim may overlap one in flight (see `#loop`). */
+  #overlaps(): boolean {
+    const o = this.#o;
+    return this.#flowing && o.prefetch > 0 && o.maxInFlight === 0 && o.rateLimit === undefined && this.#host.store.capabilities?.overlappingClaims === true;
+  }
+
+  /**
+   * One claim (with `acks` written in its transaction), its deliveries
+   * queued for the worker slots; resolves with them, or undefined when it
+   * failed (reported). While the subscription is closing, what it brought is
+   * given back and it resolves with nothing.
+   */
+  async #claim(req: ClaimRequest, acks: Array<{ job: Job; resolve: () => void }>, leaseStart: number): Promise<Claimed[] | undefined> {
+    const o = this.#o;
+    this.#claiming++;
+    this.#claimingRoom += req.max;
+    let claimed: Claimed[];
+    try {
+      if (acks.length === 0) claimed = await this.#store.claim(req);
+      else {
+        const r = await this.#store.ackAndClaim(acks.map((a) => a.job.c), req);
+        this.#settleAcks(acks, new Set(r.acked), true);
+        claimed = r.claimed;
+      }
+    } catch (err) {
+      this.#flowing = false;
+      if (acks.length > 0) this.#settleAcks(acks, undefined, true, err); // reports it
+      else if (!this.#stop.signal.aborted) this.#host.onError(err, 'claim');
+      return undefined;
+    } finally {
+      this.#claiming--;
+      this.#claimingRoom -= req.max;
+    }
+    this.#flowing = claimed.length >= req.max && !claimed.some((c) => c.recovered);
+    if (this.#closing) {
+      await this.#releaseUnstarted(claimed);
+      return [];
+    }
+    // The store started each lease between sending the claim and its reply.
+    const replyAt = Date.now();
+    for (const c of claimed) this.#enqueue(c, leaseStart + o.leaseDurationMs, replyAt + o.leaseDurationMs);
+    this.#pump();
+    return claimed;
   }
 
   async #releaseUnstarted(claimed: Claimed[]): Promise<void> {
@@ -257,7 +333,7 @@ export class StoreSubscription implements Subscription {
     const job = new Attempt(c, deadline, expiresBy, (a, cause) => this.#lose(a, cause));
     this.#leases.add(job);
     this.#host.attempts.add(job); // gives up an older attempt of the same delivery, if this queue still holds one
-    if (c.recovered) this.#isolated = job;
+    if (c.recovered) this.#recovered.add(job);
     this.#waiting.push(job);
   }
 
@@ -265,16 +341,14 @@ export class StoreSubscription implements Subscription {
   #drop(job: Job): void {
     this.#leases.remove(job);
     this.#host.attempts.remove(job);
-    if (this.#isolated === job) {
-      this.#isolated = undefined;
-      if (!this.#closing) this.wake(); // claiming resumes
-    }
+    if (this.#recovered.delete(job) && this.#recovered.size === 0 && !this.#closing) this.wake(); // claiming resumes
   }
 
   /**
    * Starts waiting deliveries while slots are free. One whose lease lapsed
    * while it waited is dropped unrun: it comes back to whoever claims it
-   * next. A recovered one waits until no other handler runs (`#isolated`).
+   * next. A recovered one waits until no other handler runs, and nothing
+   * starts while its handler runs (`#recovered`).
    */
   #pump(): void {
     while (!this.#closing && this.#running < this.#o.concurrency && this.#waiting.length > 0) {
@@ -287,9 +361,15 @@ export class StoreSubscription implements Subscription {
         this.#drop(job);
         continue;
       }
-      if (job === this.#isolated && this.#running > 0) return;
+      if (this.#alone !== undefined) return;
+      const recovered = this.#recovered.has(job);
+      if (recovered && this.#running > 0) return;
       this.#waiting.shift();
       this.#start(job);
+      if (recovered) {
+        this.#alone = job;
+        return;
+      }
     }
   }
 
@@ -314,6 +394,7 @@ export class StoreSubscription implements Subscription {
     if (!job.slot) return;
     job.slot = false;
     this.#running--;
+    if (this.#alone === job) this.#alone = undefined;
     this.#pump();
     if (!this.#closing && this.#waitingForSlot) this.wake();
   }

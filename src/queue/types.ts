@@ -382,6 +382,7 @@ export interface MessagePage {
 export interface StoreCapabilities {
   readonly priority?: boolean;
   readonly rateLimit?: boolean;
+  readonly overlappingClaims?: boolean;
 }
 
 /**
@@ -497,7 +498,12 @@ export interface Store {
    * rather than a sort of the backlog; without it the engine refuses a
    * non-zero priority at publish (`UnsupportedError`). `rateLimit`: `claim`
    * honours `ClaimRequest.rateLimit`; without it the engine refuses the
-   * subscribe option.
+   * subscribe option. `overlappingClaims`: the store works on a call while
+   * the engine waits (a database across a connection pool), and two claims
+   * (or ack-and-claims) of one runner and group in flight at once each
+   * take deliveries the other does not; a subscription that claims ahead
+   * (`prefetch`) then keeps a second claim in flight while it handles the
+   * first one's deliveries.
    */
   readonly capabilities?: StoreCapabilities;
   /** Releases the store's own resources (never a handle it borrowed). */

@@ -147,7 +147,7 @@ function loadDriver(): Promise<typeof pg> {
  */
 export class PostgresStore implements Store {
   /** Claims order by priority through an index (claim.sql) and count rate limits in the database (claim-budget.sql). */
-  readonly capabilities: StoreCapabilities = { priority: true, rateLimit: true };
+  readonly capabilities: StoreCapabilities = { priority: true, rateLimit: true, overlappingClaims: true };
   readonly #driver: typeof pg;
   readonly #pool: pg.Pool;
   readonly #ownsPool: boolean;
