@@ -111,7 +111,7 @@ export class StoreSubscription implements Subscription {
    * causes again spends no other delivery's attempt.
    */
   readonly #recovered = new Set<Job>();
-  /** The recovered delivery whose handler is running, alone. */
+  /** The recovered delivery that started and is not done (its handler runs, or its outcome is being written): nothing starts beside it. */
   #alone: Job | undefined;
   /** Claims in flight, and the most deliveries they may bring (room they hold). */
   #claiming = 0;
@@ -341,6 +341,11 @@ export class StoreSubscription implements Subscription {
   #drop(job: Job): void {
     this.#leases.remove(job);
     this.#host.attempts.remove(job);
+    if (this.#alone === job) {
+      // Its outcome is written: what waited behind it may start.
+      this.#alone = undefined;
+      this.#pump();
+    }
     if (this.#recovered.delete(job) && this.#recovered.size === 0 && !this.#closing) this.wake(); // claiming resumes
   }
 
@@ -348,7 +353,7 @@ export class StoreSubscription implements Subscription {
    * Starts waiting deliveries while slots are free. One whose lease lapsed
    * while it waited is dropped unrun: it comes back to whoever claims it
    * next. A recovered one waits until no other handler runs, and nothing
-   * starts while its handler runs (`#recovered`).
+   * starts beside it until it is done (`#alone`).
    */
   #pump(): void {
     while (!this.#closing && this.#running < this.#o.concurrency && this.#waiting.length > 0) {
@@ -394,7 +399,6 @@ export class StoreSubscription implements Subscription {
     if (!job.slot) return;
     job.slot = false;
     this.#running--;
-    if (this.#alone === job) this.#alone = undefined;
     this.#pump();
     if (!this.#closing && this.#waitingForSlot) this.wake();
   }
