@@ -153,7 +153,7 @@ function table(rows: Row[], workload: string): string {
     const extras = extraKeys.map((k) => fmt(r.extra?.[k]));
     const ratio = r.system === baselineOf(r.row) ? 'baseline' : r.ratio !== undefined ? `${r.ratio.toFixed(2)}×` : '–';
     lines.push(
-      `| ${[r.row.replace(`${workload}.`, ''), r.system, `${fmt(r.value)} ${r.unit}`, `${fmt(r.min)}–${fmt(r.max)}`, ratio, ...extras, `${r.load1Range[0].toFixed(1)}–${r.load1Range[1].toFixed(1)}`, caveatOf(r.system, workload, r.row) || '—'].join(' | ')} |`,
+      `| ${[r.row.replace(`${workload}.`, ''), r.system, Number.isFinite(r.value) ? `${fmt(r.value)} ${r.unit}` : '–', Number.isFinite(r.min) ? `${fmt(r.min)}–${fmt(r.max)}` : '–', ratio, ...extras, `${r.load1Range[0].toFixed(1)}–${r.load1Range[1].toFixed(1)}`, caveatOf(r.system, workload, r.row) || '—'].join(' | ')} |`,
     );
   }
   return lines.join('\n');

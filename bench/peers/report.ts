@@ -78,7 +78,7 @@ export function aggregate(samples: Sample[]): Row[] {
   }
   for (const r of rows) {
     const base = rows.find((b) => b.row === baselineRowOf(r.row) && b.system === baselineOf(r.row));
-    if (base && base !== r && Number.isFinite(base.value) && base.value > 0) {
+    if (base && base !== r && Number.isFinite(base.value) && base.value > 0 && Number.isFinite(r.value)) {
       r.baseline = base.value;
       r.ratio = r.value / base.value;
     }
