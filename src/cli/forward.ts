@@ -286,7 +286,7 @@ export async function forward(file: string | undefined, o: ForwardOptions): Prom
       },
     );
     const concurrency = o.concurrency ?? (o.http !== undefined ? DEFAULT_HTTP_CONCURRENCY : 1);
-    await runSender(spool, deliver, { batch: o.batch ?? DEFAULT_FORWARD_BATCH, concurrency, retryBaseMs: o.retryBaseMs ?? DEFAULT_RETRY_BASE_MS, retryMaxMs: o.retryMaxMs ?? DEFAULT_RETRY_MAX_MS }, counts, stop.signal, () => done, errorNotes(o.quiet === true || !process.stderr.isTTY));
+    await runSender(spool, deliver, { batch: o.batch ?? DEFAULT_FORWARD_BATCH, concurrency, retryBaseMs: o.retryBaseMs ?? DEFAULT_RETRY_BASE_MS, retryMaxMs: o.retryMaxMs ?? DEFAULT_RETRY_MAX_MS }, counts, stop.signal, { done: () => done, ended: producing }, errorNotes(o.quiet === true || !process.stderr.isTTY));
     if (stop.signal.aborted) input.stream.destroy();
     await producing;
   } catch (err) {

@@ -85,7 +85,7 @@ function harness(spool: Spool, n: number, batch: number, concurrency: number) {
     { batch, concurrency, retryBaseMs: 1, retryMaxMs: 2 },
     counts,
     stop.signal,
-    () => true,
+    { done: () => true, ended: Promise.resolve() },
   ).finally(() => (done = true));
   return { calls, outstanding, check, violations, counts, run, stop, isDone: () => done, acceptedPrefix };
 }
@@ -218,7 +218,7 @@ test('a stop while every delivery of a full window waits out a long retry ends t
     { batch: 2, concurrency: 2, retryBaseMs: 600_000, retryMaxMs: 600_000 },
     counts,
     stop.signal,
-    () => true,
+    { done: () => true, ended: Promise.resolve() },
   );
   try {
     await until(() => counts.retries === 2, 'both deliveries of the window refused');
@@ -228,6 +228,57 @@ test('a stop while every delivery of a full window waits out a long retry ends t
     assert.equal(spool.stats().committed, 0);
     assert.equal(counts.out, 0);
     assert.equal(dec((await spool.pop())!.data).slice(0, 4), 'r000', 'every record stays for the next run');
+  } finally {
+    stop.abort();
+    await run.catch(() => {});
+    await spool.close();
+  }
+});
+
+/** Resolves 'ended' when `run` does, or 'hung' after `ms` (a deadline that only catches a hang). */
+function endsOrHangs(run: Promise<void>, ms = 60_000): Promise<'ended' | 'hung'> {
+  let timer: NodeJS.Timeout | undefined;
+  const hung = new Promise<'hung'>((r) => (timer = setTimeout(() => r('hung'), ms)));
+  return Promise.race([run.then(() => 'ended' as const), hung]).finally(() => clearTimeout(timer));
+}
+
+// The idle look is set to an hour in both: only the input's end can end these runs.
+const NO_IDLE_LOOK = { batch: 10, concurrency: 2, retryBaseMs: 1, retryMaxMs: 2, idlePollMs: 3_600_000 };
+
+test('an idle sender on an empty spool is woken by the end of the input, not by its next look', { timeout: 120_000 }, async () => {
+  const spool = await Spool.open('/s', { fs: new FaultyFileSystem() });
+  const stop = new AbortController();
+  let done = false;
+  let end!: () => void;
+  const ended = new Promise<void>((r) => (end = r));
+  let delivered = 0;
+  const run = runSender(spool, async (d) => void (delivered += d.length), NO_IDLE_LOOK, { out: 0, retries: 0, lastError: '' }, stop.signal, { done: () => done, ended });
+  try {
+    // Let it find the spool empty and wait.
+    for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
+    await spool.append(enc('last'));
+    done = true;
+    end();
+    assert.equal(await endsOrHangs(run), 'ended');
+    assert.equal(delivered, 1, 'the record appended before the end was delivered');
+    assert.equal(spool.stats().committed, 1);
+  } finally {
+    stop.abort();
+    await run.catch(() => {});
+    await spool.close();
+  }
+});
+
+test('input that ends while the sender pops (its wake-up lost: nothing waited yet) is looked at again, not waited for', { timeout: 120_000 }, async () => {
+  const spool = await Spool.open('/s', { fs: new FaultyFileSystem() });
+  const stop = new AbortController();
+  // The first look says "not done"; the end has already been announced, so
+  // its wake-up runs while the sender's first pop is under way.
+  let looks = 0;
+  const run = runSender(spool, async () => {}, NO_IDLE_LOOK, { out: 0, retries: 0, lastError: '' }, stop.signal, { done: () => looks++ > 0, ended: Promise.resolve() });
+  try {
+    assert.equal(await endsOrHangs(run), 'ended');
+    assert.ok(looks >= 2, `the sender looked at the input ${looks} times`);
   } finally {
     stop.abort();
     await run.catch(() => {});
