@@ -5,7 +5,7 @@
  * delivery of the same message to the same group.
  */
 import { InvalidArgumentError } from '../errors.js';
-import { createHash } from 'node:crypto';
+import * as crypto from 'node:crypto';
 
 /**
  * ferry's namespace for delivery IDs (RFC 9562 §5.5). Fixed forever: changing
@@ -26,11 +26,26 @@ export function uuidV5(namespace: string, name: string): string {
   return v5(uuidBytes(namespace), name);
 }
 
+/**
+ * SHA-1 of `bytes`. `crypto.hash` (Node 20.12 and later) hashes in one call,
+ * about a third cheaper than a Hash object's three; a delivery ID is
+ * computed per message and group on every publish and backfill.
+ */
+const sha1: (bytes: Buffer) => Buffer =
+  typeof crypto.hash === 'function' ? (bytes) => crypto.hash('sha1', bytes, 'buffer') : (bytes) => crypto.createHash('sha1').update(bytes).digest();
+
+/** Namespace and name end to end, reused across calls (nothing here awaits). */
+let input = Buffer.allocUnsafe(256);
+
 function v5(namespace: Buffer, name: string): string {
-  const digest = createHash('sha1').update(namespace).update(name, 'utf8').digest();
+  // A UTF-16 code unit takes at most 3 bytes of UTF-8.
+  if (input.length < 16 + name.length * 3) input = Buffer.allocUnsafe(2 * (16 + name.length * 3));
+  namespace.copy(input, 0, 0, 16);
+  const n = input.write(name, 16, 'utf8');
+  const digest = sha1(input.subarray(0, 16 + n));
   digest[6] = (digest[6]! & 0x0f) | 0x50; // version 5
   digest[8] = (digest[8]! & 0x3f) | 0x80; // RFC variant
-  const h = digest.subarray(0, 16).toString('hex');
+  const h = digest.toString('hex', 0, 16);
   return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
 }
 

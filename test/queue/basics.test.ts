@@ -5,6 +5,7 @@ import fc from 'fast-check';
 import { InvalidArgumentError, InvalidNameError } from '../../src/errors.js';
 import { equalJitterBackoffMs } from '../../src/backoff.js';
 import { errorText, MAX_ERROR_BYTES, truncateUtf8 } from '../../src/queue/dead-letter.js';
+import { createHash } from 'node:crypto';
 import { DELIVERY_ID_NAMESPACE, deliveryId, uuidV5 } from '../../src/queue/delivery-id.js';
 import * as api from '../../src/queue/index.js';
 import { MAX_ID_LENGTH, MAX_NAME_LENGTH, validateId, validateName } from '../../src/queue/names.js';
@@ -64,6 +65,18 @@ describe('deliveryId', () => {
     assert.notEqual(a, deliveryId('msg-2', 'billing'));
     // A group cannot contain ':', so these two pairs cannot collide.
     assert.notEqual(deliveryId('b:c', 'a'), deliveryId('c', 'a.b'));
+  });
+  it('hashes the name as UTF-8 whatever its length, short after long (a reused buffer)', () => {
+    const reference = (name: string) => {
+      const d = createHash('sha1').update(Buffer.from(DELIVERY_ID_NAMESPACE.replace(/-/g, ''), 'hex')).update(name, 'utf8').digest();
+      d[6] = (d[6]! & 0x0f) | 0x50;
+      d[8] = (d[8]! & 0x3f) | 0x80;
+      const h = d.toString('hex', 0, 16);
+      return `${h.slice(0, 8)}-${h.slice(8, 12)}-${h.slice(12, 16)}-${h.slice(16, 20)}-${h.slice(20)}`;
+    };
+    for (const name of ['g:é€😀', 'g:' + 'ü€😀'.repeat(500), 'g:x', 'g:' + 'a'.repeat(5000), 'g:']) {
+      assert.equal(uuidV5(DELIVERY_ID_NAMESPACE, name), reference(name), `name of ${name.length} UTF-16 units`);
+    }
   });
 });
 
