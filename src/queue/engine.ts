@@ -201,6 +201,7 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
       attempts: this.#attempts,
       onError: signals.report,
       emit: (name, event) => signals.emit(name, event),
+      hears: (name) => signals.hears(name),
       appendInternal: (msgs) => this.#append(msgs),
       wake: (topic) => this.#wake(topic),
       wakeAt: (topic, at) => this.#timer.schedule(topic, at),

@@ -170,6 +170,15 @@ export class QueueSignals {
     if (!heard) console.warn(`ferry/queue: ${op} failed:`, err);
   };
 
+  /**
+   * Whether an event `name` would reach anyone (a listener, a diagnostics
+   * channel subscriber or the logger): a caller with an event per delivery
+   * skips building it when not.
+   */
+  hears(name: LifecycleEvent): boolean {
+    return this.#logger !== undefined || this.emitter.listenerCount(name) > 0 || channels[name].hasSubscribers;
+  }
+
   /** Emits a lifecycle event and logs it. */
   emit<K extends LifecycleEvent>(name: K, event: QueueEvents[K][0]): void {
     try {

@@ -52,6 +52,8 @@ export interface SubscriptionHost {
   readonly onError: ErrorReporter;
   /** Tells listeners, the logger and diagnostics channels about a delivery's outcome. */
   emit<K extends Exclude<keyof QueueEvents, 'error'>>(name: K, event: QueueEvents[K][0]): void;
+  /** Whether `emit(name, …)` would reach anyone: per-delivery events are not built for nobody. */
+  hears(name: Exclude<keyof QueueEvents, 'error'>): boolean;
   /** Stores messages, retrying transient store errors, and wakes their topics' subscribers. */
   appendInternal(msgs: StoredMessage[]): Promise<void>;
   /** Cuts short the poll wait of every subscription of this queue on `topic`. */
@@ -543,8 +545,11 @@ export class StoreSubscription implements Subscription {
     // The leases run out and the deliveries come back: at least once.
     if (held === undefined && !this.#stop.signal.aborted) this.#host.onError(error, 'ack');
     if (held) {
+      const heard = this.#host.hears('completed');
       for (const { job } of batch) {
-        if (held.has(job.c.deliveryId)) this.#host.emit('completed', { ...this.#describe(job.c), durationMs: job.durationMs ?? 0 });
+        if (held.has(job.c.deliveryId)) {
+          if (heard) this.#host.emit('completed', { ...this.#describe(job.c), durationMs: job.durationMs ?? 0 });
+        }
         else if (job.state !== 'lost') {
           // Marked lost, so a claim of the same call that took the delivery back reports no second loss.
           job.state = 'lost';

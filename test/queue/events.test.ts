@@ -4,10 +4,12 @@
  * and loggers that throw do not disturb the queue.
  */
 import assert from 'node:assert/strict';
+import { subscribe as subscribeChannel, unsubscribe as unsubscribeChannel } from 'node:diagnostics_channel';
 import { Writable } from 'node:stream';
 import { afterEach, describe, it } from 'node:test';
 import pino from 'pino';
 import { MemoryBacking, MemoryStore, createStoreQueue, permanent } from '../../src/queue/index.js';
+import { DIAGNOSTICS_CHANNEL_PREFIX } from '../../src/queue/events.js';
 import type { CompletedEvent, DeadLetteredEvent, LeaseLostEvent, QueueLogger, RetryingEvent } from '../../src/queue/index.js';
 import { FAST, enc } from '../stores/engine-harness.js';
 import { InstrumentedStore, deferred, sleep, waitFor } from '../stores/helpers.js';
@@ -266,5 +268,32 @@ describe('logger', () => {
 
   it('refuses a logger missing a method with InvalidArgumentError', () => {
     assert.throws(() => createStoreQueue(new MemoryStore(), { logger: { warn() {} } as never }), /logger must have/);
+  });
+});
+
+describe('completed, heard by whoever listens', () => {
+  it('reaches a diagnostics_channel subscriber alone, and a listener added while the subscription runs', async () => {
+    const q = track(createStoreQueue(new MemoryStore()));
+    const fromChannel: Array<{ messageId: string; queue: unknown }> = [];
+    const onChannel = (e: unknown) => void fromChannel.push(e as { messageId: string; queue: unknown });
+    subscribeChannel(`${DIAGNOSTICS_CHANNEL_PREFIX}completed`, onChannel);
+    try {
+      let handled = 0;
+      await q.subscribe('t', 'g', async () => void handled++, FAST);
+      // No listener and no logger: only the channel hears these.
+      await q.publish(...msgs('t', 3));
+      await waitFor(() => fromChannel.length === 3, 5000, 'three completions on the channel');
+      assert.deepEqual(fromChannel.map((e) => e.messageId).sort(), ['m0', 'm1', 'm2']);
+      assert.ok(fromChannel.every((e) => e.queue === q), 'each names its queue');
+      // A listener added now hears the next ones, as the channel does.
+      const heard: string[] = [];
+      q.on('completed', (e) => heard.push(e.messageId));
+      await q.publish({ topic: 't', id: 'late', payload: enc('x') });
+      await waitFor(() => heard.length === 1 && fromChannel.length === 4, 5000, 'the late completion');
+      assert.deepEqual(heard, ['late']);
+      assert.equal(handled, 4);
+    } finally {
+      unsubscribeChannel(`${DIAGNOSTICS_CHANNEL_PREFIX}completed`, onChannel);
+    }
   });
 });
