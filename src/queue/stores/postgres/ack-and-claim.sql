@@ -35,7 +35,7 @@ acked AS MATERIALIZED (
   SELECT ARRAY(SELECT delivery_id FROM done) AS ids
 ),
 free AS (
-  SELECT d.delivery_id, d.priority, d.message_seq, d.state
+  SELECT d.delivery_id, d.priority, d.message_seq, d.state, d.ctid AS row_at
   FROM __SCHEMA__.deliveries d
   WHERE d.topic = $1 AND d.grp = $2 AND d.state = 0 /* pending */ AND d.msg_key IS NULL
     AND d.available_at <= (SELECT now FROM clock)
@@ -113,7 +113,7 @@ freed AS (
     AND NOT (SELECT paused FROM clock)
 ),
 keyed AS (
-  SELECT d.delivery_id, d.priority, d.message_seq, d.state
+  SELECT d.delivery_id, d.priority, d.message_seq, d.state, d.ctid AS row_at
   FROM __SCHEMA__.deliveries d
   WHERE d.delivery_id = ANY(
       ARRAY(
@@ -134,7 +134,7 @@ pending AS (
   SELECT * FROM keyed
 ),
 expired AS (
-  SELECT d.delivery_id, d.priority, d.message_seq, d.state
+  SELECT d.delivery_id, d.priority, d.message_seq, d.state, d.ctid AS row_at
   FROM __SCHEMA__.deliveries d
   WHERE d.topic = $1 AND d.grp = $2 AND d.state = 1 /* leased */ AND d.lease_until <= (SELECT now FROM clock)
     AND NOT (SELECT paused FROM clock)
@@ -150,7 +150,7 @@ expired AS (
   FOR UPDATE OF d SKIP LOCKED
 ),
 candidates AS (
-  SELECT c.delivery_id, c.state, row_number() OVER (ORDER BY c.priority DESC, c.message_seq) AS rank
+  SELECT c.delivery_id, c.state, c.row_at, row_number() OVER (ORDER BY c.priority DESC, c.message_seq) AS rank
   FROM (
     SELECT * FROM pending
     UNION ALL
@@ -160,7 +160,7 @@ candidates AS (
   ) c
 ),
 picked AS (
-  SELECT c.delivery_id, c.state
+  SELECT c.delivery_id, c.state, c.row_at
   FROM candidates c
   WHERE c.rank = 1
      OR c.rank < COALESCE((SELECT min(rank) FROM candidates WHERE state = 1 /* leased */), 9223372036854775807)
@@ -171,7 +171,8 @@ leased AS (
   -- freed) is cleared here, so the trigger finds nothing left to write.
   SET state = 1 /* leased */, attempt = d.attempt + 1, claim_token = gen_random_uuid(), holder = $4, blocked = false,
       lease_until = (SELECT now FROM clock) + $5 * interval '1 millisecond'
-  WHERE d.delivery_id = ANY(ARRAY(SELECT delivery_id FROM picked))
+  -- By the locked row versions, as claim.sql says.
+  WHERE d.ctid = ANY(ARRAY(SELECT row_at FROM picked))
   RETURNING d.delivery_id, d.attempt, d.claim_token, d.priority, d.message_seq
 ),
 started AS (
