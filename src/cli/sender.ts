@@ -96,8 +96,8 @@ export async function runSender(
   // (an EventTarget listener added and removed per wait cost more than the wait).
   halt.signal.addEventListener('abort', () => kick(), { once: true });
   // The end of the input wakes an idle sender at once: the intake's last sync
-  // appends nothing, so no append would, and the look after an idle wait
-  // came up to IDLE_POLL_MS later (about a fifth of a short forward's run).
+  // appends nothing, so no append would, and the next look came up to
+  // IDLE_POLL_MS later (a 2,000-line forward of about 25 ms took 250 ms).
   input.ended.then(
     () => kick(),
     () => kick(),

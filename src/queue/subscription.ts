@@ -549,8 +549,7 @@ export class StoreSubscription implements Subscription {
       for (const { job } of batch) {
         if (held.has(job.c.deliveryId)) {
           if (heard) this.#host.emit('completed', { ...this.#describe(job.c), durationMs: job.durationMs ?? 0 });
-        }
-        else if (job.state !== 'lost') {
+        } else if (job.state !== 'lost') {
           // Marked lost, so a claim of the same call that took the delivery back reports no second loss.
           job.state = 'lost';
           this.#leaseLost(job, 'ack');
