@@ -117,7 +117,9 @@ export function badHttpUrl(url: string): string | undefined {
     return 'not a valid URL';
   }
   if (u.protocol !== 'http:' && u.protocol !== 'https:') return 'needs an http:// or https:// URL';
-  if (u.hostname === '') return 'has no host';
+  // The URL parser takes the first path segment of `http:///path` or
+  // `http:/path` for the host ("path"): a delivery there would retry forever.
+  if (u.hostname === '' || !/^https?:\/\/[^/?#\\]/i.test(url.trim())) return 'has no host (write http://HOST[:PORT]/PATH)';
   return undefined;
 }
 

@@ -203,7 +203,7 @@ describe('ferry forward: arguments and failures', () => {
   it('rejects a URL that new URL() refuses, or with no host, before opening anything (exit 2)', async () => {
     const { dir, cleanup } = await scratch();
     try {
-      for (const url of ['http://', 'http://exa mple/', 'ftp://example/']) {
+      for (const url of ['http://', 'http://exa mple/', 'ftp://example/', 'http:///path', 'http:/path', 'https:example/x']) {
         const res = await ferry(['forward', '--dir', join(dir, 's'), '--http', url], { input: 'a\n', timeoutMs: 120_000 });
         assert.equal(res.code, 2, `${url}: ${res.stderr}`);
         assert.match(res.stderr, /--http /);
