@@ -42,6 +42,15 @@ export function maxUnwrittenAcks(concurrency: number): number {
   return Math.max(UNWRITTEN_ACKS_MIN, UNWRITTEN_ACKS_PER_SLOT * concurrency);
 }
 
+/**
+ * Whether a claim of at most `max` that brought `claimed` may have left more
+ * due: it came back full, or was cut short by a delivery claimed alone (its
+ * lease had expired).
+ */
+function mayHaveMore(claimed: readonly Claimed[], max: number): boolean {
+  return claimed.length >= max || claimed.some((c) => c.recovered);
+}
+
 /** What a subscription needs from the queue that owns it. @internal */
 export interface SubscriptionHost {
   readonly store: Store;
@@ -118,7 +127,9 @@ export class StoreSubscription implements Subscription {
   /** Claims in flight, and the most deliveries they may bring (room they hold). */
   #claiming = 0;
   #claimingRoom = 0;
-  /** Claims started without waiting for them (`#overlaps`): close waits for them. */
+  /** Whether claims may overlap at all (see `#loop`): the store can, and nothing counts what the claim before leased. */
+  readonly #canOverlap: boolean;
+  /** Claims started without waiting for them: close waits for them. */
   readonly #overlapped = new Set<Promise<void>>();
   /** The last claim brought a full batch and nothing recovered: there is likely more. */
   #flowing = false;
@@ -142,6 +153,7 @@ export class StoreSubscription implements Subscription {
     this.#handler = handler;
     this.#o = opts;
     this.#maxUnwritten = maxUnwrittenAcks(opts.concurrency);
+    this.#canOverlap = opts.prefetch > 0 && opts.maxInFlight === 0 && opts.rateLimit === undefined && host.store.capabilities?.overlappingClaims === true;
     this.#store = new GuardedStore(host.store, this.#stop.signal);
     this.#leases = new LeaseKeeper({
       store: this.#store, leaseMs: opts.leaseDurationMs, stopped: this.#stop.signal, onError: host.onError, lose: (j, cause) => this.#lose(j, cause),
@@ -199,7 +211,7 @@ export class StoreSubscription implements Subscription {
         // loop claims again only once the waiting list has drained to half,
         // so claims stay large rather than one per freed slot.
         const room = o.concurrency - this.#running + o.prefetch - this.#waiting.length - this.#claimingRoom;
-        const overlap = this.#overlaps();
+        const overlap = this.#flowing && this.#canOverlap;
         const blocked = room <= 0 || this.#waiting.length > o.prefetch / 2 || this.#unwritten >= this.#maxUnwritten || this.#recovered.size > 0;
         if (blocked || (this.#claiming > 0 && (!overlap || this.#claiming >= 2 || room < Math.min(o.batchSize, (o.concurrency + o.prefetch) / 2)))) {
           // A freed slot or a claim landing wakes the loop.
@@ -233,7 +245,7 @@ export class StoreSubscription implements Subscription {
           const landing = this.#claim(req, acks, leaseStart)
             .then((got) => {
               // The newest landing decides; a loop waiting for it wakes.
-              this.#landed = got === undefined ? 'failed' : got.length < max && !got.some((c) => c.recovered) ? 'drained' : 'more';
+              this.#landed = got === undefined ? 'failed' : mayHaveMore(got, max) ? 'more' : 'drained';
               if (this.#wakeWait !== undefined) this.wake();
             })
             .catch((err) => this.#host.onError(err, 'claim'))
@@ -256,10 +268,9 @@ export class StoreSubscription implements Subscription {
           this.#woken = false; // the next claim sees what the wake-ups heard meanwhile announced
           continue;
         }
-        if (claimed.length >= max || claimed.some((c) => c.recovered)) {
-          // A full batch, or one cut short by a delivery claimed alone (its
-          // lease had expired): there may be more, so poll again at once, but
-          // after letting timers and I/O run (a synchronous store never yields).
+        if (mayHaveMore(claimed, max)) {
+          // Poll again at once, but after letting timers and I/O run (a
+          // synchronous store never yields).
           await new Promise<void>((resolve) => setImmediate(resolve));
           continue;
         }
@@ -272,12 +283,6 @@ export class StoreSubscription implements Subscription {
       // Overlapped claims land (and give back what they brought, as the subscription is closing).
       while (this.#overlapped.size > 0) await Promise.all(this.#overlapped);
     }
-  }
-
-  /** Whether the next claim may overlap one in flight (see `#loop`). */
-  #overlaps(): boolean {
-    const o = this.#o;
-    return this.#flowing && o.prefetch > 0 && o.maxInFlight === 0 && o.rateLimit === undefined && this.#host.store.capabilities?.overlappingClaims === true;
   }
 
   /**
