@@ -67,6 +67,35 @@ describe('postgres ackAndClaim', { skip: POSTGRES_SKIP }, () => {
     assert.deepEqual(counts(await s.stats('t', 'g')), { pending: 0, leased: 0, dead: 0 });
   });
 
+  it('the claim beside the acks takes the rows they free and the other heads together in claim order', async () => {
+    const s = await open();
+    await s.ensureGroup('t', 'g', 'latest');
+    // b1 and b2 in one batch (b2 flagged behind b1), then c1, then x1 at a
+    // higher priority.
+    const [b1, b2] = [msg('t', { key: 'b' }), msg('t', { key: 'b' })];
+    const c1 = msg('t', { key: 'c' });
+    await s.append([b1!, b2!]);
+    await s.append([c1]);
+    const first = await s.claim(claimReq('t', 'g', { max: 1 }));
+    assert.deepEqual(ids(first), [b1!.id]);
+    // b2, freed, comes before c1, the walk's first row: both are taken.
+    const r = await s.ackAndClaim(first, claimReq('t', 'g', { max: 2 }));
+    assert.deepEqual(ids(r.claimed), [b2!.id, c1.id]);
+    // Freed rows behind a head of higher priority leave room for it.
+    const [d1, d2] = [msg('t', { key: 'd' }), msg('t', { key: 'd' })];
+    await s.append([d1!, d2!]);
+    const d = await s.ackAndClaim(r.claimed, claimReq('t', 'g', { max: 1 }));
+    assert.deepEqual(ids(d.claimed), [d1!.id]);
+    const x1 = msg('t', { key: 'x', priority: 1 });
+    await s.append([x1]);
+    const x = await s.ackAndClaim(d.claimed, claimReq('t', 'g', { max: 1 }));
+    assert.deepEqual(ids(x.claimed), [x1.id], 'x1 outranks d2, which d1\'s ack freed');
+    const last = await s.ackAndClaim(x.claimed, claimReq('t', 'g', { max: 2 }));
+    assert.deepEqual(ids(last.claimed), [d2!.id]);
+    assert.deepEqual((await s.ack(last.claimed)).length, 1);
+    assert.deepEqual(counts(await s.stats('t', 'g')), { pending: 0, leased: 0, dead: 0 });
+  });
+
   it('reports an ack that is no longer held as not acked, and acks and claims the rest', async () => {
     const s = await open();
     await s.ensureGroup('t', 'g', 'latest');
@@ -180,6 +209,40 @@ describe('postgres ackAndClaim', { skip: POSTGRES_SKIP }, () => {
     await Promise.all([worker(s1, 0), worker(s2, 0), worker(s1, 8), worker(s2, 8)]);
     assert.equal(acked, published.length);
     for (const k of keys) assert.deepEqual(order.get(k), published.filter((m) => m.key === k).map((m) => m.id));
+    assert.deepEqual(counts(await s1.stats('t', 'g')), { pending: 0, leased: 0, dead: 0 });
+  });
+
+  it('concurrent callers on a backlog published key by key, in batches (flagged lanes), ack each delivery once and take each lane in order', async () => {
+    const s1 = await open();
+    const s2 = await open(s1.schema);
+    await s1.ensureGroup('t', 'g', 'latest');
+    // Six keys of twelve, key by key, in batches of eight: most rows are
+    // flagged behind an earlier row of their batch, a batch's first row of a
+    // key behind a row of the batch before is not; two keys carry a higher
+    // priority, so freed rows and the walk's heads interleave in claim order.
+    const published = ['a', 'b', 'c', 'd', 'e', 'f'].flatMap((key) =>
+      Array.from({ length: 12 }, () => msg('t', { key, priority: key === 'c' || key === 'f' ? 1 : 0 })),
+    );
+    for (let i = 0; i < published.length; i += 8) await s1.append(published.slice(i, i + 8));
+    const order = new Map<string, string[]>();
+    let acked = 0;
+    const worker = async (s: PostgresStore, max: number) => {
+      let holding: Claimed[] = await s.claim(claimReq('t', 'g', { max }));
+      for (let idle = 0; idle < 30; ) {
+        for (const c of holding) order.set(c.message.key!, [...(order.get(c.message.key!) ?? []), c.message.id]);
+        const r = await s.ackAndClaim(holding, claimReq('t', 'g', { max }));
+        acked += r.acked.length;
+        assert.equal(r.acked.length, holding.length);
+        holding = r.claimed;
+        if (holding.length === 0) {
+          idle++;
+          await sleep(2);
+        } else idle = 0;
+      }
+    };
+    await Promise.all([worker(s1, 1), worker(s2, 3), worker(s1, 4), worker(s2, 2)]);
+    assert.equal(acked, published.length);
+    for (const key of ['a', 'b', 'c', 'd', 'e', 'f']) assert.deepEqual(order.get(key), published.filter((m) => m.key === key).map((m) => m.id));
     assert.deepEqual(counts(await s1.stats('t', 'g')), { pending: 0, leased: 0, dead: 0 });
   });
 });

@@ -75,7 +75,7 @@ describe('postgres store: migration 6 from a schema at migration 5', { skip: POS
 
     store = await PostgresStore.open({ connectionString: POSTGRES_URL, schema, poolSize: 2 });
     const versions = (await adminPool.query(`SELECT version FROM ${s}.migrations ORDER BY version`)).rows.map((r) => r.version);
-    assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+    assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
     assert.deepEqual(await snapshot(), before, 'every delivery as it was');
     assert.equal((await adminPool.query(`SELECT count(*)::int AS n FROM ${s}.acks`)).rows[0].n, 1);
     assert.equal((await adminPool.query(`SELECT count(*)::int AS n FROM ${s}.messages`)).rows[0].n, 7);
@@ -154,7 +154,7 @@ describe('postgres store: migration 7 (pending index split into unkeyed and keye
     const before = await snapshot();
     store = await PostgresStore.open({ connectionString: POSTGRES_URL, schema, poolSize: 2 });
     const versions = (await adminPool.query(`SELECT version FROM ${s}.migrations ORDER BY version`)).rows.map((r) => r.version);
-    assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+    assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
     assert.deepEqual(await snapshot(), before, 'every delivery as it was');
     const st = await store.stats('t', 'g');
     assert.deepEqual([st.pending, st.leased, st.dead], [5, 1, 1]);
@@ -192,7 +192,7 @@ describe('postgres store: migration 8 (topics.groups_version, kept by a trigger 
     await adminPool.query(`INSERT INTO ${s}.deliveries (delivery_id, message_seq, topic, grp, state, available_at) VALUES ('old/g', $1, 't', 'g', 0, '-infinity')`, [seq]);
     store = await PostgresStore.open({ connectionString: POSTGRES_URL, schema, poolSize: 2 });
     const versions = (await adminPool.query(`SELECT version FROM ${s}.migrations ORDER BY version`)).rows.map((r) => r.version);
-    assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+    assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
     const topicVersions = async () => (await adminPool.query(`SELECT topic, groups_version::text AS v FROM ${s}.topics ORDER BY topic`)).rows;
     assert.deepEqual(await topicVersions(), [{ topic: 't', v: '0' }, { topic: 'u', v: '0' }]);
     await store.append([msg('t', { id: 'new' })]);
@@ -263,7 +263,7 @@ describe('postgres store: migration 9 (keyed rows behind their head flagged bloc
     const before = await snapshot();
     store = await PostgresStore.open({ connectionString: POSTGRES_URL, schema, poolSize: 2 });
     const versions = (await adminPool.query(`SELECT version FROM ${s}.migrations ORDER BY version`)).rows.map((r) => r.version);
-    assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+    assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
     assert.deepEqual(await snapshot(), before, 'every delivery as it was');
     const blocked = async () =>
       (await adminPool.query<{ id: string }>(`SELECT delivery_id AS id FROM ${s}.deliveries WHERE blocked ORDER BY delivery_id`)).rows.map((r) => r.id);
@@ -286,5 +286,67 @@ describe('postgres store: migration 9 (keyed rows behind their head flagged bloc
     assert.deepEqual((await store.ack(a2.claimed)).length, 1);
     assert.deepEqual(await blocked(), []);
     assert.deepEqual(ids(await store.claim(claimReq('t', 'g'))), ['a3']);
+  });
+});
+
+describe('postgres store: migration 11 (an ack-and-claim clears the flags of the lanes it moves on) from a schema at migration 10', { skip: POSTGRES_SKIP }, () => {
+  const schema = testSchema('mig11');
+  const s = `"${schema}"`;
+  let store: PostgresStore | undefined;
+  after(async () => {
+    await store?.close();
+    await dropSchema(schema);
+  });
+
+  it('each lane an ack-and-claim moves on leads with its next row, claimed or not, and a plain ack still moves its lane on', async () => {
+    assert.equal(await migrate(adminPool, schema, s, 10), 10);
+    await adminPool.query(`INSERT INTO ${s}.topics VALUES ('t')`);
+    await adminPool.query(`INSERT INTO ${s}.groups (topic, grp) VALUES ('t', 'g'), ('t', 'h')`);
+    // As migration 10's append wrote a batch, in publish order: lanes a and b
+    // of group g, lane c of group h, each head marked blocks_next and the
+    // rows behind it flagged; b2 is due only in an hour.
+    const rows: Array<[id: string, grp: string, key: string, blocked: boolean, blocksNext: boolean, later?: true]> = [
+      ['a1', 'g', 'a', false, true],
+      ['b1', 'g', 'b', false, true],
+      ['c1', 'h', 'c', false, true],
+      ['a2', 'g', 'a', true, true],
+      ['b2', 'g', 'b', true, false, true],
+      ['c2', 'h', 'c', true, false],
+      ['a3', 'g', 'a', true, false],
+    ];
+    for (const [id, grp, key, blocked, blocksNext, later] of rows) {
+      const seq = (await adminPool.query<{ seq: string }>(
+        `INSERT INTO ${s}.messages (id, topic, msg_key, payload, published_at, due_at) VALUES ($1, 't', $2, $3, now(), now()) RETURNING seq`,
+        [id, key, Buffer.from(id)],
+      )).rows[0]!.seq;
+      await adminPool.query(
+        `INSERT INTO ${s}.deliveries (delivery_id, message_seq, topic, grp, msg_key, state, available_at, blocked, blocks_next)
+         VALUES ($1::text || '/' || $2::text, $3::bigint, 't', $2::text, $4::text, 0, CASE WHEN $7 THEN now() + interval '1 hour' ELSE '-infinity' END, $5, $6)`,
+        [id, grp, seq, key, blocked, blocksNext, later === true],
+      );
+    }
+    store = await PostgresStore.open({ connectionString: POSTGRES_URL, schema, poolSize: 2 });
+    const versions = (await adminPool.query(`SELECT version FROM ${s}.migrations ORDER BY version`)).rows.map((r) => r.version);
+    assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
+    const blocked = async () =>
+      (await adminPool.query<{ id: string }>(`SELECT delivery_id AS id FROM ${s}.deliveries WHERE blocked ORDER BY delivery_id`)).rows.map((r) => r.id);
+
+    const heads = await store.claim(claimReq('t', 'g'));
+    assert.deepEqual(ids(heads), ['a1', 'b1']);
+    const c1 = await store.claim(claimReq('t', 'h'));
+    assert.deepEqual(ids(c1), ['c1']);
+    // One statement acks a1, b1 and c1: it claims a2, the one freed row of
+    // g that is due; b2 (not due) and c2 (group h) lead their lanes unclaimed.
+    const moved = await store.ackAndClaim([...heads, ...c1], claimReq('t', 'g'));
+    assert.equal(moved.acked.length, 3);
+    assert.deepEqual(ids(moved.claimed), ['a2']);
+    assert.deepEqual(await blocked(), ['a3/g']);
+    assert.deepEqual(ids(await store.claim(claimReq('t', 'h'))), ['c2']);
+    // A plain ack leaves the lane to the trigger, as before.
+    assert.equal((await store.ack(moved.claimed)).length, 1);
+    assert.deepEqual(await blocked(), []);
+    assert.deepEqual(ids(await store.claim(claimReq('t', 'g'))), ['a3']);
+    await adminPool.query(`UPDATE ${s}.deliveries SET available_at = now() - interval '1 second' WHERE delivery_id = 'b2/g'`);
+    assert.deepEqual(ids(await store.claim(claimReq('t', 'g'))), ['b2']);
   });
 });

@@ -111,10 +111,11 @@ describe('postgres store', { skip: POSTGRES_SKIP }, () => {
       { version: 8, name: '008_groups_version.sql' },
       { version: 9, name: '009_lane_blocked.sql' },
       { version: 10, name: '010_no_message_fk.sql' },
+      { version: 11, name: '011_unblock_in_statement.sql' },
     ]);
     await Promise.all(stores.map((s) => s.ping()));
     await open(schema);
-    assert.equal((await adminPool.query(`SELECT count(*)::int AS n FROM "${schema}".migrations`)).rows[0].n, 10);
+    assert.equal((await adminPool.query(`SELECT count(*)::int AS n FROM "${schema}".migrations`)).rows[0].n, 11);
   });
 
   it('migration 2 needs the tables\' owner: another user\'s open fails with IOError and changes nothing; the owner\'s open applies it', async () => {
@@ -137,7 +138,7 @@ describe('postgres store', { skip: POSTGRES_SKIP }, () => {
       const versions = async () => (await adminPool.query(`SELECT version FROM "${schema}".migrations ORDER BY version`)).rows.map((r) => r.version);
       assert.deepEqual(await versions(), [1]);
       await open(schema);
-      assert.deepEqual(await versions(), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+      assert.deepEqual(await versions(), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
       const kind = await adminPool.query(`SELECT am.amname FROM pg_class c JOIN pg_am am ON am.oid = c.relam JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = 'deliveries_message'`, [schema]);
       assert.equal(kind.rows[0].amname, 'hash');
     } finally {
@@ -177,7 +178,7 @@ describe('postgres store', { skip: POSTGRES_SKIP }, () => {
     );
     const after = await open(schema);
     const versions = (await adminPool.query(`SELECT version FROM "${schema}".migrations ORDER BY version`)).rows.map((r) => r.version);
-    assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+    assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
     const moved = await adminPool.query(`SELECT m.payload FROM "${schema}".acks a JOIN "${schema}".messages m ON m.seq = a.message_seq`);
     assert.deepEqual(moved.rows.map((r) => dec(r.payload)), ['a1'], 'the acked row moved to acks');
     assert.equal((await adminPool.query(`SELECT count(*)::int AS n FROM "${schema}".deliveries WHERE state = 2`)).rows[0].n, 0);

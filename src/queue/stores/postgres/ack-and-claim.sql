@@ -11,7 +11,10 @@
 -- a lane the acks free claimable in this commit. The expired probe leaves
 -- out every delivery being acked, so the DELETE and the UPDATE never meet on
 -- one row (a stale ack's delivery whose lease also ran out is claimed by the
--- next claim instead).
+-- next claim instead). An acked row that had rows flagged behind it
+-- (migration 9) moves its lane on here, not in the DELETE trigger: its next
+-- row is claimable in this statement and unflagged when not claimed
+-- (lane_next, unblocked).
 --
 -- The rows: first the claimed deliveries in claim order (kind 0, as
 -- claim.sql returns them), then one row per completed ack (kind 1: its
@@ -19,6 +22,9 @@
 -- synchronous: it carries acks.
 WITH RECURSIVE clock AS MATERIALIZED (
   SELECT clock_timestamp() AS now,
+         -- Tells the DELETE trigger (migration 11) that this statement
+         -- clears the flags of the lanes its acks move on (lane_next).
+         set_config('ferry.lanes_unblocked_at', statement_timestamp()::text, true) AS unblocks,
          EXISTS (SELECT 1 FROM __SCHEMA__.groups g WHERE g.topic = $1 AND g.grp = $2 AND g.paused) AS paused
 ),
 done AS (
@@ -62,13 +68,40 @@ lanes AS (
     ORDER BY e.msg_key, e.message_seq
     LIMIT 1) n
 ),
+-- The next live row of each lane an acked row marked `blocks_next` leaves
+-- (migration 9), in any topic and group: one lane probe per such lane. Its
+-- `blocked` flag is cleared here (unblocked, below), which the trigger would
+-- otherwise do after this statement with a probe of its own per lane
+-- (migration 11 tells it this statement did; a row committed behind the
+-- acked one since this statement's snapshot was not flagged: append.sql
+-- flags a row only behind an earlier row of its own batch).
+lane_next AS MATERIALIZED (
+  SELECT n.delivery_id, n.topic, n.grp, n.state, n.available_at, n.blocked, n.priority, n.message_seq
+  FROM (SELECT DISTINCT topic, grp, msg_key FROM done WHERE blocks_next) l
+  CROSS JOIN LATERAL (
+    SELECT e.delivery_id, e.topic, e.grp, e.state, e.available_at, e.blocked, e.priority, e.message_seq
+    FROM __SCHEMA__.deliveries e
+    WHERE e.topic = l.topic AND e.grp = l.grp AND e.msg_key = l.msg_key AND e.state < 2 /* acked */
+      AND e.delivery_id <> ALL((SELECT ids FROM acked)::text[])
+    ORDER BY e.message_seq
+    LIMIT 1) n
+),
+-- Those of this group that are pending and due: claimable in this
+-- statement, flagged or not (they are not in walk when flagged).
+freed AS MATERIALIZED (
+  SELECT n.delivery_id, n.priority, n.message_seq
+  FROM lane_next n
+  WHERE n.topic = $1 AND n.grp = $2 AND n.state = 0 /* pending */ AND n.available_at <= (SELECT now FROM clock)
+    AND NOT (SELECT paused FROM clock)
+),
 -- Keyed pending rows not flagged as waiting behind their lane's head
 -- (deliveries_pending_keyed; migration 9), in claim order, at most
 -- 2 × $3 + 256 of them, each tested for being its lane's head (the flag may
 -- be missing, never wrong the other way): when that prefix of claim order
--- holds $3 heads, or is every such row, its heads are the first in claim
--- order. Otherwise (many unflagged rows behind their heads) the lane walk
--- above runs instead; it is not started when the walk sufficed.
+-- holds the heads looked for ($3 less the freed rows ahead of them), or is
+-- every such row, its heads are the first in claim order. Otherwise (many
+-- unflagged rows behind their heads) the lane walk above runs instead; it
+-- is not started when the walk sufficed.
 walk AS MATERIALIZED (
   SELECT d.delivery_id, d.priority, d.message_seq, d.topic, d.grp, d.msg_key
   FROM __SCHEMA__.deliveries d
@@ -78,8 +111,21 @@ walk AS MATERIALIZED (
   ORDER BY d.priority DESC, d.message_seq
   LIMIT 2 * $3 + 256
 ),
--- Read in claim order until $3 heads are found (rows are pulled from walk
--- as needed, so a prefix of heads costs a probe each, no more).
+-- The freed rows ahead of the walk's first row in claim order, and so
+-- ahead of every head it can find: they are among the $3 claimed, and the
+-- walk looks for only as many heads as are left. A backlog published key by
+-- key, acked a claim at a time, frees its lanes' next rows ahead of the
+-- lanes not started yet, which are all the walk reads: there it stops at
+-- once, where it probed $3 heads for the claim to drop.
+ahead AS MATERIALIZED (
+  SELECT count(*) AS n
+  FROM freed f
+  WHERE NOT EXISTS (
+    SELECT 1 FROM (SELECT w.priority, w.message_seq FROM walk w LIMIT 1) w
+    WHERE w.priority > f.priority OR (w.priority = f.priority AND w.message_seq <= f.message_seq))
+),
+-- Read in claim order until that many heads are found (rows are pulled
+-- from walk as needed, so a prefix of heads costs a probe each, no more).
 walk_heads AS MATERIALIZED (
   SELECT d.delivery_id, d.priority, d.message_seq
   FROM walk d
@@ -89,28 +135,11 @@ walk_heads AS MATERIALIZED (
         AND e.delivery_id <> ALL((SELECT ids FROM acked)::text[])
       ORDER BY e.message_seq
       LIMIT 1)
-  LIMIT $3
+  LIMIT greatest($3 - (SELECT n FROM ahead), 0)
 ),
 walked AS MATERIALIZED (
-  SELECT CASE WHEN (SELECT count(*) FROM walk_heads) >= $3 THEN true
+  SELECT CASE WHEN (SELECT count(*) FROM walk_heads) >= $3 - (SELECT n FROM ahead) THEN true
               ELSE (SELECT count(*) FROM walk) < 2 * $3 + 256 END AS enough
-),
--- The next row of each lane of this group that an ack here frees from a
--- `blocked` flag (an acked row marked blocks_next, migration 9): flagged in
--- this statement's snapshot, so not in walk (the trigger clears the flag
--- as the statement ends). One lane probe per such ack.
-freed AS (
-  SELECT n.delivery_id
-  FROM (SELECT DISTINCT msg_key FROM done WHERE topic = $1 AND grp = $2 AND blocks_next) l
-  CROSS JOIN LATERAL (
-    SELECT e.delivery_id, e.state, e.available_at
-    FROM __SCHEMA__.deliveries e
-    WHERE e.topic = $1 AND e.grp = $2 AND e.msg_key = l.msg_key AND e.state < 2 /* acked */
-      AND e.delivery_id <> ALL((SELECT ids FROM acked)::text[])
-    ORDER BY e.message_seq
-    LIMIT 1) n
-  WHERE n.state = 0 /* pending */ AND n.available_at <= (SELECT now FROM clock)
-    AND NOT (SELECT paused FROM clock)
 ),
 keyed AS (
   SELECT d.delivery_id, d.priority, d.message_seq, d.state, d.ctid AS row_at
@@ -168,12 +197,20 @@ picked AS (
 leased AS (
   UPDATE __SCHEMA__.deliveries d
   -- Only a head is leased: a flag still set (a row an ack in this statement
-  -- freed) is cleared here, so the trigger finds nothing left to write.
+  -- freed) is cleared here, and unblocked below leaves the row alone.
   SET state = 1 /* leased */, attempt = d.attempt + 1, claim_token = gen_random_uuid(), holder = $4, blocked = false,
       lease_until = (SELECT now FROM clock) + $5 * interval '1 millisecond'
   -- By the locked row versions, as claim.sql says.
   WHERE d.ctid = ANY(ARRAY(SELECT row_at FROM picked))
   RETURNING d.delivery_id, d.attempt, d.claim_token, d.priority, d.message_seq
+),
+-- The rows lane_next found flagged, less those leased above (a lease
+-- clears the flag): their lane's head left, so they lead now.
+unblocked AS (
+  UPDATE __SCHEMA__.deliveries d SET blocked = false
+  WHERE d.delivery_id = ANY(ARRAY(SELECT n.delivery_id FROM lane_next n WHERE n.blocked))
+    AND d.delivery_id <> ALL(ARRAY(SELECT p.delivery_id FROM picked p))
+    AND d.blocked
 ),
 started AS (
   INSERT INTO __SCHEMA__.claim_starts (topic, grp, started_at, n)
