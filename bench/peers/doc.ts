@@ -91,7 +91,7 @@ const WORKLOADS: Array<{ id: string; title: string; text: string }> = [
     title: '4. Embedded durable queue',
     text:
       'One process, on a fresh directory, each publish durable at the system\'s setting before it returns. `publish.p1`: one publisher, one message per ' +
-      'call; `publish.p64`: 64 concurrent single-message publishers (not for plainjob, whose API is synchronous); `publish.batch100`: 100 per call; ' +
+      'call, timed after as many untimed ones (a process\'s first publishes also pay for compiling its publish path; `cold_msgs_s` is the untimed ones\' rate); `publish.p64`: 64 concurrent single-message publishers (not for plainjob, whose API is synchronous); `publish.batch100`: 100 per call; ' +
       '`consume`: everything published, consumed with concurrency 16 (the DiskQueue: 16 readers, each `reserve` + `ack` per record; the spool, ' +
       'which has one head and one consumer: `popBatch(100)` + `commitBatch`, its cursor fdatasynced per commit). ' +
       'The DiskQueue\'s other consuming paths have rows of their own, each on a fresh directory holding as many messages: ' +

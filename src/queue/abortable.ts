@@ -45,6 +45,32 @@ function stopped(signal: AbortSignal): unknown {
 }
 
 /**
+ * The calls racing each signal: one 'abort' listener per signal calls them
+ * all, where a listener added and removed per call cost about as much as
+ * a SQLite publish's own JavaScript (EventTarget bookkeeping on every store
+ * call).
+ */
+const racing = new WeakMap<AbortSignal, Set<() => void>>();
+
+function racers(signal: AbortSignal): Set<() => void> {
+  let set = racing.get(signal);
+  if (set === undefined) {
+    const calls = new Set<() => void>();
+    set = calls;
+    racing.set(signal, calls);
+    signal.addEventListener(
+      'abort',
+      () => {
+        for (const onAbort of calls) onAbort();
+        calls.clear();
+      },
+      { once: true },
+    );
+  }
+  return set;
+}
+
+/**
  * Settles like `p`, or rejects with a `ClosedError` as soon as `signal`
  * aborts, whichever comes first. A late rejection of `p` is swallowed.
  */
@@ -53,16 +79,17 @@ export function raceSignal<T>(signal: AbortSignal, p: Promise<T>): Promise<T> {
     p.catch(() => undefined);
     return Promise.reject(stopped(signal));
   }
+  const calls = racers(signal);
   return new Promise<T>((resolve, reject) => {
     const onAbort = () => reject(stopped(signal));
-    signal.addEventListener('abort', onAbort, { once: true });
+    calls.add(onAbort);
     p.then(
       (v) => {
-        signal.removeEventListener('abort', onAbort);
+        calls.delete(onAbort);
         resolve(v);
       },
       (err) => {
-        signal.removeEventListener('abort', onAbort);
+        calls.delete(onAbort);
         reject(err);
       },
     );

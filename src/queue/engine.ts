@@ -312,7 +312,8 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
   /** Appends with concurrent publishes (group commit), then wakes local subscribers. */
   async #append(msgs: StoredMessage[]): Promise<void> {
     await this.#batcher.append(msgs);
-    for (const topic of new Set(msgs.map((m) => m.topic))) this.#wake(topic);
+    if (msgs.length === 1) this.#wake(msgs[0]!.topic);
+    else for (const topic of new Set(msgs.map((m) => m.topic))) this.#wake(topic);
     const now = Date.now();
     for (const m of msgs) {
       const at = m.deliverAt?.getTime();
@@ -321,14 +322,21 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
   }
 
   /** Appends one publish's messages, retrying transient store errors `PUBLISH_RETRIES` times with backoff. */
-  async #appendRetrying(msgs: StoredMessage[]): Promise<void> {
+  #appendRetrying(msgs: StoredMessage[]): Promise<void> {
+    // The first try without an async frame of its own: most publishes need no retry.
+    return this.#guarded.append(msgs).catch((err: unknown) => this.#retryAppend(msgs, err));
+  }
+
+  async #retryAppend(msgs: StoredMessage[], first: unknown): Promise<void> {
+    let err = first;
     for (let attempt = 0; ; attempt++) {
+      if (attempt >= PUBLISH_RETRIES || !isTransient(err) || this.#closed) throw err;
+      this.#signals.report(err, 'publish (will retry)');
+      await sleep(PUBLISH_RETRY_BASE_MS * 2 ** attempt);
       try {
         return await this.#guarded.append(msgs);
-      } catch (err) {
-        if (attempt >= PUBLISH_RETRIES || !isTransient(err) || this.#closed) throw err;
-        this.#signals.report(err, 'publish (will retry)');
-        await sleep(PUBLISH_RETRY_BASE_MS * 2 ** attempt);
+      } catch (e) {
+        err = e;
       }
     }
   }
@@ -348,19 +356,17 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
       if (this.#tracing === null) await this.#append(stored);
       else await this.#tracing.publish(stored, () => this.#append(stored));
     }
-    await this.#yieldNow();
+    if (performance.now() - this.#lastYield >= PUBLISH_YIELD_MS) await this.#yieldNow();
     return stored.map((m) => m.id);
   }
 
   /**
    * A synchronous store (SQLite) settles publishes in microtasks only, so a
    * producer publishing in a loop would never let timers run: this process's
-   * own subscriptions would starve. Past a few milliseconds without a break,
-   * a publish waits one turn of the event loop.
+   * own subscriptions would starve. Past a few milliseconds without a break
+   * (`publish` looks first), a publish waits one turn of the event loop.
    */
   async #yieldNow(): Promise<void> {
-    const now = performance.now();
-    if (now - this.#lastYield < PUBLISH_YIELD_MS) return;
     await new Promise<void>((resolve) => setImmediate(resolve));
     this.#lastYield = performance.now();
   }

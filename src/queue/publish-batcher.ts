@@ -74,7 +74,7 @@ export class PublishBatcher<T> {
     });
   }
 
-  async #flush(): Promise<void> {
+  #flush(): Promise<void> {
     const batch: Array<Pending<T>> = [];
     let size = 0;
     while (this.#waiting.length > 0) {
@@ -83,7 +83,10 @@ export class PublishBatcher<T> {
       batch.push(this.#waiting.shift()!);
       size += next.msgs.length;
     }
-    if (batch.length === 1) return this.#alone(batch[0]!);
+    return batch.length === 1 ? this.#alone(batch[0]!) : this.#shared(batch);
+  }
+
+  async #shared(batch: Array<Pending<T>>): Promise<void> {
     try {
       await this.#appendShared(batch.flatMap((p) => p.msgs));
     } catch {
@@ -94,12 +97,14 @@ export class PublishBatcher<T> {
     for (const p of batch) p.resolve();
   }
 
-  async #alone(p: Pending<T>): Promise<void> {
+  /** Settles `p` with its own append; never rejects. (No async frame: one publish at a time is the common case.) */
+  #alone(p: Pending<T>): Promise<void> {
+    let appended: Promise<void>;
     try {
-      await this.#appendAlone(p.msgs);
-      p.resolve();
+      appended = this.#appendAlone(p.msgs);
     } catch (err) {
-      p.reject(err);
+      appended = Promise.reject(err);
     }
+    return appended.then(p.resolve, p.reject);
   }
 }
