@@ -8,7 +8,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
-import type { Claimed } from '../../src/queue/index.js';
+import type { ClaimRequest, Claimed } from '../../src/queue/index.js';
 import { PostgresStore } from '../../src/queue/stores/postgres/store.js';
 import { claimReq, counts, deferred, ids, msg, sleep } from '../stores/helpers.js';
 import { POSTGRES_SKIP, POSTGRES_URL, dropSchema, testSchema } from '../stores/postgres-env.js';
@@ -34,6 +34,34 @@ function claimBeforeAck(s: PostgresStore): () => number {
     return ack(...args);
   };
   return () => acks;
+}
+
+/**
+ * Runs one caller per entry at once on topic t, group g: each claims, then
+ * acks what it holds and claims again in one call, until 30 calls in a row
+ * bring nothing. Returns each key's message IDs in the order they were
+ * claimed, and how many acks were written (every ack must be: each caller
+ * acks only what it holds).
+ */
+async function ackAndClaimUntilIdle(callers: Array<[PostgresStore, Partial<ClaimRequest>]>): Promise<{ order: Map<string, string[]>; acked: number }> {
+  const order = new Map<string, string[]>();
+  let acked = 0;
+  const caller = async (s: PostgresStore, extra: Partial<ClaimRequest>) => {
+    let holding: Claimed[] = await s.claim(claimReq('t', 'g', extra));
+    for (let idle = 0; idle < 30; ) {
+      for (const c of holding) order.set(c.message.key!, [...(order.get(c.message.key!) ?? []), c.message.id]);
+      const r = await s.ackAndClaim(holding, claimReq('t', 'g', extra));
+      acked += r.acked.length;
+      assert.equal(r.acked.length, holding.length);
+      holding = r.claimed;
+      if (holding.length === 0) {
+        idle++;
+        await sleep(2);
+      } else idle = 0;
+    }
+  };
+  await Promise.all(callers.map(([s, extra]) => caller(s, extra)));
+  return { order, acked };
 }
 
 describe('postgres ackAndClaim', { skip: POSTGRES_SKIP }, () => {
@@ -190,23 +218,12 @@ describe('postgres ackAndClaim', { skip: POSTGRES_SKIP }, () => {
     const keys = ['a', 'b', 'c', 'd'];
     const published = Array.from({ length: 80 }, (_, i) => msg('t', { key: keys[i % keys.length]! }));
     await s1.append(published);
-    const order = new Map<string, string[]>();
-    let acked = 0;
-    const worker = async (s: PostgresStore, maxInFlight: number) => {
-      let holding: Claimed[] = await s.claim(claimReq('t', 'g', { max: 2, maxInFlight }));
-      for (let idle = 0; idle < 30; ) {
-        for (const c of holding) order.set(c.message.key!, [...(order.get(c.message.key!) ?? []), c.message.id]);
-        const r = await s.ackAndClaim(holding, claimReq('t', 'g', { max: 2, maxInFlight }));
-        acked += r.acked.length;
-        assert.equal(r.acked.length, holding.length);
-        holding = r.claimed;
-        if (holding.length === 0) {
-          idle++;
-          await sleep(2);
-        } else idle = 0;
-      }
-    };
-    await Promise.all([worker(s1, 0), worker(s2, 0), worker(s1, 8), worker(s2, 8)]);
+    const { order, acked } = await ackAndClaimUntilIdle([
+      [s1, { max: 2 }],
+      [s2, { max: 2 }],
+      [s1, { max: 2, maxInFlight: 8 }],
+      [s2, { max: 2, maxInFlight: 8 }],
+    ]);
     assert.equal(acked, published.length);
     for (const k of keys) assert.deepEqual(order.get(k), published.filter((m) => m.key === k).map((m) => m.id));
     assert.deepEqual(counts(await s1.stats('t', 'g')), { pending: 0, leased: 0, dead: 0 });
@@ -224,23 +241,12 @@ describe('postgres ackAndClaim', { skip: POSTGRES_SKIP }, () => {
       Array.from({ length: 12 }, () => msg('t', { key, priority: key === 'c' || key === 'f' ? 1 : 0 })),
     );
     for (let i = 0; i < published.length; i += 8) await s1.append(published.slice(i, i + 8));
-    const order = new Map<string, string[]>();
-    let acked = 0;
-    const worker = async (s: PostgresStore, max: number) => {
-      let holding: Claimed[] = await s.claim(claimReq('t', 'g', { max }));
-      for (let idle = 0; idle < 30; ) {
-        for (const c of holding) order.set(c.message.key!, [...(order.get(c.message.key!) ?? []), c.message.id]);
-        const r = await s.ackAndClaim(holding, claimReq('t', 'g', { max }));
-        acked += r.acked.length;
-        assert.equal(r.acked.length, holding.length);
-        holding = r.claimed;
-        if (holding.length === 0) {
-          idle++;
-          await sleep(2);
-        } else idle = 0;
-      }
-    };
-    await Promise.all([worker(s1, 1), worker(s2, 3), worker(s1, 4), worker(s2, 2)]);
+    const { order, acked } = await ackAndClaimUntilIdle([
+      [s1, { max: 1 }],
+      [s2, { max: 3 }],
+      [s1, { max: 4 }],
+      [s2, { max: 2 }],
+    ]);
     assert.equal(acked, published.length);
     for (const key of ['a', 'b', 'c', 'd', 'e', 'f']) assert.deepEqual(order.get(key), published.filter((m) => m.key === key).map((m) => m.id));
     assert.deepEqual(counts(await s1.stats('t', 'g')), { pending: 0, leased: 0, dead: 0 });
