@@ -20,11 +20,32 @@ WITH done AS (
   DELETE FROM __SCHEMA__.deliveries d
   WHERE d.delivery_id = ANY($1::text[]) AND d.state + 0 = 1 /* leased: see above */
     AND d.claim_token = ANY($2::uuid[]) /* pairwise: see above */
-  RETURNING d.delivery_id, d.claim_token::text AS token, d.topic, d.msg_key, d.message_seq
+  RETURNING d.delivery_id, d.claim_token::text AS token, d.topic, d.grp, d.msg_key, d.message_seq, d.blocks_next
 ),
 logged AS (
   INSERT INTO __SCHEMA__.acks (message_seq, finished_at)
   SELECT message_seq, (SELECT clock_timestamp()) FROM done
+),
+-- A row acked here that had rows flagged behind it (migration 9) moves its
+-- lane on in this statement, as ack-and-claim.sql does: the next live row
+-- of its lane loses its flag (one lane probe each), and the DELETE trigger
+-- is told so (migration 11), which would otherwise run the same probes
+-- from PL/pgSQL after the statement, at several times the cost.
+acked AS MATERIALIZED (
+  SELECT ARRAY(SELECT delivery_id FROM done) AS ids,
+         set_config('ferry.lanes_unblocked_at', statement_timestamp()::text, true) AS marked
+),
+unblocked AS (
+  UPDATE __SCHEMA__.deliveries d SET blocked = false
+  WHERE d.blocked AND d.delivery_id = ANY(ARRAY(
+    SELECT n.delivery_id
+    FROM (SELECT DISTINCT topic, grp, msg_key FROM done WHERE blocks_next) l
+    CROSS JOIN LATERAL (
+      SELECT e.delivery_id FROM __SCHEMA__.deliveries e
+      WHERE e.topic = l.topic AND e.grp = l.grp AND e.msg_key = l.msg_key AND e.state < 2 /* acked */
+        AND e.delivery_id <> ALL((SELECT ids FROM acked)::text[])
+      ORDER BY e.message_seq
+      LIMIT 1) n))
 )
 SELECT delivery_id, token,
        (SELECT count(pg_notify($3, w.topic)) FROM (SELECT DISTINCT topic FROM done WHERE msg_key IS NOT NULL) w) AS woke
