@@ -2,7 +2,10 @@
 // tsc copies only what it compiles. The SQL stores (Postgres, SQLite,
 // ClickHouse) read their .sql files (statements and numbered migrations) from
 // beside their compiled modules, and the dashboard serves its page files
-// (src/dashboard/page/) from beside its own: mirror both into dist/.
+// (src/dashboard/page/) from beside its own: mirror both into dist/. The
+// build clears dist/ first (package.json), so nothing a checkout no longer
+// has outlives it there: a migration left by a newer build would otherwise
+// be applied by an older one.
 import { copyFileSync, mkdirSync, readdirSync } from 'node:fs';
 import { dirname, join, relative } from 'node:path';
 
