@@ -30,7 +30,9 @@ logged AS (
 -- lane on in this statement, as ack-and-claim.sql does: the next live row
 -- of its lane loses its flag (one lane probe each), and the DELETE trigger
 -- is told so (migration 11), which would otherwise run the same probes
--- from PL/pgSQL after the statement, at several times the cost.
+-- from PL/pgSQL after the statement. `acked` is read only when some row
+-- here had rows flagged behind it; otherwise the trigger runs and finds
+-- nothing to do.
 acked AS MATERIALIZED (
   SELECT ARRAY(SELECT delivery_id FROM done) AS ids,
          set_config('ferry.lanes_unblocked_at', statement_timestamp()::text, true) AS marked
