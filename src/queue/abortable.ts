@@ -53,21 +53,12 @@ function stopped(signal: AbortSignal): unknown {
 const racing = new WeakMap<AbortSignal, Set<() => void>>();
 
 function racers(signal: AbortSignal): Set<() => void> {
-  let set = racing.get(signal);
-  if (set === undefined) {
-    const calls = new Set<() => void>();
-    set = calls;
-    racing.set(signal, calls);
-    signal.addEventListener(
-      'abort',
-      () => {
-        for (const onAbort of calls) onAbort();
-        calls.clear();
-      },
-      { once: true },
-    );
-  }
-  return set;
+  const known = racing.get(signal);
+  if (known !== undefined) return known;
+  const calls = new Set<() => void>();
+  racing.set(signal, calls);
+  signal.addEventListener('abort', () => calls.forEach((onAbort) => onAbort()), { once: true });
+  return calls;
 }
 
 /**

@@ -38,19 +38,23 @@ function claimBeforeAck(s: PostgresStore): () => number {
 
 /**
  * Runs one caller per entry at once on topic t, group g: each claims, then
- * acks what it holds and claims again in one call, until 30 calls in a row
- * bring nothing. Returns each key's message IDs in the order they were
+ * acks what it holds and claims again in one call (or, with `plain`, in an
+ * ack and then a claim), until 30 rounds in a row bring nothing. Returns each key's message IDs in the order they were
  * claimed, and how many acks were written (every ack must be: each caller
  * acks only what it holds).
  */
-async function ackAndClaimUntilIdle(callers: Array<[PostgresStore, Partial<ClaimRequest>]>): Promise<{ order: Map<string, string[]>; acked: number }> {
+async function ackAndClaimUntilIdle(
+  callers: Array<[PostgresStore, Partial<ClaimRequest>, plain?: 'plain']>,
+): Promise<{ order: Map<string, string[]>; acked: number }> {
   const order = new Map<string, string[]>();
   let acked = 0;
-  const caller = async (s: PostgresStore, extra: Partial<ClaimRequest>) => {
+  const caller = async (s: PostgresStore, extra: Partial<ClaimRequest>, plain: boolean) => {
     let holding: Claimed[] = await s.claim(claimReq('t', 'g', extra));
     for (let idle = 0; idle < 30; ) {
       for (const c of holding) order.set(c.message.key!, [...(order.get(c.message.key!) ?? []), c.message.id]);
-      const r = await s.ackAndClaim(holding, claimReq('t', 'g', extra));
+      const r = plain
+        ? { acked: await s.ack(holding), claimed: await s.claim(claimReq('t', 'g', extra)) }
+        : await s.ackAndClaim(holding, claimReq('t', 'g', extra));
       acked += r.acked.length;
       assert.equal(r.acked.length, holding.length);
       holding = r.claimed;
@@ -60,7 +64,7 @@ async function ackAndClaimUntilIdle(callers: Array<[PostgresStore, Partial<Claim
       } else idle = 0;
     }
   };
-  await Promise.all(callers.map(([s, extra]) => caller(s, extra)));
+  await Promise.all(callers.map(([s, extra, plain]) => caller(s, extra, plain === 'plain')));
   return { order, acked };
 }
 
@@ -229,7 +233,7 @@ describe('postgres ackAndClaim', { skip: POSTGRES_SKIP }, () => {
     assert.deepEqual(counts(await s1.stats('t', 'g')), { pending: 0, leased: 0, dead: 0 });
   });
 
-  it('concurrent callers on a backlog published key by key, in batches (flagged lanes), ack each delivery once and take each lane in order', async () => {
+  it('concurrent callers on a backlog published key by key, in batches (flagged lanes), acking with their claims or alone, ack each delivery once and take each lane in order', async () => {
     const s1 = await open();
     const s2 = await open(s1.schema);
     await s1.ensureGroup('t', 'g', 'latest');
@@ -246,6 +250,8 @@ describe('postgres ackAndClaim', { skip: POSTGRES_SKIP }, () => {
       [s2, { max: 3 }],
       [s1, { max: 4 }],
       [s2, { max: 2 }],
+      [s1, { max: 2 }, 'plain'],
+      [s2, { max: 3 }, 'plain'],
     ]);
     assert.equal(acked, published.length);
     for (const key of ['a', 'b', 'c', 'd', 'e', 'f']) assert.deepEqual(order.get(key), published.filter((m) => m.key === key).map((m) => m.id));
