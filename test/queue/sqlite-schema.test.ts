@@ -11,7 +11,7 @@ import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import Database from 'better-sqlite3';
 import { SCHEMA_VERSION } from '../../src/queue/stores/sqlite/migrate.js';
-import { files } from '../../src/queue/stores/sqlite/sql.js';
+import { bindByPosition, files, POSITIONAL } from '../../src/queue/stores/sqlite/sql.js';
 import { SqliteStore } from '../../src/queue/stores/sqlite/store.js';
 
 const fixtures = join(import.meta.dirname, 'fixtures');
@@ -63,5 +63,17 @@ describe('sqlite store: schema.sql and the migrations', () => {
       await (await SqliteStore.open({ path: p })).close();
       assert.deepEqual(shape(p), want, `migrated from version ${v}`);
     }
+  });
+});
+
+describe('sqlite store: statements bound by position', () => {
+  it("each @name outside a comment becomes ?, in the file's order; a file naming others, or these in another order, is refused", () => {
+    const sql = '-- stores @a, then @b\nINSERT INTO x (a, b) VALUES (@a, @b) -- @c is not bound\n';
+    assert.equal(bindByPosition('t', sql, ['a', 'b']), '-- stores @a, then @b\nINSERT INTO x (a, b) VALUES (?, ?) -- @c is not bound\n');
+    assert.throws(() => bindByPosition('t', sql, ['b', 'a']), /t: its file binds a, b, not b, a/);
+    assert.throws(() => bindByPosition('t', sql, ['a', 'b', 'c']), /not a, b, c/);
+    // The store's own file: what SqliteStore.open prepares.
+    const append = files.read('append.sql');
+    assert.equal(bindByPosition('append', append, POSITIONAL.append).match(/\?/g)?.length, POSITIONAL.append.length);
   });
 });

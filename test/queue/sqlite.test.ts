@@ -70,6 +70,39 @@ describe('sqlite store', () => {
     assert.deepEqual(JSON.parse(r.stdout), { before: false, afterMemory: false, afterSqlite: true });
   });
 
+  it('one-message appends from three processes at once each wait for the write lock: every message stored once, seqs 1..N without a gap', async () => {
+    // A one-message append is a lone INSERT, not a BEGIN IMMEDIATE
+    // transaction: SQLite takes the write lock as the statement starts and
+    // waits out the others' (busy timeout), so none fails as busy and no two
+    // read the same newest seq.
+    const path = join(dir, 'appenders.db');
+    const setup = await SqliteStore.open({ path });
+    await setup.ensureGroup('t', 'g', 'earliest');
+    await setup.close();
+    const n = 300;
+    const children = ['a', 'b', 'c'].map((prefix) => {
+      const child = spawnChild(process.execPath, ['--import', 'tsx', join(here, 'fixtures', 'sqlite-appender.ts'), path, prefix, String(n)], { stdio: ['pipe', 'pipe', 'inherit'] });
+      return { child, lines: createInterface({ input: child.stdout! })[Symbol.asyncIterator]() };
+    });
+    for (const c of children) assert.equal((await c.lines.next()).value, 'ready');
+    for (const c of children) c.child.stdin!.write('go\n');
+    const said = await Promise.all(children.map(async (c) => (await c.lines.next()).value));
+    assert.deepEqual(said, ['done', 'done', 'done']);
+    await Promise.all(children.map((c) => new Promise((resolve) => (c.child.exitCode === null ? c.child.once('exit', resolve) : resolve(null)))));
+    const db = new Database(path, { readonly: true });
+    try {
+      const rows = db.prepare('SELECT seq, id FROM ferry_messages ORDER BY seq').all() as Array<{ seq: number; id: string }>;
+      assert.deepEqual(rows.map((r) => r.seq), Array.from({ length: 3 * n }, (_, i) => i + 1));
+      for (const prefix of ['a', 'b', 'c']) {
+        // Each process's messages in the order it appended them.
+        const mine = rows.filter((r) => r.id.startsWith(`${prefix}-`)).map((r) => r.id);
+        assert.deepEqual(mine, Array.from({ length: n }, (_, i) => `${prefix}-${i}`));
+      }
+    } finally {
+      db.close();
+    }
+  });
+
   it('a consumer killed with SIGKILL mid-handler loses nothing: a new one finishes at attempt 2', async () => {
     const path = join(dir, 'crash.db');
     const setup = await SqliteStore.open({ path });

@@ -251,17 +251,22 @@ export class SqliteStore implements Store {
   }
 
   #appendRows(msgs: StoredMessage[]): void {
-    this.#writeNoClock(() => {
-      for (const m of msgs) {
-        const deliverAt = m.deliverAt?.getTime() ?? null;
-        const publishedAt = m.publishedAt.getTime();
-        // An ID already stored changes nothing (ON CONFLICT DO NOTHING): idempotent.
-        this.#q.append.run({
-          id: m.id, topic: m.topic, key: m.key ?? null, payload: m.payload, headers: m.headers === undefined ? null : JSON.stringify(m.headers),
-          publishedAt, deliverAt, dueAt: deliverAt ?? publishedAt, priority: m.priority ?? 0,
-        });
-      }
+    // One message is one statement, which SQLite runs as a transaction of
+    // its own: it takes the write lock before it reads (an INSERT begins
+    // with it, waiting out a busy file like BEGIN IMMEDIATE), so it needs no
+    // BEGIN and COMMIT around it, which cost as much as the insert's binding.
+    if (msgs.length === 1) this.#inWrite(() => this.#insert(msgs[0]!));
+    else this.#writeNoClock(() => {
+      for (const m of msgs) this.#insert(m);
     });
+  }
+
+  /** Stores `m`; an ID already stored changes nothing (ON CONFLICT DO NOTHING): idempotent. Values in `POSITIONAL.append`'s order. */
+  #insert(m: StoredMessage): void {
+    const deliverAt = m.deliverAt?.getTime() ?? null;
+    const publishedAt = m.publishedAt.getTime();
+    const headers = m.headers === undefined ? null : JSON.stringify(m.headers);
+    this.#q.append.run(m.id, m.topic, m.key ?? null, m.payload, headers, publishedAt, deliverAt, deliverAt ?? publishedAt, m.priority ?? 0);
   }
 
   /**
