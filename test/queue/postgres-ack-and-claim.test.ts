@@ -99,6 +99,22 @@ describe('postgres ackAndClaim', { skip: POSTGRES_SKIP }, () => {
     assert.deepEqual(counts(await s.stats('t', 'g')), { pending: 0, leased: 0, dead: 0 });
   });
 
+  it('hands out payloads byte for byte: every byte value, none, and one long enough for many base64 lines', async () => {
+    // The claim statements send payloads as base64, whose lines break every 76 characters.
+    const s = await open();
+    await s.ensureGroup('t', 'g', 'latest');
+    const payloads = [Uint8Array.from({ length: 256 }, (_, i) => i), new Uint8Array(0), Uint8Array.from({ length: 5000 }, (_, i) => (i * 7) & 0xff)];
+    const m = payloads.map((payload) => msg('t', { key: 'k', payload }));
+    await s.append(m);
+    let held = await s.claim(claimReq('t', 'g'));
+    const got: number[][] = [];
+    while (held.length > 0) {
+      for (const c of held) got.push([...c.message.payload]);
+      held = (await s.ackAndClaim(held, claimReq('t', 'g'))).claimed;
+    }
+    assert.deepEqual(got, payloads.map((p) => [...p]));
+  });
+
   it('the claim beside the acks takes the rows they free and the other heads together in claim order', async () => {
     const s = await open();
     await s.ensureGroup('t', 'g', 'latest');

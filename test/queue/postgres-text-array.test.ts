@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import pg from 'pg';
 import { PostgresStore } from '../../src/queue/stores/postgres/store.js';
-import { textArray } from '../../src/queue/stores/postgres/sql.js';
+import { idsAndTokens, textArray } from '../../src/queue/stores/postgres/sql.js';
 import { msg } from '../stores/helpers.js';
 import { POSTGRES_DIRECT_URL, POSTGRES_SKIP, POSTGRES_URL, dropSchema, testSchema } from '../stores/postgres-env.js';
 
@@ -29,6 +29,18 @@ describe('postgres store: text[] parameters', { skip: POSTGRES_SKIP }, () => {
     assert.deepEqual(rows[0]!.v, values);
     const empty = await client.query<{ v: string[] }>('SELECT $1::text[] AS v', [textArray([])]);
     assert.deepEqual(empty.rows[0]!.v, []);
+  });
+
+  it('idsAndTokens reads back as the IDs and the tokens, in order, escaped where they need it', async () => {
+    const client = new pg.Client({ connectionString: POSTGRES_DIRECT_URL });
+    await client.connect();
+    closers.push(() => client.end());
+    const odd = ['b"c', 'd\\e', '', 'NULL', 'x y,z{}', 'é☃'];
+    const cs = odd.map((v, i) => ({ deliveryId: `${i}-${v}`, claimToken: v, group: 'g', attempt: 1, message: msg('t') }));
+    const [ids, tokens] = idsAndTokens(cs);
+    const { rows } = await client.query<{ i: string[]; t: string[] }>('SELECT $1::text[] AS i, $2::text[] AS t', [ids, tokens]);
+    assert.deepEqual(rows[0], { i: cs.map((c) => c.deliveryId), t: odd });
+    assert.deepEqual(idsAndTokens([]), ['{}', '{}']);
   });
 
   it('duePairs answers the same for a frozen array asked again, and for a new array after its pairs change', async () => {

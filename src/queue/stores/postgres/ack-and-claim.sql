@@ -221,9 +221,10 @@ started AS (
 woke AS (
   SELECT count(pg_notify($9, w.topic)) AS n FROM (SELECT DISTINCT topic FROM done WHERE msg_key IS NOT NULL) w
 )
+-- Payloads as base64, as in claim.sql.
 SELECT 0 AS kind, l.delivery_id, l.attempt, l.claim_token::text AS claim_token, l.priority, l.message_seq,
        (SELECT coalesce(bool_or(p.state = 1 /* leased */), false) FROM picked p) AS recovered,
-       m.id, m.topic, m.msg_key, m.payload, m.headers, m.published_at, m.deliver_at, (SELECT n FROM woke) AS woke
+       m.id, m.topic, m.msg_key, encode(m.payload, 'base64') AS payload, m.headers, m.published_at, m.deliver_at, (SELECT n FROM woke) AS woke
 FROM leased l JOIN __SCHEMA__.messages m ON m.seq = l.message_seq
 UNION ALL
 SELECT 1, d.delivery_id, NULL, d.token, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, (SELECT n FROM woke)

@@ -182,11 +182,15 @@ started AS (
   FROM leased
   HAVING $6::boolean AND count(*) > 0
 )
+-- Payloads go out as base64 (encode wraps its lines; the driver's decoder
+-- skips the breaks), not as bytea's hex text: a third fewer bytes on the
+-- wire, and decoding hex was the largest single cost of a claimed row in
+-- the consumer (rows.ts).
 SELECT l.delivery_id, l.attempt, l.claim_token::text AS claim_token, l.priority,
        -- picked holds a recovered row only as its one row (the rule above), so
        -- one flag for the claim says it: read once, where a lookup per row in
        -- picked compared every pair (a join would be planned as a hash join)
        (SELECT coalesce(bool_or(p.state = 1 /* leased */), false) FROM picked p) AS recovered,
-       m.id, m.topic, m.msg_key, m.payload, m.headers, m.published_at, m.deliver_at
+       m.id, m.topic, m.msg_key, encode(m.payload, 'base64') AS payload, m.headers, m.published_at, m.deliver_at
 FROM leased l JOIN __SCHEMA__.messages m ON m.seq = l.message_seq
 ORDER BY l.priority DESC, l.message_seq

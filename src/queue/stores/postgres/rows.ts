@@ -17,17 +17,24 @@ export interface ClaimRow {
   id: string;
   topic: string;
   msg_key: string | null;
-  payload: Buffer;
+  /** Base64 (claim.sql says why), line breaks and all. */
+  payload: string;
   headers: string | null;
   published_at: Date;
   deliver_at: Date | null;
+}
+
+/** The bytes of a base64 payload, as a plain `Uint8Array` (a view of the buffer the decoder filled). */
+function fromBase64(text: string): Uint8Array {
+  const b = Buffer.from(text, 'base64');
+  return new Uint8Array(b.buffer, b.byteOffset, b.byteLength);
 }
 
 export function toMessage(r: ClaimRow): StoredMessage {
   const m: StoredMessage = {
     id: r.id,
     topic: r.topic,
-    payload: new Uint8Array(r.payload.buffer, r.payload.byteOffset, r.payload.byteLength),
+    payload: fromBase64(r.payload),
     publishedAt: r.published_at,
   };
   if (r.msg_key !== null) m.key = r.msg_key;

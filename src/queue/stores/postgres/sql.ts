@@ -5,6 +5,7 @@
  * quoted schema name. Values are always bind parameters, never spliced in.
  */
 import { InvalidArgumentError } from '../../../errors.js';
+import type { Claimed } from '../../types.js';
 import { SqlFiles, type Migration } from '../sql-files.js';
 
 /** Schema names: lower-case identifiers short enough to leave room for the wake channel's suffix. */
@@ -30,8 +31,36 @@ export function wakeChannel(schema: string): string {
  * encodes it once with this.
  */
 export function textArray(values: readonly string[]): string {
-  return `{${values.map((v) => `"${v.replace(/["\\]/g, '\\$&')}"`).join(',')}}`;
+  let out = '{';
+  for (let i = 0; i < values.length; i++) out += i === 0 ? quoted(values[i]!) : `,${quoted(values[i]!)}`;
+  return `${out}}`;
 }
+
+/**
+ * The delivery IDs and the claim tokens of `cs`, in their order, as two
+ * `text[]` parameters (textArray's encoding): the driver's own encoding of
+ * a string array ran two regular-expression replaces per element, a
+ * tenth of what an acked delivery cost the consumer under callgrind. IDs
+ * and tokens hold nothing to escape, and `quoted` looks before it copies.
+ */
+export function idsAndTokens(cs: readonly Claimed[]): [ids: string, tokens: string] {
+  let ids = '{';
+  let tokens = '{';
+  for (let i = 0; i < cs.length; i++) {
+    const sep = i === 0 ? '' : ',';
+    ids += sep + quoted(cs[i]!.deliveryId);
+    tokens += sep + quoted(cs[i]!.claimToken);
+  }
+  return [`${ids}}`, `${tokens}}`];
+}
+
+/** `v` as an element of an array literal: double-quoted, with `"` and `\` escaped. */
+function quoted(v: string): string {
+  return NEEDS_ESCAPE.test(v) ? `"${v.replace(ESCAPED, '\\$&')}"` : `"${v}"`;
+}
+
+const NEEDS_ESCAPE = /["\\]/;
+const ESCAPED = /["\\]/g;
 
 const files = new SqlFiles(new URL('./', import.meta.url));
 

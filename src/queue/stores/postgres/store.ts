@@ -31,7 +31,7 @@ import { sorted, stillHeld, toClaimed, toMessage } from './rows.js';
 import type { ClaimRow, HeldRow } from './rows.js';
 import { scheduleFromRow, scheduleValues } from './schedule-rows.js';
 import type { ScheduleRow } from './schedule-rows.js';
-import { quoteSchema, statements, textArray, wakeChannel } from './sql.js';
+import { idsAndTokens, quoteSchema, statements, textArray, wakeChannel } from './sql.js';
 import { listenLoop } from './wake-listener.js';
 import type { StatementName } from './sql.js';
 
@@ -431,8 +431,7 @@ export class PostgresStore implements Store {
     const limited = req.rateLimit !== undefined;
     if (req.maxInFlight === 0 && !limited && acks.every((a) => a.message.key === undefined)) return this.#ackBesideClaim(acks, req, signal);
     const s = sorted(acks);
-    const ids = s.map((c) => c.deliveryId);
-    const tokens = s.map((c) => c.claimToken);
+    const [ids, tokens] = idsAndTokens(s);
     if (req.maxInFlight === 0 && !limited) {
       const rows = (await this.#q<ClaimRow & { kind: number }>('ack-and-claim', [req.topic, req.group, req.max, req.runnerId, Math.ceil(req.leaseMs), false, ids, tokens, this.#channel], signal)).rows;
       const held = rows.filter((r) => r.kind === 1).map((r) => ({ delivery_id: r.delivery_id, token: r.claim_token }));
@@ -514,7 +513,7 @@ export class PostgresStore implements Store {
   async ack(cs: Claimed[], signal?: AbortSignal): Promise<string[]> {
     if (cs.length === 0) return (this.#assertOpen(), []);
     const s = sorted(cs);
-    const res = await this.#q<HeldRow>('ack', [s.map((c) => c.deliveryId), s.map((c) => c.claimToken), this.#channel], signal);
+    const res = await this.#q<HeldRow>('ack', [...idsAndTokens(s), this.#channel], signal);
     return stillHeld(cs, res.rows);
   }
 
@@ -529,14 +528,14 @@ export class PostgresStore implements Store {
   async extend(cs: Claimed[], leaseMs: number, signal?: AbortSignal): Promise<string[]> {
     if (cs.length === 0) return (this.#assertOpen(), []);
     const s = sorted(cs);
-    const res = await this.#q<HeldRow>('extend', [s.map((c) => c.deliveryId), s.map((c) => c.claimToken), Math.ceil(leaseMs)], signal);
+    const res = await this.#q<HeldRow>('extend', [...idsAndTokens(s), Math.ceil(leaseMs)], signal);
     return stillHeld(cs, res.rows);
   }
 
   async release(cs: Claimed[], signal?: AbortSignal): Promise<void> {
     if (cs.length === 0) return this.#assertOpen();
     const s = sorted(cs);
-    await this.#q('release', [s.map((c) => c.deliveryId), s.map((c) => c.claimToken), this.#channel], signal);
+    await this.#q('release', [...idsAndTokens(s), this.#channel], signal);
   }
 
   async purge(policy: PurgePolicy, batch: number, signal?: AbortSignal): Promise<number> {
