@@ -11,6 +11,7 @@ import { equalJitterBackoffMs } from '../backoff.js';
 import { deadLetterCopy, errorText } from './dead-letter.js';
 import type { DuePoller } from './due-poller.js';
 import type { DeadLetterReason, DeliveryEvent, LeaseLostEvent, QueueEvents } from './events.js';
+import { takesSignal } from './handler-signal.js';
 import { HoldOff, holdOffMs } from './hold-off.js';
 import { LeaseKeeper } from './lease-keeper.js';
 import { checkCloseOptions, type ErrorReporter, type ResolvedSubscribeOptions } from './options.js';
@@ -89,6 +90,8 @@ export class StoreSubscription implements Subscription {
   readonly group: string;
   readonly #host: SubscriptionHost;
   readonly #handler: Handler<unknown>;
+  /** Whether the handler can see its second argument; when it cannot, no signal is made for it (handler-signal.ts). */
+  readonly #signalled: boolean;
   readonly #o: ResolvedSubscribeOptions;
   /** Aborted when close's deadline passes: every store call still in flight is then given up. */
   readonly #stop = stopController();
@@ -151,6 +154,7 @@ export class StoreSubscription implements Subscription {
     this.topic = topic;
     this.group = group;
     this.#handler = handler;
+    this.#signalled = takesSignal(handler);
     this.#o = opts;
     this.#maxUnwritten = maxUnwrittenAcks(opts.concurrency);
     this.#canOverlap = opts.prefetch > 0 && opts.maxInFlight === 0 && opts.rateLimit === undefined && host.store.capabilities?.overlappingClaims === true;
@@ -388,12 +392,7 @@ export class StoreSubscription implements Subscription {
   #start(job: Job): void {
     job.slot = true;
     this.#running++;
-    job.done = this.#run(job)
-      .catch((err) => this.#host.onError(err, 'delivery'))
-      .finally(() => {
-        this.#freeSlot(job);
-        this.#drop(job);
-      });
+    job.done = this.#run(job);
   }
 
   /**
@@ -410,8 +409,24 @@ export class StoreSubscription implements Subscription {
     if (!this.#closing && this.#waitingForSlot) this.wake();
   }
 
-  /** Runs one delivery to its outcome: ack, retry or dead letter. */
+  /**
+   * Runs `job` (`#attempt`), reports what it throws, then frees its slot and
+   * forgets it; settles after that. (A try/finally here, not `.catch` and
+   * `.finally` on its promise: those cost two more promises per delivery.)
+   */
   async #run(job: Job): Promise<void> {
+    try {
+      await this.#attempt(job);
+    } catch (err) {
+      this.#host.onError(err, 'delivery');
+    } finally {
+      this.#freeSlot(job);
+      this.#drop(job);
+    }
+  }
+
+  /** Runs one delivery to its outcome: ack, retry or dead letter; settles once that is written. */
+  async #attempt(job: Job): Promise<void> {
     const { c } = job;
     if (job.after !== undefined) {
       // An older attempt of this delivery, given up when this claim came
@@ -451,8 +466,10 @@ export class StoreSubscription implements Subscription {
     let failure: unknown;
     const started = performance.now();
     try {
-      // Traced, the handler runs in its span's context: the spans it starts are children of it.
-      await new Promise<void>((resolve) => resolve(span === null ? this.#handler(delivery, job.ctrl.signal) : span.run(() => this.#handler(delivery, job.ctrl.signal))));
+      // Traced, the handler runs in its span's context: the spans it starts
+      // are children of it. Called inside the try, so a throw before its
+      // first await counts as its failure too.
+      await (span === null ? this.#call(delivery, job) : span.run(() => this.#call(delivery, job)));
     } catch (err) {
       failed = true;
       failure = err;
@@ -465,13 +482,19 @@ export class StoreSubscription implements Subscription {
     if (!failed) {
       span?.end('ack');
       this.#freeSlot(job);
-      return this.#ack(job);
+      await this.#ack(job);
+      return;
     }
     const text = errorText(failure);
     const death = isPermanent(failure) ? 'permanent' : c.attempt >= this.#o.maxAttempts ? 'exhausted' : undefined;
     span?.end(death === undefined ? 'retry' : 'dead_letter', failure, death);
     if (death !== undefined) await this.#deadLetter(job, text, { reason: death, error: failure });
     else await this.#retry(job, text, failure);
+  }
+
+  /** The handler on `delivery`, with `job`'s signal unless it cannot see one. */
+  #call(delivery: Delivery<unknown>, job: Job): Promise<void> {
+    return this.#signalled ? this.#handler(delivery, job.ctrl.signal) : (this.#handler as (d: Delivery<unknown>) => Promise<void>)(delivery);
   }
 
   #describe(c: Claimed): DeliveryEvent {
