@@ -113,6 +113,8 @@ export class StoreSubscription implements Subscription {
   #woken = false;
   #wakeWait: (() => void) | undefined;
   #waitingForSlot = false;
+  /** The loop claims again in the next turn (its last claim came back full): acks written meanwhile can wait for it. */
+  #claimNext = false;
   /** The wait for the rate limit's window to have room (hold-off.ts). */
   readonly #holdOff = new HoldOff();
   /** Removes this subscription from the store's poller. */
@@ -275,7 +277,9 @@ export class StoreSubscription implements Subscription {
         if (mayHaveMore(claimed, max)) {
           // Poll again at once, but after letting timers and I/O run (a
           // synchronous store never yields).
+          this.#claimNext = true;
           await new Promise<void>((resolve) => setImmediate(resolve));
+          this.#claimNext = false;
           continue;
         }
         // Nothing more is due (or the group is paused): sleep until a wake-up
@@ -522,9 +526,9 @@ export class StoreSubscription implements Subscription {
    * microtasks forever and starve the timers (heartbeats above all).
    *
    * When the store has `ackAndClaim`, the poll loop sits idle between
-   * polls and the acks can make something claimable (a keyed one frees its
+   * polls (or will claim again in the next turn) and the acks can make something claimable (a keyed one frees its
    * lane; under `maxInFlight` any frees room), the acks are handed to the
-   * loop instead: it wakes and writes them in its next claim's transaction,
+   * loop instead: it (wakes and) writes them in its next claim's transaction,
    * so one commit both completes a delivery and claims the next (on one key
    * lane, the one its ack frees). Other acks are written here: waking the
    * loop for them would add a claim that finds nothing to every ack. What
@@ -532,11 +536,15 @@ export class StoreSubscription implements Subscription {
    * is written here in the next turn.
    */
   async #flushAcks(): Promise<void> {
+    // The loop claims next when it sits idle between polls, or has a claim
+    // due in the next turn: which of that turn's callbacks runs first (this
+    // flush, or the loop's) is an accident of timing.
+    const loopClaimsNext = this.#claimNext || (this.#wakeWait !== undefined && !this.#waitingForSlot);
     if (
-      this.#acks.length > 0 && this.#store.inner.ackAndClaim !== undefined && this.#wakeWait !== undefined && !this.#waitingForSlot && !this.#closing &&
+      this.#acks.length > 0 && this.#store.inner.ackAndClaim !== undefined && loopClaimsNext && !this.#closing &&
       (this.#o.maxInFlight > 0 || this.#acks.some((a) => a.job.c.message.key !== undefined))
     ) {
-      this.wake();
+      if (!this.#claimNext) this.wake();
       setImmediate(() => void this.#flushAcks());
       return;
     }
