@@ -526,9 +526,10 @@ export class StoreSubscription implements Subscription {
    * microtasks forever and starve the timers (heartbeats above all).
    *
    * When the store has `ackAndClaim`, the poll loop sits idle between
-   * polls (or will claim again in the next turn) and the acks can make something claimable (a keyed one frees its
-   * lane; under `maxInFlight` any frees room), the acks are handed to the
-   * loop instead: it (wakes and) writes them in its next claim's transaction,
+   * polls (or claims again in the next turn) and the acks can make
+   * something claimable (a keyed one frees its lane; under `maxInFlight` any
+   * frees room), the acks are handed to the loop instead: it (wakes and)
+   * writes them in its next claim's transaction,
    * so one commit both completes a delivery and claims the next (on one key
    * lane, the one its ack frees). Other acks are written here: waking the
    * loop for them would add a claim that finds nothing to every ack. What

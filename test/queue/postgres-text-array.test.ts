@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import pg from 'pg';
 import { PostgresStore } from '../../src/queue/stores/postgres/store.js';
-import { idsAndTokens, textArray } from '../../src/queue/stores/postgres/sql.js';
+import { arrayLiteral, idsAndTokens, textArray } from '../../src/queue/stores/postgres/sql.js';
 import { msg } from '../stores/helpers.js';
 import { POSTGRES_DIRECT_URL, POSTGRES_SKIP, POSTGRES_URL, dropSchema, testSchema } from '../stores/postgres-env.js';
 
@@ -41,6 +41,23 @@ describe('postgres store: text[] parameters', { skip: POSTGRES_SKIP }, () => {
     const { rows } = await client.query<{ i: string[]; t: string[] }>('SELECT $1::text[] AS i, $2::text[] AS t', [ids, tokens]);
     assert.deepEqual(rows[0], { i: cs.map((c) => c.deliveryId), t: odd });
     assert.deepEqual(idsAndTokens([]), ['{}', '{}']);
+  });
+
+  it('arrayLiteral reads back as text, int, bigint and timestamptz arrays, NULLs included', async () => {
+    const client = new pg.Client({ connectionString: POSTGRES_DIRECT_URL });
+    await client.connect();
+    closers.push(() => client.end());
+    const texts = ['a', 'b"c', 'd\\e', '', 'NULL', '{"json": "x\\"y"}', 'é☃', null, undefined];
+    const times = [new Date(0), new Date('2026-12-06T09:45:00.123Z'), new Date(Date.UTC(1999, 11, 31, 23, 59, 59, 999)), null];
+    const { rows } = await client.query<{ t: (string | null)[]; i: number[]; b: string[]; d: (Date | null)[] }>(
+      'SELECT $1::text[] AS t, $2::int[] AS i, $3::bigint[] AS b, $4::timestamptz[] AS d',
+      [arrayLiteral(texts), arrayLiteral([0, -1, 2147483647]), arrayLiteral(['9007199254740993', 1]), arrayLiteral(times)],
+    );
+    assert.deepEqual(rows[0]!.t, texts.map((v) => v ?? null));
+    assert.deepEqual(rows[0]!.i, [0, -1, 2147483647]);
+    assert.deepEqual(rows[0]!.b, ['9007199254740993', '1']);
+    assert.deepEqual(rows[0]!.d.map((d) => d?.getTime() ?? null), times.map((d) => d?.getTime() ?? null));
+    assert.equal(arrayLiteral([]), '{}');
   });
 
   it('duePairs answers the same for a frozen array asked again, and for a new array after its pairs change', async () => {

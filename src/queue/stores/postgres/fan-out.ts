@@ -8,6 +8,7 @@
  */
 import { deliveryId } from '../../delivery-id.js';
 import type { StoredMessage } from '../../types.js';
+import { arrayLiteral } from './sql.js';
 
 /** Topics remembered at most; past it the longest-remembered is forgotten (it costs one transaction to read again). */
 const MAX_TOPICS = 10_000;
@@ -89,23 +90,24 @@ export function appendValues(msgs: readonly StoredMessage[], topics: readonly st
     offsets.push(at);
     at += m.payload.byteLength;
   }
+  // Arrays as literals of our own (arrayLiteral says why).
   return [
-    msgs.map((m) => m.id),
-    msgs.map((m) => m.topic),
-    msgs.map((m) => m.key ?? null),
+    arrayLiteral(msgs.map((m) => m.id)),
+    arrayLiteral(msgs.map((m) => m.topic)),
+    arrayLiteral(msgs.map((m) => m.key)),
     Buffer.concat(msgs.map((m) => m.payload)),
-    msgs.map((m) => (m.headers === undefined ? null : JSON.stringify(m.headers))),
-    msgs.map((m) => m.publishedAt),
-    msgs.map((m) => m.deliverAt ?? null),
-    fanMsg,
-    fanGroup,
-    fanId,
-    topics.filter((t) => groups.get(t)!.groups.length > 0),
+    arrayLiteral(msgs.map((m) => (m.headers === undefined ? null : JSON.stringify(m.headers)))),
+    arrayLiteral(msgs.map((m) => m.publishedAt)),
+    arrayLiteral(msgs.map((m) => m.deliverAt)),
+    arrayLiteral(fanMsg),
+    arrayLiteral(fanGroup),
+    arrayLiteral(fanId),
+    arrayLiteral(topics.filter((t) => groups.get(t)!.groups.length > 0)),
     channel,
-    offsets,
-    msgs.map((m) => m.payload.byteLength),
-    msgs.map((m) => m.priority ?? 0),
-    topics,
-    topics.map((t) => groups.get(t)!.version),
+    arrayLiteral(offsets),
+    arrayLiteral(msgs.map((m) => m.payload.byteLength)),
+    arrayLiteral(msgs.map((m) => m.priority ?? 0)),
+    arrayLiteral(topics),
+    arrayLiteral(topics.map((t) => groups.get(t)!.version)),
   ];
 }

@@ -54,6 +54,24 @@ export function idsAndTokens(cs: readonly Claimed[]): [ids: string, tokens: stri
   return [`${ids}}`, `${tokens}}`];
 }
 
+/**
+ * `values` as an array literal for a parameter the statement casts (`text[]`,
+ * `int[]`, `bigint[]`, `timestamptz[]`): strings quoted as in `textArray`,
+ * numbers as they print, times as ISO 8601 in UTC, null and undefined as
+ * NULL. The driver would encode the same array with two replaces per element
+ * and a local-time rendering per date; append.sql takes a dozen such arrays
+ * per call, whose encoding was about a tenth of a publish's CPU here.
+ */
+export function arrayLiteral(values: ReadonlyArray<string | number | Date | null | undefined>): string {
+  let out = '{';
+  for (let i = 0; i < values.length; i++) {
+    const v = values[i];
+    const text = v === null || v === undefined ? 'NULL' : typeof v === 'number' ? String(v) : typeof v === 'string' ? quoted(v) : `"${v.toISOString()}"`;
+    out += i === 0 ? text : `,${text}`;
+  }
+  return `${out}}`;
+}
+
 /** `v` as an element of an array literal: double-quoted, with `"` and `\` escaped. */
 function quoted(v: string): string {
   return NEEDS_ESCAPE.test(v) ? `"${v.replace(ESCAPED, '\\$&')}"` : `"${v}"`;
