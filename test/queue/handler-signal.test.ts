@@ -14,33 +14,39 @@ import { waitFor } from '../stores/helpers.js';
 type AnyFn = (...args: never[]) => unknown;
 
 describe('takesSignal', () => {
-  it('no signal for a handler whose parameters are at most one plain name, unless it can read `arguments`', () => {
+  it('no signal for an arrow function with at most one parameter, a plain name', () => {
     const none: Array<[string, AnyFn]> = [
       ['async arrow', async (d: unknown) => void d],
       ['plain arrow', (d: unknown) => d],
       ['no parameters', async () => undefined],
-      ['async function', async function (d: unknown) { return d; }],
-      ['named function', async function handle(d: unknown) { return d; }],
-      ['method', { async handle(d: unknown) { return d; } }.handle],
       // An arrow's `arguments` is its enclosing function's, never its own.
       ['arrow naming arguments', function outer() { return (d: unknown) => [d, arguments]; }()],
     ];
     for (const [what, fn] of none) assert.equal(takesSignal(fn), false, what);
-    // Written out too, as a bundler might leave them (`d=>…`, `async d=>…`).
-    assert.equal(takesSignal(new Function('return d => d')() as AnyFn), false, 'd => d from source');
-    assert.equal(takesSignal(new Function('return async d=>{}')() as AnyFn), false, 'async d=>{} from source');
+    // Written out too, as a bundler might leave them (`d=>…`, `async d=>…`, `async(d)=>…`).
+    for (const source of ['d => d', 'async d=>{}', 'async(d)=>{}', '( d )=>d']) {
+      assert.equal(takesSignal(new Function(`return ${source}`)() as AnyFn), false, source);
+    }
   });
 
-  it('a signal for every other handler: two parameters, defaults, destructuring, rest, `arguments`, eval, bound and native functions', () => {
+  it('a signal for every other handler: functions and methods, two parameters, defaults, destructuring, rest, bound and native ones, odd heads', () => {
+    const fromSource = (source: string) => new Function(`return ${source}`)() as AnyFn;
     const some: Array<[string, AnyFn]> = [
       ['two parameters', async (d: unknown, s: AbortSignal) => void [d, s]],
-      ['a default on the second', new Function('return async (d, s = undefined) => {}')() as AnyFn],
-      ['a default on the only one', new Function('return async (d = {}) => {}')() as AnyFn],
+      ['a default on the second', fromSource('async (d, s = undefined) => {}')],
+      ['a default on the only one', fromSource('async (d = {}) => {}')],
       ['destructured', async ({ id }: { id: string }) => void id],
       ['rest', async (...args: unknown[]) => void args],
+      // A function or method can reach its arguments in ways its text need not show.
+      ['async function', async function (d: unknown) { return d; }],
+      ['named function', async function handle(d: unknown) { return d; }],
+      ['method', { async handle(d: unknown) { return d; } }.handle],
       ['reads arguments', function (d: unknown) { return [d, arguments[1]]; }],
-      ['reads arguments through eval', new Function('d', 'return eval("argu" + "ments")[1]') as AnyFn],
-      ['a comment in the parameters', new Function('return async function (d /* , signal */) {}')() as AnyFn],
+      ['sloppy f.arguments', fromSource("function h(d) { return h['argu' + 'ments'][1]; }")],
+      ['a parenthesis in a comment first', fromSource('function /*()*/ h(d, ...rest) { return rest[0]; }')],
+      ['a computed key with an arrow in it', fromSource("({ [(x) => 'k'](d, ...rest) { return rest[0]; } })[\"(x) => 'k'\"]")],
+      ['a comment in the parameters', fromSource('async (d /* , signal */) => {}')],
+      ['an escape in the parameter', fromSource('async (\\u0064) => {}')],
       ['bound', (async (d: unknown) => void d).bind(null)],
       ['native', Object as unknown as AnyFn],
     ];
