@@ -25,7 +25,7 @@ import pg from 'pg';
 import { POSTGRES_SESSION_OPTIONS } from '../../src/queue/stores/postgres/connection.js';
 import { appendValues } from '../../src/queue/stores/postgres/fan-out.js';
 import { PostgresStore } from '../../src/queue/stores/postgres/store.js';
-import { statements, textArray } from '../../src/queue/stores/postgres/sql.js';
+import { arrayLiteral, statements } from '../../src/queue/stores/postgres/sql.js';
 import type { Claimed } from '../../src/queue/types.js';
 import { customPlanProblems, genericPlanProblems, type PlanCase } from '../helpers/postgres-plans.js';
 import { POSTGRES_DIRECT_URL, POSTGRES_SKIP, POSTGRES_URL, adminPool, dropSchema, testSchema } from '../stores/postgres-env.js';
@@ -66,7 +66,7 @@ function planCases(topic: string, group: string, claimed: Claimed[], idle: strin
     ['lock-topics', [[topic]]],
     ['groups-of', [[topic]]],
     ['append', appendValues(msgs, [topic], new Map([[topic, { version: '1', groups: [group] }]]), 'plan-check')],
-    ['due-pairs', [textArray([topic, ...idle]), textArray([group, ...idle.map(() => 'g')])]],
+    ['due-pairs', [arrayLiteral([topic, ...idle]), arrayLiteral([group, ...idle.map(() => 'g')])]],
     ['create-group', [topic, 'plan-new']],
     ['backfill-page', [topic, '0', 5000]],
     ['backfill', [topic, 'plan-new', ['1', '2'], [deliveryId('plan-1', 'plan-new'), deliveryId('plan-2', 'plan-new')]]],

@@ -1,14 +1,14 @@
 /**
- * `textArray` (the Postgres store's own encoding of a `text[]` parameter,
- * which `duePairs` sends once per poll tick) reads back as the same strings,
- * whatever they hold; and `duePairs` gives the same answers for a frozen
+ * `arrayLiteral` and `idsAndTokens` (the Postgres store's own encoding of
+ * array parameters: the poll query's, sent once per tick, append's and the
+ * acks') read back as the same values, whatever they hold; and `duePairs` gives the same answers for a frozen
  * array it has seen (its encoded parameters reused) as for a fresh one.
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import pg from 'pg';
 import { PostgresStore } from '../../src/queue/stores/postgres/store.js';
-import { arrayLiteral, idsAndTokens, textArray } from '../../src/queue/stores/postgres/sql.js';
+import { arrayLiteral, idsAndTokens } from '../../src/queue/stores/postgres/sql.js';
 import { msg } from '../stores/helpers.js';
 import { POSTGRES_DIRECT_URL, POSTGRES_SKIP, POSTGRES_URL, dropSchema, testSchema } from '../stores/postgres-env.js';
 
@@ -20,14 +20,14 @@ describe('postgres store: text[] parameters', { skip: POSTGRES_SKIP }, () => {
     await dropSchema(schema);
   });
 
-  it('an array literal from textArray reads back element for element', async () => {
+  it('an array literal from arrayLiteral reads back element for element', async () => {
     const client = new pg.Client({ connectionString: POSTGRES_DIRECT_URL });
     await client.connect();
     closers.push(() => client.end());
     const values = ['a', 'b"c', 'd\\e', '', 'NULL', 'null', 'x y,z{}', ' lead', 'é☃', '\\"', 'a\\', '"', '{}', 'a.b-c_d'];
-    const { rows } = await client.query<{ v: string[] }>('SELECT $1::text[] AS v', [textArray(values)]);
+    const { rows } = await client.query<{ v: string[] }>('SELECT $1::text[] AS v', [arrayLiteral(values)]);
     assert.deepEqual(rows[0]!.v, values);
-    const empty = await client.query<{ v: string[] }>('SELECT $1::text[] AS v', [textArray([])]);
+    const empty = await client.query<{ v: string[] }>('SELECT $1::text[] AS v', [arrayLiteral([])]);
     assert.deepEqual(empty.rows[0]!.v, []);
   });
 

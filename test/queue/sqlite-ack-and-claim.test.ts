@@ -187,6 +187,29 @@ describe('sqlite ackAndClaim', () => {
       assert.deepEqual(counts(await q.stats('t', 'g')), { pending: 0, leased: 0, dead: 0 });
     });
 
+    it('two subscriptions at once, one lane each: every ack goes in with its lane\'s next claim, whichever of a turn\'s callbacks runs first', async () => {
+      const spy = new Spy(await open());
+      const q = createStoreQueue(spy, { onError: () => {} });
+      opened.push(q);
+      const groups = ['g1', 'g2'];
+      for (const g of groups) await spy.ensureGroup('t', g, 'latest');
+      const n = 30;
+      const sent = await q.publish(...Array.from({ length: n }, (_, i) => ({ topic: 't', key: 'k', payload: new TextEncoder().encode(String(i)) })));
+      const seen = new Map(groups.map((g) => [g, [] as string[]]));
+      let completed = 0;
+      q.on('completed', () => void completed++);
+      // Concurrency 1: each claim comes back full, so the loop's next claim is due in the next turn as the ack is written.
+      const subs = await Promise.all(groups.map((g) => q.subscribe('t', g, async (d) => void seen.get(d.group)!.push(d.id), { concurrency: 1, pollIntervalMs: 3_600_000 })));
+      try {
+        await waitFor(() => completed === 2 * n, 120_000, 'every message completed in both groups');
+      } finally {
+        await Promise.all(subs.map((sub) => sub.close()));
+      }
+      for (const g of groups) assert.deepEqual(seen.get(g), sent, `${g} in publish order`);
+      assert.ok(spy.calls.ackAndClaim >= 2 * (n - 1), `ackAndClaim calls ${spy.calls.ackAndClaim}`);
+      assert.ok(spy.calls.ack <= 2, `plain ack calls ${spy.calls.ack}`);
+    });
+
     it('reports an ack refused inside the combined call as a lost lease, and completes none twice', async () => {
       const spy = new Spy(await open());
       const q = createStoreQueue(spy, { onError: () => {} });

@@ -31,7 +31,7 @@ import { sorted, stillHeld, toClaimed, toMessage } from './rows.js';
 import type { ClaimRow, HeldRow } from './rows.js';
 import { scheduleFromRow, scheduleValues } from './schedule-rows.js';
 import type { ScheduleRow } from './schedule-rows.js';
-import { idsAndTokens, quoteSchema, statements, textArray, wakeChannel } from './sql.js';
+import { arrayLiteral, idsAndTokens, quoteSchema, statements, wakeChannel } from './sql.js';
 import { listenLoop } from './wake-listener.js';
 import type { StatementName } from './sql.js';
 
@@ -503,7 +503,7 @@ export class PostgresStore implements Store {
     // the two array parameters are encoded once, not on every tick.
     let params = this.#duePairsParams;
     if (params?.pairs !== pairs) {
-      params = { pairs, values: [textArray(pairs.map((p) => p.topic)), textArray(pairs.map((p) => p.group))] };
+      params = { pairs, values: [arrayLiteral(pairs.map((p) => p.topic)), arrayLiteral(pairs.map((p) => p.group))] };
       if (Object.isFrozen(pairs)) this.#duePairsParams = params;
     }
     const res = await this.#q<ConsumerGroup>('due-pairs', params.values, signal);
