@@ -195,15 +195,25 @@ async function intake(spool: Spool, input: Readable, syncBatch: number, counts: 
       }
     }
   };
-  // One await per line (no promise of a helper's own around it): a file of 200,000 lines is as many round trips.
+  // Up to the next sync's worth of lines per call: one promise per group
+  // of lines rather than one per line. A line the spool refused (full) is
+  // waited in alone, then the rest of its group goes on.
   const putAll = async (lines: readonly Uint8Array[]) => {
-    for (const line of lines) {
+    for (let i = 0; i < lines.length; ) {
+      const group = lines.slice(i, i + Math.max(1, syncBatch - pending));
       try {
-        await spool.appendNoSync(line);
+        await spool.appendBatchNoSync(group);
+        i += group.length;
+        pending += group.length;
       } catch (err) {
-        await putFull(line, err);
+        const placed = isFerryError(err) ? (err.placed ?? 0) : 0;
+        i += placed;
+        pending += placed;
+        await putFull(lines[i]!, err);
+        i++;
+        pending++;
       }
-      if (++pending >= syncBatch) await startSync();
+      if (pending >= syncBatch) await startSync();
     }
   };
   try {

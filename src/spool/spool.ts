@@ -188,6 +188,28 @@ export class Spool implements AsyncDisposable {
   }
 
   /**
+   * {@link appendNoSync} for each of `records` in order, in one call (beyond
+   * the Go spool, for producers that read records in bulk): one promise for
+   * the lot instead of one per record. Stops at the first record that cannot
+   * be placed; the ones before it are placed (readable, and made durable by
+   * the next `sync()`), it and the ones after it are not.
+   *
+   * @throws what {@link appendNoSync} throws, for the first record that could
+   *   not be placed, with `placed` set to how many leading records were.
+   */
+  async appendBatchNoSync(records: readonly Uint8Array[]): Promise<void> {
+    if (!Array.isArray(records)) throw new InvalidArgumentError('appendBatchNoSync takes an array of records');
+    this.checkOpen();
+    let placed = 0;
+    try {
+      for (; placed < records.length; placed++) this.appender.place(records[placed]!, true, false);
+    } catch (err) {
+      if (err instanceof FerryError) err.placed = placed;
+      throw err;
+    }
+  }
+
+  /**
    * Makes every record appended so far durable with one fdatasync per dirty
    * segment, shared with concurrent callers. Advance an upstream checkpoint
    * only after it resolves.
