@@ -115,6 +115,29 @@ describe('postgres ackAndClaim', { skip: POSTGRES_SKIP }, () => {
     assert.deepEqual(got, payloads.map((p) => [...p]));
   });
 
+  it('hands out publishedAt and deliverAt to the millisecond, before 1970 too, through claim, ackAndClaim and listMessages', async () => {
+    // The claim statements send times as epoch milliseconds.
+    const s = await open();
+    await s.ensureGroup('t', 'g', 'latest');
+    const times: Array<[published: number, deliverAt: number | undefined]> = [
+      [Date.UTC(2026, 11, 6, 12, 1, 2, 345), undefined],
+      [-1_500, -999],
+      [Date.UTC(1999, 0, 1, 0, 0, 0, 1), Date.UTC(2000, 1, 29, 23, 59, 59, 999)],
+    ];
+    const m = times.map(([p, d]) => msg('t', { key: 'k', publishedAt: new Date(p), ...(d === undefined ? {} : { deliverAt: new Date(d) }) }));
+    await s.append(m);
+    const seen = (c: Claimed) => [c.message.publishedAt.getTime(), c.message.deliverAt?.getTime()];
+    let held = await s.claim(claimReq('t', 'g'));
+    const got: Array<Array<number | undefined>> = [];
+    while (held.length > 0) {
+      for (const c of held) got.push(seen(c));
+      held = (await s.ackAndClaim(held, claimReq('t', 'g'))).claimed;
+    }
+    assert.deepEqual(got, times);
+    const listed = (await s.listMessages('t', { limit: 10 })).messages.map((x) => [x.publishedAt.getTime(), x.deliverAt?.getTime()]);
+    assert.deepEqual(listed, times);
+  });
+
   it('the claim beside the acks takes the rows they free and the other heads together in claim order', async () => {
     const s = await open();
     await s.ensureGroup('t', 'g', 'latest');
