@@ -196,8 +196,8 @@ async function intake(spool: Spool, input: Readable, syncBatch: number, counts: 
     }
   };
   // Up to the next sync's worth of lines per call: one promise per group
-  // of lines rather than one per line. A line the spool refused (full) is
-  // waited in alone, then the rest of its group goes on.
+  // of lines rather than one per line. A line the spool refused (full)
+  // waits alone for room, then the rest of its group goes on.
   const putAll = async (lines: readonly Uint8Array[]) => {
     for (let i = 0; i < lines.length; ) {
       const group = lines.slice(i, i + Math.max(1, syncBatch - pending));

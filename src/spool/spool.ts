@@ -194,8 +194,10 @@ export class Spool implements AsyncDisposable {
    * be placed; the ones before it are placed (readable, and made durable by
    * the next `sync()`), it and the ones after it are not.
    *
-   * @throws what {@link appendNoSync} throws, for the first record that could
-   *   not be placed, with `placed` set to how many leading records were.
+   * @throws FullError, ExceedsCapError, RecordTooLargeError, IOError as {@link append} (for the
+   *   first record that could not be placed), with `placed` set to how many leading records were.
+   * @throws InvalidArgumentError `records` is not an array, or a record is not a Uint8Array (`placed` as above).
+   * @throws ClosedError the spool was closed; nothing was placed.
    */
   async appendBatchNoSync(records: readonly Uint8Array[]): Promise<void> {
     if (!Array.isArray(records)) throw new InvalidArgumentError('appendBatchNoSync takes an array of records');
