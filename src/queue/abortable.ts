@@ -133,6 +133,11 @@ export class GuardedStore {
   append(msgs: StoredMessage[]): Promise<void> {
     return guard(this.signal, () => this.#s.append(msgs, this.signal));
   }
+  /** The store's `appendNow`; only when `inner.appendNow` exists. Throws `ClosedError` once the signal aborted, without calling it. */
+  appendNow(msgs: StoredMessage[]): void {
+    if (this.signal.aborted) throw stopped(this.signal);
+    this.#s.appendNow!(msgs);
+  }
   claim(req: ClaimRequest): Promise<Claimed[]> {
     return guard(this.signal, () => this.#s.claim(req, this.signal));
   }

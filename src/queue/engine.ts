@@ -117,9 +117,6 @@ export const PUBLISH_RETRIES = 3;
 /** First delay between publish retries, ms; doubled each time (25, 50, 100). */
 export const PUBLISH_RETRY_BASE_MS = 25;
 
-/** Longest a run of publishes keeps the event loop before one of them yields, ms. */
-const PUBLISH_YIELD_MS = 5;
-
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
 /** Whether the last argument of `publish` is `{ codec }` rather than a message. */
@@ -157,7 +154,6 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
   readonly #timer = new WakeTimer((topic) => this.#wake(topic));
   #listening: Promise<void> = Promise.resolve();
   #closed = false;
-  #lastYield = performance.now();
   #closePromise: Promise<void> | undefined;
   readonly #host: SubscriptionHost;
   /** Concurrent publishes share one append (group commit, publish-batcher.ts). */
@@ -193,7 +189,12 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
           if (!(err instanceof UnsupportedError)) signals.report(err, 'listen');
         });
     }
-    this.#batcher = new PublishBatcher((msgs) => this.#guarded.append(msgs), (msgs) => this.#appendRetrying(msgs));
+    this.#batcher = new PublishBatcher({
+      appendShared: (msgs) => this.#guarded.append(msgs),
+      appendAlone: (msgs, failed) => (failed === undefined ? this.#appendRetrying(msgs) : this.#retryAppend(msgs, failed)),
+      appendNow: store.appendNow ? (msgs) => this.#guarded.appendNow(msgs) : undefined,
+      stored: (msgs) => this.#stored(msgs),
+    });
     this.#poller = DuePoller.of(store);
     this.#host = {
       store,
@@ -309,15 +310,20 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
     return out;
   }
 
-  /** Appends with concurrent publishes (group commit), then wakes local subscribers. */
-  async #append(msgs: StoredMessage[]): Promise<void> {
-    await this.#batcher.append(msgs);
+  /** Appends with concurrent publishes (group commit); `#stored` then wakes local subscribers. */
+  #append(msgs: StoredMessage[]): Promise<void> {
+    return this.#batcher.append(msgs, undefined);
+  }
+
+  /** `msgs` are stored: wakes this queue's subscriptions to their topics, and sets a timer for each one scheduled later. */
+  #stored(msgs: StoredMessage[]): void {
     if (msgs.length === 1) this.#wake(msgs[0]!.topic);
     else for (const topic of new Set(msgs.map((m) => m.topic))) this.#wake(topic);
-    const now = Date.now();
+    let now: number | undefined;
     for (const m of msgs) {
-      const at = m.deliverAt?.getTime();
-      if (at !== undefined && at > now) this.#timer.schedule(m.topic, at);
+      if (m.deliverAt === undefined) continue;
+      const at = m.deliverAt.getTime();
+      if (at > (now ??= Date.now())) this.#timer.schedule(m.topic, at);
     }
   }
 
@@ -344,31 +350,24 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
   /** See `Queue.publish`. */
   publish(...msgs: Message<T>[]): Promise<string[]>;
   publish<U>(...args: [...msgs: Message<U>[], opts: PublishOptions<U>]): Promise<string[]>;
-  async publish(...args: unknown[]): Promise<string[]> {
-    this.#assertOpen();
-    let codec = this.#cfg.codec;
-    if (args.length > 0 && isPublishOptions(args[args.length - 1])) {
-      codec = checkCodec((args.pop() as PublishOptions<unknown>).codec, 'publish option codec');
+  publish(...args: unknown[]): Promise<string[]> {
+    // Not async: the promise a publish returns is the one the batcher settles once it is stored.
+    let stored: StoredMessage[];
+    try {
+      this.#assertOpen();
+      let codec = this.#cfg.codec;
+      if (args.length > 0 && isPublishOptions(args[args.length - 1])) {
+        codec = checkCodec((args.pop() as PublishOptions<unknown>).codec, 'publish option codec');
+      }
+      const now = Date.now();
+      stored = (args as Message<unknown>[]).map((m) => this.#prepare(m, now, codec));
+    } catch (err) {
+      return Promise.reject(err);
     }
-    const now = Date.now();
-    const stored = (args as Message<unknown>[]).map((m) => this.#prepare(m, now, codec));
-    if (stored.length > 0) {
-      if (this.#tracing === null) await this.#append(stored);
-      else await this.#tracing.publish(stored, () => this.#append(stored));
-    }
-    if (performance.now() - this.#lastYield >= PUBLISH_YIELD_MS) await this.#yieldNow();
-    return stored.map((m) => m.id);
-  }
-
-  /**
-   * A synchronous store (SQLite) settles publishes in microtasks only, so a
-   * producer publishing in a loop would never let timers run: this process's
-   * own subscriptions would starve. Past a few milliseconds without a break
-   * (`publish` looks first), a publish waits one turn of the event loop.
-   */
-  async #yieldNow(): Promise<void> {
-    await new Promise<void>((resolve) => setImmediate(resolve));
-    this.#lastYield = performance.now();
+    const ids = stored.map((m) => m.id);
+    if (stored.length === 0) return Promise.resolve(ids);
+    if (this.#tracing === null) return this.#batcher.append(stored, ids);
+    return this.#tracing.publish(stored, () => this.#append(stored)).then(() => ids);
   }
 
   /** See `Queue.subscribe`. */

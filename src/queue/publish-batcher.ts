@@ -12,7 +12,11 @@
  * single larger publish goes alone).
  *
  * A publish resolves only once the append holding its messages has
- * committed, exactly as when it had its own. When a shared append fails,
+ * committed, exactly as when it had its own. With a store that writes
+ * synchronously (`appendNow`), a flush stores and settles its publishes in
+ * the same call, with no promise of its own: a producer publishing one
+ * message at a time pays one turn of the event loop and one promise per
+ * publish beside the store's own work. When a shared append fails,
  * nothing of it was stored (one transaction); each of its publishes is then
  * appended on its own, so a publish the store refuses fails alone and the
  * others are stored. Appends are idempotent by message ID, so this second try
@@ -25,31 +29,44 @@ export const MAX_FLUSH_MESSAGES = 1000;
 
 interface Pending<T> {
   msgs: T[];
-  resolve(): void;
+  /** What the publish resolves with. */
+  value: unknown;
+  resolve(value: unknown): void;
   reject(err: unknown): void;
+}
+
+/** How a `PublishBatcher` stores messages and what it tells once they are stored. */
+export interface BatcherStore<T> {
+  /** Stores the messages of several publishes in one transaction, once (no retries: a failure falls back to `appendAlone` per publish). */
+  appendShared(msgs: T[]): Promise<void>;
+  /**
+   * Stores one publish's messages, with whatever retrying the caller does
+   * for a single publish; `failed` is the error a first try already met
+   * (from `appendNow`), so it is not tried again at once.
+   */
+  appendAlone(msgs: T[], failed?: unknown): Promise<void>;
+  /** `appendShared` done before it returns, for a synchronous store; throws what it would reject with. */
+  appendNow?: (msgs: T[]) => void;
+  /** Called with each publish's messages once they are stored, before its promise resolves. */
+  stored(msgs: T[]): void;
 }
 
 /** Gathers concurrent appends into shared ones. One per queue. */
 export class PublishBatcher<T> {
-  readonly #appendShared: (msgs: T[]) => Promise<void>;
-  readonly #appendAlone: (msgs: T[]) => Promise<void>;
+  readonly #store: BatcherStore<T>;
   #waiting: Array<Pending<T>> = [];
   #scheduled = false;
   #running: Promise<void> | undefined;
+  readonly #onTurn = () => this.#run();
 
-  /**
-   * @param appendShared stores the messages of several publishes in one transaction, once (no retries: a failure falls back to `appendAlone` per publish).
-   * @param appendAlone stores one publish's messages, with whatever retrying the caller does for a single publish.
-   */
-  constructor(appendShared: (msgs: T[]) => Promise<void>, appendAlone: (msgs: T[]) => Promise<void>) {
-    this.#appendShared = appendShared;
-    this.#appendAlone = appendAlone;
+  constructor(store: BatcherStore<T>) {
+    this.#store = store;
   }
 
-  /** Resolves once `msgs` are stored (in a shared append or on their own); rejects with the store's error for them. */
-  append(msgs: T[]): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
-      this.#waiting.push({ msgs, resolve, reject });
+  /** Resolves with `value` once `msgs` are stored (in a shared append or on their own); rejects with the store's error for them. */
+  append<V>(msgs: T[], value: V): Promise<V> {
+    return new Promise<V>((resolve, reject) => {
+      this.#waiting.push({ msgs, value, resolve: resolve as (v: unknown) => void, reject });
       this.#schedule();
     });
   }
@@ -65,16 +82,24 @@ export class PublishBatcher<T> {
   #schedule(): void {
     if (this.#scheduled || this.#running !== undefined || this.#waiting.length === 0) return;
     this.#scheduled = true;
-    setImmediate(() => {
-      this.#scheduled = false;
-      this.#running = this.#flush().finally(() => {
-        this.#running = undefined;
-        this.#schedule();
-      });
+    setImmediate(this.#onTurn);
+  }
+
+  #run(): void {
+    this.#scheduled = false;
+    const running = this.#flush(this.#take());
+    if (running === undefined) {
+      this.#schedule();
+      return;
+    }
+    this.#running = running.finally(() => {
+      this.#running = undefined;
+      this.#schedule();
     });
   }
 
-  #flush(): Promise<void> {
+  /** The next flush's publishes: whole ones, up to `MAX_FLUSH_MESSAGES` messages (at least one). */
+  #take(): Array<Pending<T>> {
     const batch: Array<Pending<T>> = [];
     let size = 0;
     while (this.#waiting.length > 0) {
@@ -83,28 +108,56 @@ export class PublishBatcher<T> {
       batch.push(this.#waiting.shift()!);
       size += next.msgs.length;
     }
-    return batch.length === 1 ? this.#alone(batch[0]!) : this.#shared(batch);
+    return batch;
+  }
+
+  /** Stores `batch`; returns `undefined` when it settled every publish before returning, else a promise that does (never rejects). */
+  #flush(batch: Array<Pending<T>>): Promise<void> | undefined {
+    const now = this.#store.appendNow;
+    if (now === undefined) return batch.length === 1 ? this.#alone(batch[0]!) : this.#shared(batch);
+    const msgs = batch.length === 1 ? batch[0]!.msgs : batch.flatMap((p) => p.msgs);
+    try {
+      now(msgs);
+    } catch (err) {
+      // Nothing of it was stored: each publish tries alone (one publish keeps the error it met).
+      return batch.length === 1 ? this.#alone(batch[0]!, err) : this.#eachAlone(batch);
+    }
+    for (const p of batch) this.#settle(p);
+    return undefined;
   }
 
   async #shared(batch: Array<Pending<T>>): Promise<void> {
     try {
-      await this.#appendShared(batch.flatMap((p) => p.msgs));
+      await this.#store.appendShared(batch.flatMap((p) => p.msgs));
     } catch {
       // Nothing of the shared append was stored: each publish tries alone.
-      await Promise.all(batch.map((p) => this.#alone(p)));
+      await this.#eachAlone(batch);
       return;
     }
-    for (const p of batch) p.resolve();
+    for (const p of batch) this.#settle(p);
+  }
+
+  async #eachAlone(batch: Array<Pending<T>>): Promise<void> {
+    await Promise.all(batch.map((p) => this.#alone(p)));
   }
 
   /** Settles `p` with its own append; never rejects. (No async frame: one publish at a time is the common case.) */
-  #alone(p: Pending<T>): Promise<void> {
+  #alone(p: Pending<T>, failed?: unknown): Promise<void> {
     let appended: Promise<void>;
     try {
-      appended = this.#appendAlone(p.msgs);
+      appended = this.#store.appendAlone(p.msgs, failed);
     } catch (err) {
       appended = Promise.reject(err);
     }
-    return appended.then(p.resolve, p.reject);
+    return appended.then(() => this.#settle(p), p.reject);
+  }
+
+  /** `p` is stored: tells `stored`, then resolves it. */
+  #settle(p: Pending<T>): void {
+    try {
+      this.#store.stored(p.msgs);
+    } finally {
+      p.resolve(p.value);
+    }
   }
 }

@@ -411,6 +411,13 @@ export interface Store {
   /** Stores messages (IDs and publish times set) and one pending delivery per group registered on each topic. Idempotent: existing messages and deliveries keep their state. */
   append(msgs: StoredMessage[], signal?: AbortSignal): Promise<void>;
   /**
+   * `append` done before it returns, for a store that writes synchronously
+   * (SQLite through better-sqlite3): throws what `append` would reject with.
+   * When present, the engine's publishes use it and settle without a
+   * promise of the store's.
+   */
+  appendNow?(msgs: StoredMessage[]): void;
+  /**
    * Leases up to `req.max` due deliveries in publish order (in priority
    * order, then publish order, on a store with `capabilities.priority`),
    * each with a new token and attempt + 1. Due: its `deliverAt` and retry

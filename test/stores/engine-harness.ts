@@ -12,7 +12,7 @@ export const dec = (b: Uint8Array) => new TextDecoder().decode(b);
 export const FAST: SubscribeOptions = { pollIntervalMs: 20, leaseDurationMs: 2000, backoffBaseMs: 5, backoffMaxMs: 20 };
 
 /** What `EngineHarness.instance` can hide of a store. */
-export type Hideable = 'listen' | 'duePairs' | 'setGroupPaused' | 'capabilities';
+export type Hideable = 'listen' | 'duePairs' | 'setGroupPaused' | 'capabilities' | 'appendNow';
 
 export interface EngineHarness {
   /**

@@ -68,7 +68,7 @@ export function deferred<T = void>() {
   return { promise, resolve };
 }
 
-type Op = keyof Omit<Store, 'listen' | 'canConsume' | 'acquireJanitor' | 'duePairs' | 'setGroupPaused' | 'capabilities'> | 'acquireJanitor' | 'duePairs' | 'setGroupPaused';
+type Op = keyof Omit<Store, 'appendNow' | 'listen' | 'canConsume' | 'acquireJanitor' | 'duePairs' | 'setGroupPaused' | 'capabilities'> | 'acquireJanitor' | 'duePairs' | 'setGroupPaused';
 
 /**
  * Wraps a store, counting calls and letting a test inject faults: `before[op]`
@@ -87,8 +87,22 @@ export class InstrumentedStore implements Store {
   /** Present when the inner store has it, as are its `capabilities`. */
   readonly setGroupPaused?: Store['setGroupPaused'];
   readonly capabilities?: Store['capabilities'];
+  /**
+   * Present when the inner store has it, counted as an `append`: its
+   * `before.append` must then be synchronous (a promise it returns is
+   * refused with an error; hide `appendNow` to test a slow append).
+   */
+  readonly appendNow?: Store['appendNow'];
 
   constructor(readonly inner: Store) {
+    if (inner.appendNow) {
+      this.appendNow = (msgs) => {
+        this.calls.append = (this.calls.append ?? 0) + 1;
+        const waited = this.before.append?.(msgs);
+        if (waited instanceof Promise) throw new Error('before.append returned a promise to appendNow: hide appendNow for this test');
+        inner.appendNow!(msgs);
+      };
+    }
     if (inner.listen) this.listen = (signal, wake) => inner.listen!(signal, wake);
     if (inner.duePairs) this.duePairs = (pairs, signal) => this.#call('duePairs', [pairs, signal], () => inner.duePairs!(pairs, signal));
     if (inner.setGroupPaused) {

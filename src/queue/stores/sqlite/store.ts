@@ -238,6 +238,11 @@ export class SqliteStore implements Store {
    *   that limit to V8's longest string, 2^29 - 24 bytes on 64-bit); nothing is stored.
    */
   async append(msgs: StoredMessage[]): Promise<void> {
+    this.appendNow(msgs);
+  }
+
+  /** `append`, stored before it returns (see `Store.appendNow`). Throws as `append` rejects. */
+  appendNow(msgs: StoredMessage[]): void {
     try {
       this.#appendRows(msgs);
     } catch (err) {
