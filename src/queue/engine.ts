@@ -156,6 +156,8 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
   #closed = false;
   #closePromise: Promise<void> | undefined;
   readonly #host: SubscriptionHost;
+  /** The last topic a publish found valid: a producer's next message usually names it again. */
+  #checkedTopic: string | undefined;
   /** Concurrent publishes share one append (group commit, publish-batcher.ts). */
   readonly #batcher: PublishBatcher<StoredMessage>;
   /** Subscribes under way, which close waits for. */
@@ -270,7 +272,10 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
       if (!(payload instanceof Uint8Array)) throw new CodecError('codec.encode must return a Uint8Array');
       m = { ...input, payload };
     }
-    validateName('topic', m.topic);
+    if (m.topic !== this.#checkedTopic) {
+      validateName('topic', m.topic);
+      this.#checkedTopic = m.topic;
+    }
     if (m.id !== undefined) validateId('id', m.id);
     if (m.key !== undefined) validateId('key', m.key);
     if (!(m.payload instanceof Uint8Array)) throw new InvalidArgumentError('message payload must be a Uint8Array');

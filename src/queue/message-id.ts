@@ -22,6 +22,21 @@ let timeHex = '';
 /** The RFC variant's two top bits are 10: the first hex digit of that group is 8, 9, a or b. */
 const VARIANT = '89ab';
 
+/** Two hex digits per byte value. */
+const BYTE_HEX = Array.from({ length: 256 }, (_, b) => b.toString(16).padStart(2, '0'));
+
+/**
+ * The low 48 bits of the whole part of `ms` as 12 hex digits. Byte by byte
+ * from two 24-bit halves: `toString(16)` of a number past 2^31 goes through
+ * a floating-point remainder per digit.
+ */
+function hex48(ms: number): string {
+  const whole = Math.floor(ms);
+  const hi = Math.floor(whole / 0x1000000) % 0x1000000;
+  const lo = whole % 0x1000000;
+  return BYTE_HEX[hi >>> 16]! + BYTE_HEX[(hi >>> 8) & 255]! + BYTE_HEX[hi & 255]! + BYTE_HEX[lo >>> 16]! + BYTE_HEX[(lo >>> 8) & 255]! + BYTE_HEX[lo & 255]!;
+}
+
 /** A new version-7 UUID, lower-case, for `ms` (default now). */
 export function uuidV7(ms: number = Date.now()): string {
   if (next === POOL_IDS) {
@@ -32,10 +47,11 @@ export function uuidV7(ms: number = Date.now()): string {
   const at = next++ * HEX_PER_ID;
   if (ms !== lastMs) {
     lastMs = ms;
-    const t = Math.floor(ms).toString(16).padStart(12, '0').slice(-12);
+    const t = hex48(ms);
     timeHex = `${t.slice(0, 8)}-${t.slice(8)}-7`;
   }
   // 12 random bits after the version digit, then the variant digit (2 random bits) and 62 more.
-  const variant = VARIANT[Number.parseInt(hex[at + 3]!, 16) & 3];
+  // Hex digit at + 3 is the low half of the pool's byte (at + 3) >> 1.
+  const variant = VARIANT[pool[(at + 3) >> 1]! & 3];
   return `${timeHex}${hex.slice(at, at + 3)}-${variant}${hex.slice(at + 4, at + 7)}-${hex.slice(at + 7, at + 19)}`;
 }

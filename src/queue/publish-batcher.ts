@@ -5,18 +5,26 @@
  *
  * A publish joins the next flush. A flush starts one turn of the event loop
  * after the first publish waiting for it (`setImmediate`), so every publish
- * issued in the same turn joins: better-sqlite3 commits synchronously, so
- * nothing else could arrive while it runs. While a flush runs (a Postgres
- * round trip), newcomers wait for the one after it. At most one flush runs at
- * a time; one takes whole publishes up to `MAX_FLUSH_MESSAGES` messages (a
- * single larger publish goes alone).
+ * issued in the same turn joins, those of I/O callbacks run in that turn
+ * included. While a flush runs (a Postgres round trip), newcomers wait for
+ * the one after it. At most one flush runs at a time; one takes whole
+ * publishes up to `MAX_FLUSH_MESSAGES` messages (a single larger publish
+ * goes alone).
+ *
+ * With a store that writes synchronously (`appendNow`: better-sqlite3), a
+ * flush stores and settles its publishes in the same call, with no promise
+ * of its own. Publishes made by the code those publishes resumed, within
+ * `FOLLOW_HOPS` microtasks of the flush (a producer awaiting each publish in
+ * a loop, or 64 of them at once), cannot be joined by anything from the
+ * event loop until the current macrotask ends, so waiting a turn for them
+ * would only add the turn: their flush runs as a microtask instead, after
+ * every publish already queued at that depth, so concurrent producers still
+ * share it. Such a run of flushes gives the event loop a turn once
+ * `MAX_MICROTASK_RUN_MS` have passed, so timers and I/O (this process's own
+ * subscriptions) are not starved by a producer in a loop.
  *
  * A publish resolves only once the append holding its messages has
- * committed, exactly as when it had its own. With a store that writes
- * synchronously (`appendNow`), a flush stores and settles its publishes in
- * the same call, with no promise of its own: a producer publishing one
- * message at a time pays one turn of the event loop and one promise per
- * publish beside the store's own work. When a shared append fails,
+ * committed, exactly as when it had its own. When a shared append fails,
  * nothing of it was stored (one transaction); each of its publishes is then
  * appended on its own, so a publish the store refuses fails alone and the
  * others are stored. Appends are idempotent by message ID, so this second try
@@ -26,6 +34,12 @@
 
 /** Most messages one shared append carries (a larger single publish still goes whole). */
 export const MAX_FLUSH_MESSAGES = 1000;
+/** Microtasks after a synchronous flush during which a new publish is flushed by a microtask. */
+export const FOLLOW_HOPS = 8;
+/** Longest a run of microtask flushes keeps the event loop, ms. */
+export const MAX_MICROTASK_RUN_MS = 5;
+/** Microtasks are queued as reactions to this (cheaper than Node's `queueMicrotask`, which makes an async resource per call). */
+const RESOLVED = Promise.resolve();
 
 interface Pending<T> {
   msgs: T[];
@@ -54,13 +68,30 @@ export interface BatcherStore<T> {
 /** Gathers concurrent appends into shared ones. One per queue. */
 export class PublishBatcher<T> {
   readonly #store: BatcherStore<T>;
+  readonly #clock: () => number;
   #waiting: Array<Pending<T>> = [];
   #scheduled = false;
   #running: Promise<void> | undefined;
-  readonly #onTurn = () => this.#run();
+  /** Microtasks left in which a publish follows the last synchronous flush (0: none). */
+  #hopsLeft = 0;
+  /** Whether a `#hop` microtask is queued. */
+  #hopping = false;
+  /** The clock at the start of the last flush run from the event loop. */
+  #turnStart = 0;
+  readonly #onTurn = () => {
+    this.#turnStart = this.#clock();
+    this.#run();
+  };
+  readonly #onMicrotask = () => this.#run();
+  readonly #hop = () => {
+    if (--this.#hopsLeft > 0) void RESOLVED.then(this.#hop);
+    else this.#hopping = false;
+  };
 
-  constructor(store: BatcherStore<T>) {
+  /** @param clock ms for `MAX_MICROTASK_RUN_MS` (tests replace it). */
+  constructor(store: BatcherStore<T>, clock: () => number = () => performance.now()) {
     this.#store = store;
+    this.#clock = clock;
   }
 
   /** Resolves with `value` once `msgs` are stored (in a shared append or on their own); rejects with the store's error for them. */
@@ -82,7 +113,16 @@ export class PublishBatcher<T> {
   #schedule(): void {
     if (this.#scheduled || this.#running !== undefined || this.#waiting.length === 0) return;
     this.#scheduled = true;
-    setImmediate(this.#onTurn);
+    if (this.#hopsLeft > 0 && this.#clock() - this.#turnStart < MAX_MICROTASK_RUN_MS) void RESOLVED.then(this.#onMicrotask);
+    else setImmediate(this.#onTurn);
+  }
+
+  /** A synchronous flush settled its publishes: publishes in the next `FOLLOW_HOPS` microtasks follow it. */
+  #follow(): void {
+    this.#hopsLeft = FOLLOW_HOPS;
+    if (this.#hopping) return;
+    this.#hopping = true;
+    void RESOLVED.then(this.#hop);
   }
 
   #run(): void {
@@ -123,6 +163,7 @@ export class PublishBatcher<T> {
       return batch.length === 1 ? this.#alone(batch[0]!, err) : this.#eachAlone(batch);
     }
     for (const p of batch) this.#settle(p);
+    this.#follow();
     return undefined;
   }
 

@@ -7,7 +7,7 @@ const SHAPE = /^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{
 
 describe('uuidV7', () => {
   it('has the RFC 9562 version-7 layout with the milliseconds in its first 48 bits', () => {
-    for (const ms of [0, 1, 1_796_153_855_132, 2 ** 48 - 1]) {
+    for (const ms of [0, 1, 255, 0xff_ffff, 0x100_0000, 0xab_cdef_1234_56, 1_796_153_855_132, 2 ** 48 - 1]) {
       const id = uuidV7(ms);
       assert.match(id, SHAPE);
       assert.equal(Number.parseInt(id.slice(0, 8) + id.slice(9, 13), 16), ms);
