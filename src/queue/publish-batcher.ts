@@ -153,11 +153,11 @@ export class PublishBatcher<T> {
 
   /** Stores `batch`; returns `undefined` when it settled every publish before returning, else a promise that does (never rejects). */
   #flush(batch: Array<Pending<T>>): Promise<void> | undefined {
-    const now = this.#store.appendNow;
-    if (now === undefined) return batch.length === 1 ? this.#alone(batch[0]!) : this.#shared(batch);
+    const appendNow = this.#store.appendNow;
+    if (appendNow === undefined) return batch.length === 1 ? this.#alone(batch[0]!) : this.#shared(batch);
     const msgs = batch.length === 1 ? batch[0]!.msgs : batch.flatMap((p) => p.msgs);
     try {
-      now(msgs);
+      appendNow(msgs);
     } catch (err) {
       // Nothing of it was stored: each publish tries alone (one publish keeps the error it met).
       return batch.length === 1 ? this.#alone(batch[0]!, err) : this.#eachAlone(batch);
