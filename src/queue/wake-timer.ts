@@ -6,6 +6,8 @@
  * the same work later, so past `MAX_PENDING` further wake-ups are dropped.
  */
 
+import { MAX_TIMER_MS } from './options.js';
+
 /** Most wake-ups kept at once. */
 export const MAX_PENDING = 10_000;
 
@@ -60,8 +62,13 @@ export class WakeTimer {
     const next = this.#heap[0];
     if (!next || next.at >= this.#timerAt) return;
     clearTimeout(this.#timer);
-    this.#timerAt = next.at;
-    this.#timer = setTimeout(() => this.#fire(), Math.max(0, next.at - this.#now()));
+    const now = this.#now();
+    // Node's timers take at most MAX_TIMER_MS (about 24.8 days): a longer
+    // delay would fire after 1 ms, find nothing due and re-arm, over and
+    // over. A wake-up further off fires the timer early once and re-arms.
+    const delay = Math.min(Math.max(0, next.at - now), MAX_TIMER_MS);
+    this.#timerAt = delay === MAX_TIMER_MS ? now + delay : next.at;
+    this.#timer = setTimeout(() => this.#fire(), delay);
   }
 
   #fire(): void {
