@@ -196,6 +196,7 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
       appendAlone: (msgs, failed) => (failed === undefined ? this.#appendRetrying(msgs) : this.#retryAppend(msgs, failed)),
       appendNow: store.appendNow ? (msgs) => this.#guarded.appendNow(msgs) : undefined,
       stored: (msgs) => this.#stored(msgs),
+      transient: isTransient,
     });
     this.#poller = DuePoller.of(store);
     this.#host = {

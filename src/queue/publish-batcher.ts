@@ -25,9 +25,10 @@
  *
  * A publish resolves only once the append holding its messages has
  * committed, exactly as when it had its own. When a shared append fails,
- * nothing of it was stored (one transaction); each of its publishes is then
- * appended on its own, so a publish the store refuses fails alone and the
- * others are stored. Appends are idempotent by message ID, so this second try
+ * nothing of it was stored (one transaction). After an error that may pass
+ * (`transient`) the batch is retried whole; after any other, each of its
+ * publishes is appended on its own, so a publish the store refuses fails
+ * alone and the others are stored. Appends are idempotent by message ID, so this second try
  * never stores a message twice, and one ID published twice in one flush is
  * stored once.
  */
@@ -54,15 +55,18 @@ export interface BatcherStore<T> {
   /** Stores the messages of several publishes in one transaction, once (no retries: a failure falls back to `appendAlone` per publish). */
   appendShared(msgs: T[]): Promise<void>;
   /**
-   * Stores one publish's messages, with whatever retrying the caller does
-   * for a single publish; `failed` is the error a first try already met
-   * (from `appendNow`), so it is not tried again at once.
+   * Stores one publish's messages (or a whole batch's, after a transient
+   * failure), with whatever retrying the caller does for a single publish;
+   * `failed` is the error a first try already met, so it is not tried again
+   * at once.
    */
   appendAlone(msgs: T[], failed?: unknown): Promise<void>;
   /** `appendShared` done before it returns, for a synchronous store; throws what it would reject with. */
   appendNow?: (msgs: T[]) => void;
   /** Called with each publish's messages once they are stored, before its promise resolves. */
   stored(msgs: T[]): void;
+  /** Whether `err` may pass on its own (a busy database, a dropped connection), so a retry can help. */
+  transient(err: unknown): boolean;
 }
 
 /** Gathers concurrent appends into shared ones. One per queue. */
@@ -160,7 +164,7 @@ export class PublishBatcher<T> {
       appendNow(msgs);
     } catch (err) {
       // Nothing of it was stored: each publish tries alone (one publish keeps the error it met).
-      return batch.length === 1 ? this.#alone(batch[0]!, err) : this.#eachAlone(batch);
+      return batch.length === 1 ? this.#alone(batch[0]!, err) : this.#recover(batch, err);
     }
     for (const p of batch) this.#settle(p);
     this.#follow();
@@ -170,12 +174,38 @@ export class PublishBatcher<T> {
   async #shared(batch: Array<Pending<T>>): Promise<void> {
     try {
       await this.#store.appendShared(batch.flatMap((p) => p.msgs));
-    } catch {
-      // Nothing of the shared append was stored: each publish tries alone.
-      await this.#eachAlone(batch);
+    } catch (err) {
+      await this.#recover(batch, err);
       return;
     }
     for (const p of batch) this.#settle(p);
+  }
+
+  /**
+   * A shared append of `batch` failed with `err`, storing nothing. An error
+   * that may pass (a busy or locked database, a dropped connection) says
+   * nothing about any one publish: the whole batch is retried as one
+   * publish would be, and fails together if the error outlasts the
+   * retries, so a database locked for a while costs one wait per retry,
+   * not one per publish. Any other error, then or on a retry, may be one
+   * publish's fault: each publish tries alone, so only that one fails.
+   */
+  async #recover(batch: Array<Pending<T>>, err: unknown): Promise<void> {
+    if (this.#store.transient(err)) {
+      try {
+        await this.#store.appendAlone(batch.flatMap((p) => p.msgs), err);
+      } catch (again) {
+        if (this.#store.transient(again)) {
+          for (const p of batch) p.reject(again);
+          return;
+        }
+        await this.#eachAlone(batch);
+        return;
+      }
+      for (const p of batch) this.#settle(p);
+      return;
+    }
+    await this.#eachAlone(batch);
   }
 
   async #eachAlone(batch: Array<Pending<T>>): Promise<void> {

@@ -2,8 +2,9 @@
  * The publish batcher over a synchronous store (`appendNow`, as SQLite's):
  * publishes made by code that a flush resumed are flushed by a microtask
  * and still share one append, a run of such flushes gives the event loop a
- * turn after MAX_MICROTASK_RUN_MS on the batcher's clock, and a refused
- * append falls back to one append per publish. fast-check's scheduler
+ * turn after MAX_MICROTASK_RUN_MS on the batcher's clock, a shared append
+ * that meets a transient error is retried whole, and a refused one falls
+ * back to one append per publish. fast-check's scheduler
  * decides when each producer publishes and when the slow appends of the
  * fallback settle; every publish must settle once, as the model says, with
  * its messages stored once and in its producer's order.
@@ -16,26 +17,37 @@ import type { BatcherStore } from '../../src/queue/publish-batcher.js';
 
 const RUNS = Number(process.env.FERRY_FUZZ_RUNS ?? 60);
 
-/** A synchronous store that logs each append and refuses any holding a message starting with 'bad'. */
-function syncStore(opts: { alone?: (msgs: string[], failed: unknown) => Promise<void> } = {}) {
+/** Errors the fake stores below count as transient. */
+const isBusy = (err: unknown) => err instanceof Error && err.message.startsWith('busy');
+
+/**
+ * A synchronous store that logs each append attempt, refuses any holding a
+ * message starting with 'bad', and is busy (a transient error) for its
+ * first `busy` attempts. Its `appendAlone` retries once after a transient
+ * `failed`, and rethrows any other.
+ */
+function syncStore(opts: { alone?: (msgs: string[], failed: unknown) => Promise<void>; busy?: number } = {}) {
   const appends: string[][] = [];
   const stored: string[][] = [];
-  const refuse = (msgs: string[]) => {
+  let busyLeft = opts.busy ?? 0;
+  const attempt = (msgs: string[]) => {
+    appends.push([...msgs]);
+    if (busyLeft > 0) {
+      busyLeft--;
+      throw new Error('busy: the database is locked');
+    }
     if (msgs.some((m) => m.startsWith('bad'))) throw new Error(`refused ${msgs.join(',')}`);
   };
   const store: BatcherStore<string> = {
     appendShared: () => Promise.reject(new Error('a synchronous store is appended with appendNow')),
-    appendNow(msgs) {
-      appends.push([...msgs]);
-      refuse(msgs);
-    },
+    appendNow: attempt,
     async appendAlone(msgs, failed) {
       await opts.alone?.(msgs, failed);
-      if (failed !== undefined) throw failed;
-      appends.push([...msgs]);
-      refuse(msgs);
+      if (failed !== undefined && !isBusy(failed)) throw failed;
+      attempt(msgs);
     },
     stored: (msgs) => void stored.push([...msgs]),
+    transient: isBusy,
   };
   return { store, appends, stored };
 }
@@ -129,6 +141,31 @@ describe('PublishBatcher over a synchronous store', () => {
     assert.deepEqual(stored, [['a'], ['c']]);
   });
 
+  it('a shared append that meets a transient error is retried whole, once for the batch', async () => {
+    const { store, appends, stored } = syncStore({ busy: 1 });
+    const b = new PublishBatcher(store, () => 0);
+    assert.deepEqual(await Promise.all(['a', 'b', 'c'].map((m) => b.append([m], m))), ['a', 'b', 'c']);
+    assert.deepEqual(appends, [['a', 'b', 'c'], ['a', 'b', 'c']]);
+    assert.deepEqual(stored, [['a'], ['b'], ['c']]);
+  });
+
+  it('a transient error that outlasts the retries fails the whole batch with it, without a try per publish', async () => {
+    const { store, appends, stored } = syncStore({ busy: 2 });
+    const b = new PublishBatcher(store, () => 0);
+    const results = await Promise.allSettled(['a', 'b', 'c'].map((m) => b.append([m], m)));
+    for (const r of results) assert.ok(r.status === 'rejected' && isBusy(r.reason));
+    assert.deepEqual(appends, [['a', 'b', 'c'], ['a', 'b', 'c']]);
+    assert.deepEqual(stored, []);
+  });
+
+  it('a retried batch refused for one publish falls back to one append per publish', async () => {
+    const { store, appends } = syncStore({ busy: 1 });
+    const b = new PublishBatcher(store, () => 0);
+    const results = await Promise.allSettled(['a', 'bad', 'c'].map((m) => b.append([m], m)));
+    assert.deepEqual(results.map((r) => r.status), ['fulfilled', 'rejected', 'fulfilled']);
+    assert.deepEqual(appends, [['a', 'bad', 'c'], ['a', 'bad', 'c'], ['a'], ['bad'], ['c']]);
+  });
+
   it('a refused single publish is handed to appendAlone with the error it met, not appended again at once', async () => {
     const failures: unknown[] = [];
     const { store, appends } = syncStore({ alone: async (_msgs, failed) => void failures.push(failed) });
@@ -142,9 +179,9 @@ describe('PublishBatcher over a synchronous store', () => {
   it('any interleaving of producers and slow fallback appends: each publish settles once as the model says, stored once, in producer order', async () => {
     const producerArb = fc.array(fc.record({ size: fc.integer({ min: 1, max: 3 }), bad: fc.boolean(), pause: fc.boolean() }), { minLength: 1, maxLength: 5 });
     await fc.assert(
-      fc.asyncProperty(fc.scheduler(), fc.array(producerArb, { minLength: 1, maxLength: 5 }), fc.boolean(), async (s, producers, movingClock) => {
+      fc.asyncProperty(fc.scheduler(), fc.array(producerArb, { minLength: 1, maxLength: 5 }), fc.boolean(), fc.nat({ max: 3 }), async (s, producers, movingClock, busy) => {
         let now = 0;
-        const { store, appends, stored } = syncStore({ alone: (msgs) => s.schedule(Promise.resolve(), `alone ${msgs[0]}`) });
+        const { store, appends, stored } = syncStore({ busy, alone: (msgs) => s.schedule(Promise.resolve(), `alone ${msgs[0]}`) });
         const b = new PublishBatcher(store, () => (movingClock ? now++ : 0));
         const outcomes = new Map<string, string[]>();
         const run = async (p: number) => {
@@ -154,7 +191,7 @@ describe('PublishBatcher over a synchronous store', () => {
             const tag = `${p}-${i}`;
             await b.append(msgs, tag).then(
               (v) => void outcomes.set(tag, [...(outcomes.get(tag) ?? []), `ok ${v}`]),
-              () => void outcomes.set(tag, [...(outcomes.get(tag) ?? []), 'refused']),
+              (err) => void outcomes.set(tag, [...(outcomes.get(tag) ?? []), isBusy(err) ? 'busy' : 'refused']),
             );
           }
         };
@@ -165,9 +202,13 @@ describe('PublishBatcher over a synchronous store', () => {
         for (const [p, pubs] of producers.entries()) {
           for (const [i, pub] of pubs.entries()) {
             const tag = `${p}-${i}`;
-            assert.deepEqual(outcomes.get(tag), [pub.bad ? 'refused' : `ok ${tag}`], `publish ${tag}`);
+            const got = outcomes.get(tag) ?? [];
+            assert.equal(got.length, 1, `publish ${tag} settled once`);
+            // Without busy attempts the model is exact; with them a publish may also fail with the transient error.
+            const expected = pub.bad ? 'refused' : `ok ${tag}`;
+            if (busy === 0 || got[0] !== 'busy') assert.equal(got[0], expected, `publish ${tag}`);
             const mine = storedMsgs.filter((m) => m.split('-')[1] === String(p) && m.split('-')[2] === String(i));
-            assert.equal(mine.length, pub.bad ? 0 : pub.size, `publish ${tag} stored once, whole`);
+            assert.equal(mine.length, got[0] === `ok ${tag}` ? pub.size : 0, `publish ${tag} stored once, whole, only if it resolved`);
           }
           // A producer's stored messages keep its publish order.
           const order = storedMsgs.filter((m) => m.split('-')[1] === String(p)).map((m) => Number(m.split('-')[2]));

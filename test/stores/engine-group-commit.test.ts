@@ -1,11 +1,12 @@
 /**
  * Group commit of publishes, on every store: concurrent publishes share one
- * append, each still resolves only once stored, and one the store refuses
- * fails alone.
+ * append, each still resolves only once stored, one the store refuses
+ * fails alone, and a transient error retries the shared append whole.
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { InvalidArgumentError } from '../../src/errors.js';
+import { PUBLISH_RETRIES } from '../../src/queue/engine.js';
 import { MAX_FLUSH_MESSAGES } from '../../src/queue/publish-batcher.js';
 import type { StoredMessage } from '../../src/queue/types.js';
 import { engineHarness, enc } from './engine-harness.js';
@@ -67,6 +68,31 @@ for (const factory of STORE_FACTORIES) {
       // One shared try, then each publish on its own.
       assert.equal(store.count('append'), 1 + 8);
       assert.deepEqual(await storedIds('t', 'g'), ['ok0', 'ok1', 'ok2', 'ok4', 'ok5', 'ok6', 'ok7']);
+    });
+
+    it('a shared append that meets a transient error is retried whole: once per retry, not once per publish', async () => {
+      const { q, store } = await e.instance();
+      await store.ensureGroup('t', 'g', 'latest');
+      let busy = 2;
+      store.before.append = () => {
+        if (busy-- > 0) throw new Error('database is busy');
+      };
+      const ids = await Promise.all(Array.from({ length: 8 }, (_, i) => q.publish({ id: `r${i}`, topic: 't', payload: enc('x') })));
+      assert.deepEqual(ids.flat(), Array.from({ length: 8 }, (_, i) => `r${i}`));
+      assert.equal(store.count('append'), 3, 'the shared try and two retries of the whole batch');
+      assert.equal((await storedIds('t', 'g')).length, 8);
+    });
+
+    it('a transient error that outlasts the retries fails every publish of the batch with it', async () => {
+      const { q, store } = await e.instance();
+      await store.ensureGroup('t', 'g', 'latest');
+      store.before.append = () => {
+        throw new Error('database is busy');
+      };
+      const results = await Promise.allSettled(Array.from({ length: 8 }, (_, i) => q.publish({ id: `f${i}`, topic: 't', payload: enc('x') })));
+      for (const r of results) assert.ok(r.status === 'rejected' && /database is busy/.test(String(r.reason)));
+      assert.equal(store.count('append'), 1 + PUBLISH_RETRIES);
+      assert.deepEqual(await storedIds('t', 'g'), []);
     });
 
     it('one ID published twice in one group is stored once, and both publishes resolve with it', async () => {
