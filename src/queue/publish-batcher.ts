@@ -28,9 +28,10 @@
  * nothing of it was stored (one transaction). After an error that may pass
  * (`transient`) the batch is retried whole; after any other, each of its
  * publishes is appended on its own, so a publish the store refuses fails
- * alone and the others are stored. Appends are idempotent by message ID, so this second try
- * never stores a message twice, and one ID published twice in one flush is
- * stored once.
+ * alone and the others are stored. Appends are idempotent by message ID, so
+ * a retry never stores a message twice (not even when a commit landed but
+ * its answer was lost), and one ID published twice in one flush is stored
+ * once.
  */
 
 /** Most messages one shared append carries (a larger single publish still goes whole). */
@@ -52,7 +53,7 @@ interface Pending<T> {
 
 /** How a `PublishBatcher` stores messages and what it tells once they are stored. */
 export interface BatcherStore<T> {
-  /** Stores the messages of several publishes in one transaction, once (no retries: a failure falls back to `appendAlone` per publish). */
+  /** Stores the messages of several publishes in one transaction, once (no retries: on a failure the batcher calls `appendAlone`). */
   appendShared(msgs: T[]): Promise<void>;
   /**
    * Stores one publish's messages (or a whole batch's, after a transient
@@ -163,7 +164,7 @@ export class PublishBatcher<T> {
     try {
       appendNow(msgs);
     } catch (err) {
-      // Nothing of it was stored: each publish tries alone (one publish keeps the error it met).
+      // Nothing of it was stored (a single publish goes on from the error it met).
       return batch.length === 1 ? this.#alone(batch[0]!, err) : this.#recover(batch, err);
     }
     for (const p of batch) this.#settle(p);
