@@ -200,9 +200,17 @@ export class PostgresStore implements Store {
     const Driver = await loadDriver();
     const ownsPool = opts.pool === undefined;
     const pool = opts.pool ?? new Driver.Pool(poolConfig(Driver, opts.connectionString!, opts.poolSize ?? 10, timeouts, POSTGRES_SESSION_OPTIONS));
-    // An idle client that loses its connection emits on the pool; without a
-    // listener that would crash the process. The pool replaces it on next use.
-    if (ownsPool) pool.on('error', () => undefined);
+    if (ownsPool) {
+      // An idle client that loses its connection emits on the pool; without a
+      // listener that would crash the process. The pool replaces it on next use.
+      pool.on('error', () => undefined);
+      // A client can also fail (the server ends its session) in the very read
+      // that made it ready: the pool has dropped its idle listener and handed
+      // it out, and #withClient has not yet added its own. A listener from the
+      // client's first moment keeps that from crashing the process; the
+      // statement it was wanted for fails, and a publish retries it.
+      pool.on('connect', (client) => void client.on('error', () => undefined));
+    }
     try {
       await migrate(pool, schema, quoted);
     } catch (err) {
