@@ -37,6 +37,14 @@ const UNLOCK = 'SELECT pg_advisory_unlock(hashtextextended($1, 0)) AS ok';
 /** How driver and server errors become `IOError`s (every one taken as transient). */
 const SOURCE: IOErrorSource = { name: 'postgres locker', withCode: true };
 
+const ignore = () => undefined;
+
+/** Returns `client` to its pool (destroyed when `err` is given) without the 'error' listener acquire gave it. */
+function giveBack(client: pg.PoolClient, err?: Error): void {
+  client.removeListener('error', ignore);
+  client.release(err);
+}
+
 /**
  * A `DistributedLocker` on PostgreSQL advisory locks, shared by every process
  * using the same server and prefix. Waiting polls with a jittered backoff
@@ -72,6 +80,8 @@ export class PostgresLocker implements DistributedLocker {
       const Driver = mod.default ?? mod;
       pool = new Driver.Pool(poolConfig(Driver, opts.connectionString!, opts.poolSize ?? 10));
       pool.on('error', () => undefined);
+      // A session the server ends as the connection becomes ready emits on the client before acquire can listen.
+      pool.on('connect', (client) => void client.on('error', ignore));
     }
     const locker = new PostgresLocker(pool, opts.pool === undefined, opts.prefix ?? 'ferry:lock:');
     try {
@@ -103,15 +113,19 @@ export class PostgresLocker implements DistributedLocker {
       } catch (err) {
         throw asIOError(`acquiring ${key}`, err, SOURCE);
       }
+      // A lost connection emits on the client while it is checked out (held
+      // for a lock's whole TTL): with no listener that ends the process. The
+      // next query on it fails instead, or the lock's release does.
+      client.on('error', ignore);
       let row: { ok: boolean; fence: string };
       try {
         row = (await client.query<{ ok: boolean; fence: string }>(TRY_LOCK, [full])).rows[0]!;
       } catch (err) {
-        client.release(err as Error);
+        giveBack(client, err as Error);
         throw asIOError(`acquiring ${key}`, err, SOURCE);
       }
       if (row.ok) return this.#held(key, full, client, Number(row.fence), startedAt + ttlMs);
-      client.release();
+      giveBack(client);
       await pause(retryDelay(attempt), key, opts.signal);
     }
   }
@@ -123,11 +137,11 @@ export class PostgresLocker implements DistributedLocker {
         clearTimeout(timer);
         try {
           await client.query(UNLOCK, [full]);
-          client.release();
+          giveBack(client);
         } catch (err) {
           // A connection in an unknown state must not go back to the pool
           // holding the lock: destroying it frees the lock on the server.
-          client.release(err as Error);
+          giveBack(client, err as Error);
           throw asIOError(`releasing ${key}`, err, SOURCE);
         }
       })());
