@@ -30,10 +30,12 @@ describe('postgres store, a client failing as it becomes ready', { skip: POSTGRE
     const uncaught: unknown[] = [];
     const onUncaught = (err: unknown) => void uncaught.push(err);
     process.on('uncaughtException', onUncaught);
-    const store = await PostgresStore.open({ connectionString: POSTGRES_URL, schema, poolSize: 2 });
+    let setup: PostgresStore | undefined;
     try {
-      await store.ensureGroup('t', 'g', 'latest');
-      await store.close();
+      setup = await PostgresStore.open({ connectionString: POSTGRES_URL, schema, poolSize: 2 });
+      await setup.ensureGroup('t', 'g', 'latest');
+      await setup.close();
+      setup = undefined;
       // New clients from here on: each fails once, right after its first ReadyForQuery, in the same turn.
       const seen = new WeakSet<object>();
       proto._handleReadyForQuery = function (this: pg.Client, m: unknown) {
@@ -57,6 +59,7 @@ describe('postgres store, a client failing as it becomes ready', { skip: POSTGRE
     } finally {
       proto._handleReadyForQuery = original;
       process.off('uncaughtException', onUncaught);
+      await setup?.close().catch(() => undefined);
     }
   });
 });
@@ -67,8 +70,9 @@ describe('postgres locker, its connection ended while it holds a lock', { skip: 
     const onUncaught = (err: unknown) => void uncaught.push(err);
     process.on('uncaughtException', onUncaught);
     const prefix = `lost-${process.pid}-`;
-    const locker = await PostgresLocker.open({ connectionString: POSTGRES_URL, prefix, poolSize: 2 });
+    let locker: PostgresLocker | undefined;
     try {
+      locker = await PostgresLocker.open({ connectionString: POSTGRES_URL, prefix, poolSize: 2 });
       const held = await locker.acquire('k', 60_000);
       // The session holding this key's advisory lock (a bigint key: class and object IDs are its two halves).
       const { rows } = await adminPool.query<{ pid: number }>(
@@ -90,7 +94,7 @@ describe('postgres locker, its connection ended while it holds a lock', { skip: 
       assert.deepEqual(uncaught, []);
     } finally {
       process.off('uncaughtException', onUncaught);
-      await locker.close();
+      await locker?.close();
     }
   });
 });
