@@ -115,13 +115,20 @@ export class AttemptRegistry {
    * Records `a` as its delivery's newest attempt. An older attempt still held
    * is given up (`claim`: the store handed the delivery out again, so its
    * lease is gone), and `a` will wait for it to finish before running.
+   *
+   * An older attempt whose outcome is being written is left to that write's
+   * answer: its handler has returned, and the new claim most often exists
+   * because the write landed (a retry whose backoff ended, read back by
+   * another subscription before the answer came). A write that finds the
+   * lease taken reports the loss itself (`leaseLost` with its op); one that
+   * landed reports what it wrote, and no loss.
    */
   add(a: Attempt): void {
     const id = a.c.deliveryId;
     const old = this.#newest.get(id);
     this.#newest.set(id, a);
     if (old === undefined || old.c.claimToken === a.c.claimToken) return;
-    old.lose('claim');
+    if (old.state !== 'writing') old.lose('claim');
     // Wait for the old attempt if it started; if it never did, for what it
     // was itself waiting for (a third claim arriving while the second still
     // waits must not start beside the first, which may still be running).

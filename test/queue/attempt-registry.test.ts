@@ -39,6 +39,27 @@ describe('attempt registry', () => {
     assert.equal(thirdMayRun, true);
   });
 
+  it('an attempt whose outcome is being written is left to the write: not given up, and the new claim waits for it', async () => {
+    const reg = new AttemptRegistry();
+    const losses: string[] = [];
+    const first = attempt(1, losses);
+    reg.add(first);
+    let written!: () => void;
+    first.done = new Promise<void>((resolve) => (written = resolve));
+    first.startWriting(); // its handler returned; a retry is on its way to the store
+    const second = attempt(2, losses);
+    reg.add(second); // the retry landed and its backoff ended: claimed again before the answer came back
+    assert.deepEqual(losses, []);
+    assert.equal(first.state, 'writing');
+    let secondMayRun = false;
+    const waiting = second.after!.then(() => (secondMayRun = true));
+    await new Promise((resolve) => setImmediate(resolve));
+    assert.equal(secondMayRun, false, 'not before the write has answered');
+    written();
+    await waiting;
+    assert.equal(secondMayRun, true);
+  });
+
   it('the same claim added twice gives nothing up; remove forgets only the newest', () => {
     const reg = new AttemptRegistry();
     const losses: string[] = [];

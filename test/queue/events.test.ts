@@ -12,7 +12,7 @@ import { MemoryBacking, MemoryStore, createStoreQueue, permanent } from '../../s
 import { DIAGNOSTICS_CHANNEL_PREFIX } from '../../src/queue/events.js';
 import type { CompletedEvent, DeadLetteredEvent, LeaseLostEvent, QueueLogger, RetryingEvent } from '../../src/queue/index.js';
 import { FAST, enc } from '../stores/engine-harness.js';
-import { InstrumentedStore, deferred, sleep, waitFor } from '../stores/helpers.js';
+import { InstrumentedStore, deferred, sleep, waitFor, within } from '../stores/helpers.js';
 
 /** Queues of the running test, closed after it whether it passed or not (so a failure cannot hang the file). */
 let open: Array<{ close(o?: { timeoutMs?: number }): Promise<void> }> = [];
@@ -134,6 +134,81 @@ describe('queue events', () => {
     await waitFor(() => r.lost.length === 1, 5000);
     assert.deepEqual([r.lost[0]!.op, r.completed.length], ['ack', 0]);
     await q.close({ timeoutMs: 10 });
+  });
+
+  it('a retry that landed and was claimed again before its answer came back is retrying, not leaseLost', async () => {
+    // Two subscriptions of one group in one queue: the retry is written, its
+    // backoff ends, and the other subscription claims the delivery while the
+    // first still waits for the retry's answer (a Postgres round trip). The
+    // claim must not report the written attempt as lost.
+    const store = new InstrumentedStore(new MemoryStore());
+    const q = track(createStoreQueue(store));
+    const r = record(q);
+    const answer = deferred();
+    const reclaimed = deferred();
+    store.after.retry = async (held: boolean) => {
+      await answer.promise;
+      return held;
+    };
+    store.after.claim = (cs: Array<{ attempt: number }>) => {
+      if (cs.some((c) => c.attempt === 2)) reclaimed.resolve();
+      return cs;
+    };
+    const ran: number[] = [];
+    const handler = async (d: { attempt: number }) => {
+      ran.push(d.attempt);
+      if (d.attempt === 1) throw new Error('first try');
+    };
+    const opts = { ...FAST, backoffBaseMs: 1, backoffMaxMs: 1 };
+    await q.subscribe('t', 'g', handler, opts);
+    await q.subscribe('t', 'g', handler, opts);
+    await q.publish({ topic: 't', id: 'x', payload: enc('x') });
+    await within(reclaimed.promise, 'the delivery claimed again', 5000);
+    assert.deepEqual(ran, [1], 'the new attempt waits for the old one to finish');
+    answer.resolve();
+    await waitFor(() => r.completed.length === 1, 5000, 'the second attempt completes');
+    assert.deepEqual(ran, [1, 2]);
+    assert.deepEqual(r.retrying.map((e) => [e.messageId, e.attempt]), [['x', 1]]);
+    assert.deepEqual(r.completed.map((e) => [e.messageId, e.attempt]), [['x', 2]]);
+    assert.deepEqual(r.lost.map((e) => [e.op, e.attempt]), []);
+  });
+
+  it('a retry refused as not held after the delivery was claimed again is one leaseLost, named by the write (retry)', async () => {
+    const store = new InstrumentedStore(new MemoryStore());
+    const q = track(createStoreQueue(store));
+    const r = record(q);
+    const answer = deferred();
+    const reclaimed = deferred();
+    // The retry is not written (the store answers "not held"), and meanwhile
+    // the lease runs out (no renewal reaches the store) and another claim
+    // takes the delivery back.
+    store.before.extend = () => {
+      throw new Error('renewal refused');
+    };
+    store.before.retry = async () => {
+      await answer.promise;
+    };
+    store.after.retry = () => false;
+    store.after.claim = (cs: Array<{ attempt: number }>) => {
+      if (cs.some((c) => c.attempt === 2)) reclaimed.resolve();
+      return cs;
+    };
+    const ran: number[] = [];
+    const handler = async (d: { attempt: number }) => {
+      ran.push(d.attempt);
+      if (d.attempt === 1) throw new Error('first try');
+    };
+    const opts = { ...FAST, leaseDurationMs: 300 };
+    await q.subscribe('t', 'g', handler, opts);
+    await q.subscribe('t', 'g', handler, opts);
+    await q.publish({ topic: 't', id: 'x', payload: enc('x') });
+    await within(reclaimed.promise, 'the delivery claimed again', 5000);
+    answer.resolve();
+    await waitFor(() => r.completed.length === 1 && r.lost.length === 1, 5000, 'the loss and the second attempt');
+    assert.deepEqual(ran, [1, 2]);
+    assert.deepEqual(r.lost.map((e) => [e.op, e.attempt]), [['retry', 1]]);
+    assert.deepEqual(r.retrying.length, 0);
+    assert.deepEqual(r.completed.map((e) => e.attempt), [2]);
   });
 
   it('a listener that throws is reported as an error and the queue goes on', async () => {
