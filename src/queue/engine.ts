@@ -86,7 +86,7 @@ import { QueueSignals } from './events.js';
 import type { QueueEvents, QueueListener } from './events.js';
 import { Janitor } from './janitor.js';
 import { uuidV7 } from './message-id.js';
-import { validateId, validateName } from './names.js';
+import { validateId, validateMessageTime, validateName } from './names.js';
 import { PublishBatcher } from './publish-batcher.js';
 import { shown } from '../show-value.js';
 import { DEFAULT_LEASE_DURATION_MS, checkCloseOptions, checkCodec, hoursToMs, resolveEngineConfig, resolveSubscribeOptions } from './options.js';
@@ -118,6 +118,7 @@ export const PUBLISH_RETRIES = 3;
 export const PUBLISH_RETRY_BASE_MS = 25;
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
+
 
 /** Whether the last argument of `publish` is `{ codec }` rather than a message. */
 function isPublishOptions(v: unknown): v is PublishOptions<unknown> {
@@ -283,9 +284,7 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
     if (m.payload.byteLength > this.#cfg.maxPayloadBytes) {
       throw new PayloadTooLargeError(`payload is ${m.payload.byteLength} bytes, more than ${this.#cfg.maxPayloadBytes}`);
     }
-    if (m.publishedAt !== undefined && !(m.publishedAt instanceof Date && !Number.isNaN(m.publishedAt.getTime()))) {
-      throw new InvalidArgumentError('publishedAt must be a valid Date');
-    }
+    if (m.publishedAt !== undefined) validateMessageTime('publishedAt', m.publishedAt);
     if (m.headers !== undefined) {
       if (typeof m.headers !== 'object' || m.headers === null || Array.isArray(m.headers)) {
         throw new InvalidArgumentError('message headers must be an object of strings');
@@ -301,8 +300,7 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
       if (this.#store.capabilities?.priority !== true) throw new UnsupportedError(`this queue's store does not order by priority (message priority ${m.priority})`);
     }
     if (m.deliverAt !== undefined) {
-      const t = m.deliverAt instanceof Date ? m.deliverAt.getTime() : NaN;
-      if (Number.isNaN(t)) throw new InvalidArgumentError('deliverAt must be a valid Date');
+      const t = validateMessageTime('deliverAt', m.deliverAt);
       if (t - now > hoursToMs(this.#cfg.retentionHours)) {
         throw new ScheduleTooFarError(`deliverAt ${m.deliverAt.toISOString()} is more than retentionHours (${this.#cfg.retentionHours}) ahead`);
       }

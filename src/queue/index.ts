@@ -30,7 +30,7 @@ export type {
   StoredMessage,
   Subscription,
 } from './types.js';
-export { MAX_PRIORITY, MIN_PRIORITY } from './types.js';
+export { MAX_MESSAGE_TIME, MAX_PRIORITY, MIN_MESSAGE_TIME, MIN_PRIORITY } from './types.js';
 export { codecs, type Codec } from '../codecs.js';
 export { DIAGNOSTICS_CHANNEL_PREFIX } from './events.js';
 export type {

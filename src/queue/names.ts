@@ -1,9 +1,12 @@
 /**
- * Name and identifier limits. Topic and group names become index columns and
- * lock keys, so they are short and plain; message IDs and keys are caller data
- * stored in indexed columns, so they are bounded too.
+ * Name, identifier and time limits. Topic and group names become index
+ * columns and lock keys, so they are short and plain; message IDs and keys
+ * are caller data stored in indexed columns, so they are bounded too; and a
+ * message's times lie in the years every store can hold.
  */
 import { InvalidNameError, InvalidArgumentError } from '../errors.js';
+import { shown } from '../show-value.js';
+import { MAX_MESSAGE_TIME, MIN_MESSAGE_TIME } from './types.js';
 
 /** Longest topic or group name, in characters. Bifrost's `MaxNameLength`. */
 export const MAX_NAME_LENGTH = 200;
@@ -52,4 +55,18 @@ export function validateId(kind: string, value: string): void {
 /** `String.prototype.isWellFormed`, which Node 20 has but TypeScript's ES2023 lib does not declare. */
 function isWellFormed(s: string): boolean {
   return (s as unknown as { isWellFormed(): boolean }).isWellFormed();
+}
+
+/**
+ * Checks a message's `publishedAt` or `deliverAt` (`field` words the error):
+ * a valid Date from `MIN_MESSAGE_TIME` to `MAX_MESSAGE_TIME`. Returns its
+ * time in ms. Throws `InvalidArgumentError`.
+ */
+export function validateMessageTime(field: 'publishedAt' | 'deliverAt', d: unknown): number {
+  const t = d instanceof Date ? d.getTime() : NaN;
+  if (Number.isNaN(t)) throw new InvalidArgumentError(`${field} must be a valid Date`);
+  if (t < MIN_MESSAGE_TIME || t > MAX_MESSAGE_TIME) {
+    throw new InvalidArgumentError(`${field} must lie in the years 1 to 9999, got ${shown(d)}`);
+  }
+  return t;
 }

@@ -29,9 +29,9 @@ export interface Message<T = Uint8Array> {
   payload: T;
   /** Optional metadata, stored and delivered as given. */
   headers?: Record<string, string>;
-  /** When the message was published; set by `publish` when absent. */
+  /** When the message was published; set by `publish` when absent. From `MIN_MESSAGE_TIME` to `MAX_MESSAGE_TIME`. */
   publishedAt?: Date;
-  /** Not handed out before this instant. At most the queue's retention ahead. */
+  /** Not handed out before this instant. At most the queue's retention ahead, and not before `MIN_MESSAGE_TIME`. */
   deliverAt?: Date;
   /**
    * Claim priority, an integer from `MIN_PRIORITY` to `MAX_PRIORITY`
@@ -48,6 +48,16 @@ export interface Message<T = Uint8Array> {
 export const MIN_PRIORITY = -(2 ** 31);
 /** Highest message priority (`Message.priority`): the largest 32-bit integer. */
 export const MAX_PRIORITY = 2 ** 31 - 1;
+
+/**
+ * Earliest `publishedAt` or `deliverAt` a message may carry, in ms since
+ * the epoch: 0001-01-01T00:00:00.000Z. With `MAX_MESSAGE_TIME`, the years
+ * every store holds (PostgreSQL reads its times as ISO 8601 text, which
+ * has four-digit years only), so a time is refused the same way on all of them.
+ */
+export const MIN_MESSAGE_TIME = -62_135_596_800_000;
+/** Latest `publishedAt` a message may carry, in ms since the epoch: 9999-12-31T23:59:59.999Z. */
+export const MAX_MESSAGE_TIME = 253_402_300_799_999;
 
 /** A message as stored (or, typed by a codec, as delivered): its ID and publish time are always known. */
 export interface StoredMessage<T = Uint8Array> extends Message<T> {

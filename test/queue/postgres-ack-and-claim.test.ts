@@ -9,6 +9,7 @@
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import type { ClaimRequest, Claimed } from '../../src/queue/index.js';
+import { MAX_MESSAGE_TIME, MIN_MESSAGE_TIME } from '../../src/queue/index.js';
 import { PostgresStore } from '../../src/queue/stores/postgres/store.js';
 import { claimReq, counts, deferred, ids, msg, sleep } from '../stores/helpers.js';
 import { POSTGRES_SKIP, POSTGRES_URL, dropSchema, testSchema } from '../stores/postgres-env.js';
@@ -115,7 +116,7 @@ describe('postgres ackAndClaim', { skip: POSTGRES_SKIP }, () => {
     assert.deepEqual(got, payloads.map((p) => [...p]));
   });
 
-  it('hands out publishedAt and deliverAt to the millisecond, before 1970 too, through claim, ackAndClaim and listMessages', async () => {
+  it('hands out publishedAt and deliverAt to the millisecond, before 1970 too and at the edges of the years 1 to 9999, through claim, ackAndClaim and listMessages', async () => {
     // The claim statements send times as epoch milliseconds.
     const s = await open();
     await s.ensureGroup('t', 'g', 'latest');
@@ -123,6 +124,8 @@ describe('postgres ackAndClaim', { skip: POSTGRES_SKIP }, () => {
       [Date.UTC(2026, 11, 6, 12, 1, 2, 345), undefined],
       [-1_500, -999],
       [Date.UTC(1999, 0, 1, 0, 0, 0, 1), Date.UTC(2000, 1, 29, 23, 59, 59, 999)],
+      [MIN_MESSAGE_TIME, MIN_MESSAGE_TIME],
+      [MAX_MESSAGE_TIME, undefined],
     ];
     const m = times.map(([p, d]) => msg('t', { key: 'k', publishedAt: new Date(p), ...(d === undefined ? {} : { deliverAt: new Date(d) }) }));
     await s.append(m);

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
 import { InvalidArgumentError, PayloadTooLargeError } from '../../src/errors.js';
-import { createQueue, createStoreQueue } from '../../src/queue/index.js';
+import { MAX_MESSAGE_TIME, MIN_MESSAGE_TIME, createQueue, createStoreQueue } from '../../src/queue/index.js';
 import { MemoryStore } from '../../src/queue/stores/memory.js';
 
 const payload = new Uint8Array([1]);
@@ -54,6 +54,43 @@ describe('publish input', () => {
     const [m] = (await store.listMessages('t', { limit: 10 })).messages;
     assert.deepEqual([m!.publishedAt.toISOString(), m!.headers], [at.toISOString(), { a: 'b' }]);
     await q.close();
+  });
+
+  it('refuses publishedAt and deliverAt outside the years 1 to 9999 on memory and SQLite alike, and keeps the edges', async () => {
+    // PostgreSQL reads times as four-digit-year ISO text, so every store takes the same range.
+    const queues = [
+      createStoreQueue(new MemoryStore()),
+      (await createQueue({ enabled: true, type: 'sqlite', config: { path: join(dir, 'years.db') } }))!,
+    ];
+    try {
+      for (const q of queues) {
+        const bad: Array<[string, Record<string, unknown>]> = [
+          ['publishedAt', { publishedAt: new Date(MIN_MESSAGE_TIME - 1) }],
+          ['publishedAt', { publishedAt: new Date(MAX_MESSAGE_TIME + 1) }],
+          ['publishedAt', { publishedAt: new Date(-8.64e15) }],
+          ['deliverAt', { deliverAt: new Date(MIN_MESSAGE_TIME - 1) }],
+          ['deliverAt', { deliverAt: new Date(-8.64e15) }],
+        ];
+        for (const [field, extra] of bad) {
+          await assert.rejects(
+            q.publish({ topic: 't', payload, ...extra } as never),
+            (e: unknown) => e instanceof InvalidArgumentError && e.message.includes(field) && e.message.includes('years 1 to 9999'),
+            `${field}: ${JSON.stringify(extra)}`,
+          );
+        }
+        await q.publish(
+          { topic: 't', payload, id: 'first', publishedAt: new Date(MIN_MESSAGE_TIME), deliverAt: new Date(MIN_MESSAGE_TIME) },
+          { topic: 't', payload, id: 'last', publishedAt: new Date(MAX_MESSAGE_TIME) },
+        );
+        const listed = (await q.listMessages('t', { limit: 10 })).messages.map((m) => [m.id, m.publishedAt.getTime(), m.deliverAt?.getTime()]);
+        assert.deepEqual(listed, [
+          ['first', MIN_MESSAGE_TIME, MIN_MESSAGE_TIME],
+          ['last', MAX_MESSAGE_TIME, undefined],
+        ]);
+      }
+    } finally {
+      await Promise.all(queues.map((q) => q.close()));
+    }
   });
 
   it('on sqlite, a message over the largest value the driver binds is a PayloadTooLargeError; the other messages of a shared commit are stored', async () => {

@@ -20,7 +20,7 @@ import { KeyedLock, groupKey } from '../../admin.js';
 import { errorText } from '../../dead-letter.js';
 import { QueueSignals, type ErrorReporter, type QueueEvents, type QueueListener, type QueueLogger } from '../../events.js';
 import { uuidV7 } from '../../message-id.js';
-import { validateId, validateName } from '../../names.js';
+import { validateId, validateMessageTime, validateName } from '../../names.js';
 import { checkCloseOptions, checkCodec, resolveSubscribeOptions, type CloseOptions, type SubscribeOptions } from '../../options.js';
 import { redrive } from '../../redrive.js';
 import type { ScheduleInfo, ScheduleOptions } from '../../schedules/types.js';
@@ -239,9 +239,7 @@ export class NatsQueue<T = Uint8Array> implements Queue<T> {
     }
     if (input.deliverAt !== undefined) throw new UnsupportedError('the nats queue cannot hold a message until deliverAt: JetStream delivers a stored message at once (a negative ack can delay only a message already delivered)');
     if (input.priority !== undefined && input.priority !== 0) throw new UnsupportedError(`the nats queue does not order by priority (message priority ${input.priority}): a JetStream consumer delivers in stream order`);
-    if (input.publishedAt !== undefined && !(input.publishedAt instanceof Date && !Number.isNaN(input.publishedAt.getTime()))) {
-      throw new InvalidArgumentError('publishedAt must be a valid Date');
-    }
+    if (input.publishedAt !== undefined) validateMessageTime('publishedAt', input.publishedAt);
     if (input.headers !== undefined) {
       if (typeof input.headers !== 'object' || input.headers === null || Array.isArray(input.headers)) throw new InvalidArgumentError('message headers must be an object of strings');
       for (const [k, v] of Object.entries(input.headers)) if (typeof v !== 'string') throw new InvalidArgumentError(`header ${JSON.stringify(k)} is not a string`);
