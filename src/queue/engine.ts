@@ -104,7 +104,7 @@ import { Scheduler } from './schedules/scheduler.js';
 import type { SchedulerTimings } from './schedules/scheduler.js';
 import type { ScheduleInfo, ScheduleOptions } from './schedules/types.js';
 import type { SubscriptionHost } from './subscription.js';
-import { MAX_PRIORITY, MIN_PRIORITY } from './types.js';
+import { MAX_PRIORITY, MESSAGE_KEYS, MIN_PRIORITY } from './types.js';
 import type { CloseOptions, ConsumerGroup, Handler, ListMessagesOptions, Message, MessagePage, PublishOptions, Queue, QueueStats, RedriveOptions, RedriveResult, Store, StoredMessage, Subscription } from './types.js';
 
 /** Default and largest page of `Queue.listMessages`. */
@@ -263,6 +263,7 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
   /** Checks one message, encodes its payload with `codec` (if any) and fills in its ID and publish time. */
   #prepare(input: Message<unknown>, now: number, codec: Codec<unknown> | undefined): StoredMessage {
     if (typeof input !== 'object' || input === null) throw new InvalidArgumentError('a message must be an object');
+    rejectUnknownKeys('message field', input, MESSAGE_KEYS);
     let m = input as Message;
     if (codec) {
       let payload: unknown;

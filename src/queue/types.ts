@@ -3,6 +3,7 @@
  * `Queue` contract, and the `Store` SPI the generic engine is written against.
  */
 import type { Codec } from '../codecs.js';
+import { knownKeys } from '../known-keys.js';
 import type { QueueEventEmitter } from './events.js';
 import type { CloseOptions, RateLimit, StartFrom, SubscribeOptions } from './options.js';
 export type { CloseOptions, RateLimit, StartFrom } from './options.js';
@@ -43,6 +44,9 @@ export interface Message<T = Uint8Array> {
    */
   priority?: number;
 }
+
+/** The fields of a `Message`: `publish` refuses any other (a misspelt `deliverAt`, or BullMQ's `delay`, would otherwise deliver at once). @internal */
+export const MESSAGE_KEYS = knownKeys<Message>({ id: true, topic: true, key: true, payload: true, headers: true, publishedAt: true, deliverAt: true, priority: true });
 
 /** Lowest message priority (`Message.priority`): the smallest 32-bit integer. */
 export const MIN_PRIORITY = -(2 ** 31);

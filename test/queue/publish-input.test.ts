@@ -56,6 +56,31 @@ describe('publish input', () => {
     await q.close();
   });
 
+  it('refuses a message field it does not know (a misspelt deliverAt, BullMQ\'s delay), storing nothing of the publish', async () => {
+    const store = new MemoryStore();
+    let appends = 0;
+    const append = store.append.bind(store);
+    store.append = (...args) => (appends++, append(...args));
+    const q = createStoreQueue(store);
+    try {
+      for (const field of ['delay', 'delivreAt', 'topc', 'attempts']) {
+        await assert.rejects(
+          q.publish({ topic: 't', payload, id: 'ok' }, { topic: 't', payload, [field]: 1 } as never),
+          (e: unknown) => e instanceof InvalidArgumentError && e.message.includes(JSON.stringify(field)) && e.message.includes('deliverAt'),
+          field,
+        );
+      }
+      assert.equal(appends, 0);
+      assert.deepEqual((await store.listMessages('t', { limit: 10 })).messages, []);
+      // Every documented field is taken.
+      const at = new Date(Date.now() + 60_000);
+      await q.publish({ id: 'all', topic: 't', key: 'k', payload, headers: { a: 'b' }, publishedAt: new Date(0), deliverAt: at, priority: 0 });
+      assert.deepEqual((await store.listMessages('t', { limit: 10 })).messages.map((m) => m.id), ['all']);
+    } finally {
+      await q.close();
+    }
+  });
+
   it('refuses publishedAt and deliverAt outside the years 1 to 9999 on memory and SQLite alike, and keeps the edges', async () => {
     // PostgreSQL reads times as four-digit-year ISO text, so every store takes the same range.
     const queues = [

@@ -25,6 +25,7 @@ import { checkCloseOptions, checkCodec, resolveSubscribeOptions, type CloseOptio
 import { redrive } from '../../redrive.js';
 import type { ScheduleInfo, ScheduleOptions } from '../../schedules/types.js';
 import type { ConsumerGroup, Handler, ListMessagesOptions, Message, MessagePage, PublishOptions, Queue, QueueStats, RedriveOptions, RedriveResult, Store, StoredMessage, Subscription } from '../../types.js';
+import { MESSAGE_KEYS } from '../../types.js';
 import { AttemptLedger, attemptLedgerGroupFilter, attemptLedgerStream, attemptLedgerSubjects } from './attempt-ledger.js';
 import type { ResolvedNatsConfig } from './config.js';
 import { deadLedgerStream, deadLedgerSubject, durableName, streamName, subjectOf, topicOfStream, unescapeName } from './names.js';
@@ -220,6 +221,7 @@ export class NatsQueue<T = Uint8Array> implements Queue<T> {
   /** Checks and encodes one message; fills in its ID and publish time. */
   #prepare(input: Message<unknown>, codec: Codec<unknown> | undefined, now: number): StoredMessage {
     if (typeof input !== 'object' || input === null) throw new InvalidArgumentError('a message must be an object');
+    rejectUnknownKeys('message field', input, MESSAGE_KEYS);
     let payload: unknown = input.payload;
     if (codec) {
       try {
