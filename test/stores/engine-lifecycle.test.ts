@@ -32,6 +32,20 @@ for (const factory of QUEUE_FACTORIES) {
       assert.deepEqual(counts(await q.stats('t', 'g')), { pending: 0, leased: 0, dead: 0 });
     });
 
+    it('a handler that starts its own subscription\'s close without awaiting it: the close waits for that handler\'s ack', async () => {
+      const { q } = await t.instance();
+      const ran = deferred();
+      let closing: Promise<void> | undefined;
+      const sub = await q.subscribe('t', 'g', async () => {
+        closing = sub.close(); // awaiting it here would wait for this very handler
+        ran.resolve();
+      }, FAST);
+      await q.publish({ topic: 't', payload: enc('x') });
+      await orHang(ran.promise, 'the handler');
+      await orHang(closing!, 'the close the handler started');
+      assert.deepEqual(counts(await q.stats('t', 'g')), { pending: 0, leased: 0, dead: 0 });
+    });
+
     it('7b. at its deadline close aborts running handlers and keeps their leases', async () => {
       const { q } = await t.instance();
       const started = deferred();
