@@ -18,15 +18,23 @@ export const EXIT_USAGE = 2;
 /** `ferry queue`: the group or schedule the command names does not exist; nothing was changed. */
 export const EXIT_NOT_FOUND = 3;
 
-/** A commander argument parser for a whole number of at least `min`. */
-export function integer(min: number) {
+/** A commander argument parser for a whole number of at least `min` (and at most `max`). */
+export function integer(min: number, max = Number.MAX_SAFE_INTEGER) {
   return (value: string): number => {
     const n = Number(value);
-    if (!/^\d+$/.test(value) || !Number.isSafeInteger(n) || n < min) {
-      throw new InvalidArgumentError(`expected a whole number${min > 0 ? ` of at least ${min}` : ''}`);
+    if (!/^\d+$/.test(value) || !Number.isSafeInteger(n) || n < min || n > max) {
+      throw new InvalidArgumentError(`expected a whole number${min > 0 ? ` of at least ${min}` : ''}${max < Number.MAX_SAFE_INTEGER ? ` and at most ${max}` : ''}`);
     }
     return n;
   };
+}
+
+/** Longest wait a Node timer holds, ms: a longer one fires after 1 ms. */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/** A commander argument parser for milliseconds of at least `min`, up to the longest Node timer. */
+export function milliseconds(min: number) {
+  return integer(min, MAX_TIMER_MS);
 }
 
 /** An error meant for the user: printed as one line, then the process exits with `exitCode`. */

@@ -104,6 +104,10 @@ export function httpTarget(url: string, o: HttpTargetOptions): HttpDeliver {
     path: target.pathname + target.search,
     auth: target.username || target.password ? `${decodeURIComponent(target.username)}:${decodeURIComponent(target.password)}` : undefined,
   };
+  // Failures name the URL with its password masked: they go to stderr and to logs.
+  const shown = new URL(target.href);
+  if (shown.password !== '') shown.password = '***';
+  const named = shown.password === '' ? url : shown.href;
   const deliver = (records: Uint8Array[]) =>
     new Promise<void>((resolve, reject) => {
       const single = format === 'lines' && o.batch === 1 && records.length === 1;
@@ -116,7 +120,7 @@ export function httpTarget(url: string, o: HttpTargetOptions): HttpDeliver {
         clearTimeout(timer);
         if (err === undefined) return resolve();
         req.destroy();
-        reject(new Error(`POST ${url}: ${err}`));
+        reject(new Error(`POST ${named}: ${err}`));
       };
       const req = send({ ...where, method: 'POST', agent, headers: { 'content-type': type, 'content-length': body.length } }, (res) => {
         res.on('error', (err) => finish(describe(err)));

@@ -19,10 +19,11 @@
 import { open, type FileHandle } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
 import { isFerryError, LockedError } from '../errors.js';
-import { Spool } from '../spool/index.js';
+import { DEFAULT_MAX_BYTES, FRAME_OVERHEAD, Spool } from '../spool/index.js';
 import type { FileSystem } from '../storage/fs.js';
 import { CliError, EXIT_FAILED, EXIT_USAGE, describe, note, sleep, summaryLine } from './common.js';
-import { FramingError, recordSplitter } from './framing.js';
+import { EXIT_INTERRUPTED } from './drain-delivery.js';
+import { FramingError, recordLimit, recordSplitter } from './framing.js';
 import { BODY_FORMATS, execTarget, httpTarget, type BodyFormat } from './deliver.js';
 import { runSender } from './sender.js';
 
@@ -62,6 +63,7 @@ interface Counts {
   out: number;
   retries: number;
   lastError: string;
+  damaged: number;
 }
 
 /** Failure reasons printed at most this often when no status line shows them. */
@@ -157,22 +159,25 @@ const SYNCS_AHEAD = 4;
  * one runs share the next (group commit). A line is counted in `counts.in`
  * once a sync covering it resolved; the first failed sync ends the intake.
  */
-async function intake(spool: Spool, input: Readable, syncBatch: number, counts: Counts, stop: AbortSignal): Promise<void> {
-  const splitter = recordSplitter('lines');
+async function intake(spool: Spool, input: Readable, syncBatch: number, maxLineBytes: number, counts: Counts, stop: AbortSignal): Promise<void> {
+  const splitter = recordSplitter('lines', maxLineBytes);
   /** Lines appended and not yet covered by a sync that was started. */
   let pending = 0;
   /** Syncs started and not yet waited for, oldest first. */
   const syncs: Promise<void>[] = [];
+  /** Starts a sync for the pending lines. */
+  const queueSync = () => {
+    if (pending === 0) return;
+    const n = pending;
+    pending = 0;
+    const p = spool.sync().then(() => void (counts.in += n));
+    // Waited for by startSync, flush() or the failure path; until then its failure is not unhandled.
+    p.catch(() => {});
+    syncs.push(p);
+  };
   /** Starts a sync for the pending lines; waits for the oldest one while too many are outstanding. */
   const startSync = async () => {
-    if (pending > 0) {
-      const n = pending;
-      pending = 0;
-      const p = spool.sync().then(() => void (counts.in += n));
-      // Waited for below or by flush(); until then its failure is not unhandled.
-      p.catch(() => {});
-      syncs.push(p);
-    }
+    queueSync();
     while (syncs.length > SYNCS_AHEAD) await syncs.shift();
   };
   const flush = async () => {
@@ -237,7 +242,14 @@ async function intake(spool: Spool, input: Readable, syncBatch: number, counts: 
     await putAll(splitter.end());
     await flush();
   } catch (err) {
-    // Lines whose sync is already under way are accepted (or not) before the failure is reported.
+    // Stopped by a signal while waiting for a pipe: forward destroyed the
+    // input itself, which ends the read as a premature close. A stop, not a failure.
+    if (stop.aborted && (err as { code?: unknown }).code === 'ERR_STREAM_PREMATURE_CLOSE') return await flush();
+    // The lines placed before the failure (a line the spool can never hold,
+    // one over the record limit) are synced too, and every line whose sync
+    // lands counts as accepted before the failure is reported: the sender
+    // may deliver them already.
+    queueSync();
     await Promise.allSettled(syncs);
     throw err;
   }
@@ -281,16 +293,26 @@ export async function forward(file: string | undefined, o: ForwardOptions): Prom
   const format = (o.format ?? 'lines') as BodyFormat;
   const http = o.http !== undefined ? httpTarget(o.http, { batch: o.batch ?? DEFAULT_FORWARD_BATCH, timeoutMs: o.timeoutMs ?? DEFAULT_TIMEOUT_MS, format }) : undefined;
   const deliver = http ?? execTarget(o.exec!, format);
-  const counts: Counts = { in: 0, out: 0, retries: 0, lastError: '' };
+  const counts: Counts = { in: 0, out: 0, retries: 0, lastError: '', damaged: 0 };
+  // A line longer than one record of the spool can ever be is refused as it passes that length, not read whole first.
+  const cap = o.maxBytes === undefined || o.maxBytes === 0 ? DEFAULT_MAX_BYTES : o.maxBytes;
+  const maxLineBytes = Math.max(0, Math.min(recordLimit(), cap - FRAME_OVERHEAD));
   const stop = new AbortController();
-  const onSignal = () => stop.abort();
+  // The first signal stops reading and lets deliveries under way finish
+  // (they may wait up to --timeout-ms, or for a hung --exec command); a
+  // second one exits at once. Nothing accepted is lost either way: what was
+  // not committed is delivered by the next run.
+  const onSignal = () => {
+    if (stop.signal.aborted) process.exit(EXIT_INTERRUPTED);
+    stop.abort();
+  };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
   const endStatus = statusLine(spool, counts, !o.quiet);
   let done = false;
   let failure: CliError | undefined;
   try {
-    const producing = intake(spool, input.stream, o.syncBatch ?? DEFAULT_SYNC_BATCH, counts, stop.signal).then(
+    const producing = intake(spool, input.stream, o.syncBatch ?? DEFAULT_SYNC_BATCH, maxLineBytes, counts, stop.signal).then(
       () => void (done = true),
       (err) => {
         done = true;
@@ -298,7 +320,7 @@ export async function forward(file: string | undefined, o: ForwardOptions): Prom
       },
     );
     const concurrency = o.concurrency ?? (o.http !== undefined ? DEFAULT_HTTP_CONCURRENCY : 1);
-    await runSender(spool, deliver, { batch: o.batch ?? DEFAULT_FORWARD_BATCH, concurrency, retryBaseMs: o.retryBaseMs ?? DEFAULT_RETRY_BASE_MS, retryMaxMs: o.retryMaxMs ?? DEFAULT_RETRY_MAX_MS }, counts, stop.signal, { done: () => done, ended: producing }, errorNotes(o.quiet === true || !process.stderr.isTTY));
+    await runSender(spool, deliver, { batch: o.batch ?? DEFAULT_FORWARD_BATCH, concurrency, retryBaseMs: o.retryBaseMs ?? DEFAULT_RETRY_BASE_MS, retryMaxMs: o.retryMaxMs ?? DEFAULT_RETRY_MAX_MS }, counts, stop.signal, { done: () => done, ended: producing }, errorNotes(o.quiet === true || !process.stderr.isTTY), (err) => note(`ferry: skipped damaged data: ${describe(err)}`));
     if (stop.signal.aborted) input.stream.destroy();
     await producing;
   } catch (err) {
@@ -318,5 +340,9 @@ export async function forward(file: string | undefined, o: ForwardOptions): Prom
     note(summaryLine('forwarded', counts.out, 0, started).replace(' (0 B)', ''));
     note(`ferry: accepted ${counts.in} lines, ${counts.retries} retries, ${spool.bytes} bytes left in the spool`);
   }
-  return stop.signal.aborted ? 130 : 0;
+  if (counts.damaged > 0) throw new CliError(`${counts.damaged} damaged span(s) of the spool were skipped; their records are lost (ferry stats ${o.dir} counts them until the next open)`, EXIT_FAILED);
+  // Commits advanced only in memory: the next run delivers those records again.
+  const cursorError = spool.cursorError;
+  if (cursorError) throw new CliError(`cannot write ${o.dir}'s cursor (${describe(cursorError)}): the records delivered since it last succeeded will be delivered again by the next run`, EXIT_FAILED);
+  return stop.signal.aborted ? EXIT_INTERRUPTED : 0;
 }

@@ -7,7 +7,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
-import { CliError, EXIT_FAILED, EXIT_USAGE, describe, integer } from './common.js';
+import { CliError, EXIT_FAILED, EXIT_USAGE, describe, integer, milliseconds } from './common.js';
 import { push, DEFAULT_PUSH_BATCH } from './push.js';
 import { drain } from './drain.js';
 import { DEFAULT_DRAIN_BATCH, DEFAULT_POLL_MS } from './drain-delivery.js';
@@ -34,7 +34,7 @@ export function buildProgram(status: { code: number }): Command {
     .showHelpAfterError('(run ferry --help for usage)')
     .configureOutput({ outputError: (str, write) => write(`ferry: ${str.replace(/^error: /, '')}`) });
 
-  const lockTimeout = ['--lock-timeout <ms>', 'wait up to this long for another process to release the queue', integer(0)] as const;
+  const lockTimeout = ['--lock-timeout <ms>', 'wait up to this long for another process to release the queue', milliseconds(0)] as const;
 
   program
     .command('push')
@@ -63,7 +63,7 @@ export function buildProgram(status: { code: number }): Command {
     .option('--exec-batch <n>', 'with --exec: feed N framed records to one process instead', integer(1))
     .option('--max <n>', 'stop after N records', integer(0))
     .option('--follow', 'when the queue is empty, wait for more until SIGINT or SIGTERM')
-    .option('--poll-ms <ms>', `with --follow: how often to look for new records (default ${DEFAULT_POLL_MS})`, integer(1))
+    .option('--poll-ms <ms>', `with --follow: how often to look for new records (default ${DEFAULT_POLL_MS})`, milliseconds(1))
     .option('--batch <n>', `records per stdout write and commit (default ${DEFAULT_DRAIN_BATCH})`, integer(1))
     .option(...lockTimeout)
     .option('-q, --quiet', 'no summary line, no progress bar')
@@ -101,9 +101,9 @@ export function buildProgram(status: { code: number }): Command {
     .option('--format <format>', 'how records go into a delivery: "lines" (bytes as they are, one per line; default) or "json" (each record as a JSON string: NDJSON)')
     .option('--concurrency <n>', `most deliveries outstanding at once; records are still committed in order (default ${DEFAULT_HTTP_CONCURRENCY} with --http, 1 with --exec)`, integer(1))
     .option('--sync-batch <n>', `input lines per group commit (default ${DEFAULT_SYNC_BATCH})`, integer(1))
-    .option('--timeout-ms <ms>', `HTTP request timeout (default ${DEFAULT_TIMEOUT_MS})`, integer(1))
-    .option('--retry-base-ms <ms>', `first retry delay, doubled per attempt, with jitter (default ${DEFAULT_RETRY_BASE_MS})`, integer(1))
-    .option('--retry-max-ms <ms>', `longest retry delay (default ${DEFAULT_RETRY_MAX_MS})`, integer(1))
+    .option('--timeout-ms <ms>', `HTTP request timeout (default ${DEFAULT_TIMEOUT_MS})`, milliseconds(1))
+    .option('--retry-base-ms <ms>', `first retry delay, doubled per attempt, with jitter (default ${DEFAULT_RETRY_BASE_MS})`, milliseconds(1))
+    .option('--retry-max-ms <ms>', `longest retry delay (default ${DEFAULT_RETRY_MAX_MS})`, milliseconds(1))
     .option('--max-bytes <bytes>', 'spool backlog cap; 0 = the default 64 MiB', integer(0))
     .option('--segment-bytes <bytes>', 'spool segment size (default 8 MiB)', integer(1))
     .option('-q, --quiet', 'no progress line, no summary')
@@ -120,7 +120,7 @@ export function buildProgram(status: { code: number }): Command {
     .option('--port <n>', 'TCP port (default 7070; 0 picks a free one)', integer(0))
     .option('--token <token>', 'access token every request must carry (or FERRY_DASHBOARD_TOKEN); at least 8 characters')
     .option('--dead-letter-topic <topic...>', 'dead-letter topics to list on the page')
-    .option('--refresh-ms <ms>', 'how often to sample the queue (default 2000; 5000 for --dir)', integer(100))
+    .option('--refresh-ms <ms>', 'how often to sample the queue (default 2000; 5000 for --dir)', milliseconds(100))
     .action(async (o) => {
       status.code = await dashboard(o);
     });

@@ -58,6 +58,8 @@ export interface SenderCounts {
   out: number;
   retries: number;
   lastError: string;
+  /** Damaged spans of the spool the head stepped past (each reported through `noteDamage`). */
+  damaged: number;
 }
 
 interface Flight {
@@ -75,7 +77,8 @@ export const IDLE_POLL_MS = 200;
  * finish (a retry wait is cut short) and the accepted prefix is committed.
  *
  * @throws what `popBatch` throws other than damage (a `FerryError` other than
- * `ERR_CLOSED`, which is counted in `lastError` and stepped past).
+ * `ERR_CLOSED`, which is counted in `damaged`, handed to `noteDamage` and
+ * stepped past).
  */
 export async function runSender(
   spool: Spool,
@@ -85,6 +88,7 @@ export async function runSender(
   stop: AbortSignal,
   input: SenderInput,
   noteError: (reason: string) => void = () => {},
+  noteDamage: (err: unknown) => void = () => {},
 ): Promise<void> {
   const maxBytes = o.deliveryBytes ?? DELIVERY_BYTES;
   const idlePollMs = o.idlePollMs ?? IDLE_POLL_MS;
@@ -165,7 +169,10 @@ export async function runSender(
           fresh = await spool.popBatch(o.batch, maxBytes, last);
         } catch (err) {
           if (!isFerryError(err) || err.code === 'ERR_CLOSED') throw err;
-          counts.lastError = describe(err); // damage was skipped and counted; go on
+          // Damage the head stepped past: its records are lost. Reported, counted, and the rest goes on.
+          counts.lastError = describe(err);
+          counts.damaged++;
+          noteDamage(err);
           continue;
         }
         if (fresh.length === 0) {

@@ -58,7 +58,7 @@ function harness(spool: Spool, n: number, batch: number, concurrency: number) {
     if (committed > acceptedPrefix()) violations.push(`${where}: ${committed} committed, but only the first ${acceptedPrefix()} were accepted`);
     if (outstanding().length > concurrency) violations.push(`${where}: ${outstanding().length} deliveries outstanding, more than ${concurrency}`);
   };
-  const counts: SenderCounts = { out: 0, retries: 0, lastError: '' };
+  const counts: SenderCounts = { out: 0, retries: 0, lastError: '', damaged: 0 };
   const stop = new AbortController();
   let done = false;
   const run = runSender(
@@ -205,7 +205,7 @@ test('stopped mid-way, it commits only the accepted prefix and leaves the rest i
 
 test('a stop while every delivery of a full window waits out a long retry ends the sender, committing nothing', { timeout: 30_000 }, async () => {
   const spool = await filledSpool(8);
-  const counts: SenderCounts = { out: 0, retries: 0, lastError: '' };
+  const counts: SenderCounts = { out: 0, retries: 0, lastError: '', damaged: 0 };
   const stop = new AbortController();
   let calls = 0;
   const run = runSender(
@@ -252,7 +252,7 @@ test('an idle sender on an empty spool is woken by the end of the input, not by 
   let end!: () => void;
   const ended = new Promise<void>((r) => (end = r));
   let delivered = 0;
-  const run = runSender(spool, async (d) => void (delivered += d.length), NO_IDLE_LOOK, { out: 0, retries: 0, lastError: '' }, stop.signal, { done: () => done, ended });
+  const run = runSender(spool, async (d) => void (delivered += d.length), NO_IDLE_LOOK, { out: 0, retries: 0, lastError: '', damaged: 0 }, stop.signal, { done: () => done, ended });
   try {
     // Let it find the spool empty and wait.
     for (let i = 0; i < 20; i++) await new Promise((r) => setImmediate(r));
@@ -275,7 +275,7 @@ test('input that ends while the sender pops (its wake-up lost: nothing waited ye
   // The first look says "not done"; the end has already been announced, so
   // its wake-up runs while the sender's first pop is under way.
   let looks = 0;
-  const run = runSender(spool, async () => {}, NO_IDLE_LOOK, { out: 0, retries: 0, lastError: '' }, stop.signal, { done: () => looks++ > 0, ended: Promise.resolve() });
+  const run = runSender(spool, async () => {}, NO_IDLE_LOOK, { out: 0, retries: 0, lastError: '', damaged: 0 }, stop.signal, { done: () => looks++ > 0, ended: Promise.resolve() });
   try {
     assert.equal(await endsOrHangs(run), 'ended');
     assert.ok(looks >= 2, `the sender looked at the input ${looks} times`);

@@ -1,0 +1,184 @@
+/**
+ * What `ferry forward` tells its user when something other than a delivery
+ * goes wrong: damaged spool data it stepped past (reported and counted, exit
+ * 1), a cursor it cannot write (exit 1), the lines accepted before a line
+ * the spool can never hold, a stop while it waits for a pipe or for a hung
+ * delivery (exit 130), durations no timer can wait, and a URL's password in
+ * its failure lines.
+ */
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { describe, it } from 'node:test';
+import { CliError } from '../../src/cli/common.js';
+import { httpTarget } from '../../src/cli/deliver.js';
+import { forward } from '../../src/cli/forward.js';
+import { FRAME_OVERHEAD, Spool } from '../../src/spool/index.js';
+import { SEGMENT_HEADER_SIZE } from '../../src/spool/format.js';
+import { CLI, ROOT, ferry, hasStackTrace, scratch } from './helpers.js';
+
+/** A closed spool in `dir` holding `records`. */
+async function spoolOf(dir: string, records: string[]): Promise<void> {
+  const spool = await Spool.open(dir);
+  try {
+    for (const r of records) await spool.appendNoSync(Buffer.from(r));
+    await spool.sync();
+  } finally {
+    await spool.close();
+  }
+}
+
+/** Resolves as `p` does, or rejects naming `what` after a generous wait (a hang catcher, so the test's cleanup still runs). */
+async function orHang<T>(p: Promise<T>, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const hang = new Promise<never>((_, reject) => (timer = setTimeout(() => reject(new Error(`still waiting for ${what}`)), 60_000)));
+  try {
+    return await Promise.race([p, hang]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/** Waits until `cond` holds, or fails naming `what` after a generous wait (a hang catcher, not a timing check). */
+async function until(cond: () => boolean, what: string): Promise<void> {
+  for (const end = Date.now() + 60_000; !cond(); ) {
+    if (Date.now() > end) throw new Error(`still waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+}
+
+describe('forward reports', { timeout: 120_000 }, () => {
+  it('damaged spool data is reported once per span, the rest is delivered, and the exit status is 1', async () => {
+    const { dir, cleanup } = await scratch();
+    try {
+      const spoolDir = join(dir, 'spool');
+      const records = Array.from({ length: 30 }, (_, i) => `rec-${String(i).padStart(3, '0')}`);
+      await spoolOf(spoolDir, records);
+      // One payload byte of the first record flipped: its checksum no longer matches.
+      const seg = join(spoolDir, '00000000000000000001.seg');
+      const bytes = readFileSync(seg);
+      bytes[SEGMENT_HEADER_SIZE + FRAME_OVERHEAD] ^= 0xff;
+      writeFileSync(seg, bytes);
+      const out = join(dir, 'out.txt');
+      const r = await ferry(['forward', '--dir', spoolDir, '--exec', `cat >> ${out}`, '--batch', '7', '/dev/null']);
+      assert.equal(r.code, 1, r.stderr);
+      assert.equal(r.stderr.match(/ferry: skipped damaged data: .*checksum/g)?.length, 1, r.stderr);
+      assert.match(r.stderr, /1 damaged span\(s\) of the spool were skipped; their records are lost/);
+      assert.equal(hasStackTrace(r.stderr), false);
+      assert.deepEqual(readFileSync(out, 'utf8').split('\n').filter(Boolean), records.slice(1));
+    } finally {
+      await cleanup();
+    }
+  });
+
+  it('a cursor it cannot write ends the run with exit 1 and says the records will come again', async () => {
+    const { dir, cleanup } = await scratch();
+    try {
+      const spoolDir = join(dir, 'spool');
+      await spoolOf(spoolDir, ['a', 'b', 'c']);
+      rmSync(join(spoolDir, 'cursor'), { force: true });
+      mkdirSync(join(spoolDir, 'cursor')); // where the cursor file goes: a directory
+      const out = join(dir, 'out.txt');
+      let err: unknown;
+      try {
+        await forward('/dev/null', { dir: spoolDir, exec: `cat >> ${out}`, quiet: true });
+      } catch (e) {
+        err = e;
+      }
+      assert.ok(err instanceof CliError, `a CliError, got ${String(err)}`);
+      assert.equal(err.exitCode, 1);
+      assert.match(err.message, /cannot write .*cursor.*delivered again/);
+      assert.deepEqual(readFileSync(out, 'utf8').split('\n').filter(Boolean), ['a', 'b', 'c']);
+    } finally {
+      await cleanup();
+    }
+  });
+
+  it('a line the spool can never hold stops the intake as it passes that length; the lines before it count as accepted', async () => {
+    const { dir, cleanup } = await scratch();
+    try {
+      const input = join(dir, 'in.txt');
+      writeFileSync(input, `one\ntwo\nthree\nfour\nfive\n${'x'.repeat(40_000)}\nafter\n`);
+      const out = join(dir, 'out.txt');
+      let err: unknown;
+      try {
+        await forward(input, { dir: join(dir, 'spool'), exec: `cat >> ${out}`, maxBytes: 30_000, quiet: true });
+      } catch (e) {
+        err = e;
+      }
+      assert.ok(err instanceof CliError, `a CliError, got ${String(err)}`);
+      assert.equal(err.exitCode, 1);
+      assert.match(err.message, /longer than 29988 bytes/);
+      assert.match(err.message, /\b5 lines were accepted/);
+      assert.deepEqual(readFileSync(out, 'utf8').split('\n').filter(Boolean), ['one', 'two', 'three', 'four', 'five']);
+    } finally {
+      await cleanup();
+    }
+  });
+
+  it('SIGTERM while reading a pipe stops it with 130 and delivers what it accepted', async () => {
+    const { dir, cleanup } = await scratch();
+    const out = join(dir, 'out.txt');
+    const child = spawn(process.execPath, [...CLI, 'forward', '--dir', join(dir, 'spool'), '--exec', `cat >> ${out}`], { cwd: ROOT, stdio: ['pipe', 'ignore', 'pipe'] });
+    try {
+      let stderr = '';
+      child.stderr!.on('data', (b: Buffer) => (stderr += b));
+      const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+      child.stdin!.write('a\nb\nc\n'); // and the pipe stays open
+      await until(() => readFileSync(out, { encoding: 'utf8', flag: 'a+' }).split('\n').filter(Boolean).length === 3, 'the three lines');
+      child.kill('SIGTERM');
+      assert.equal(await orHang(exited, 'the exit'), 130, stderr);
+      assert.doesNotMatch(stderr, /Premature close|stopped/);
+    } finally {
+      child.kill('SIGKILL');
+      await cleanup();
+    }
+  });
+
+  it('a second signal exits at once while a delivery hangs; the record stays for the next run', async () => {
+    const { dir, cleanup } = await scratch();
+    const started = join(dir, 'started');
+    // stderr ignored: the hung command inherits it and would hold a pipe open past the exit.
+    const child = spawn(process.execPath, [...CLI, 'forward', '--dir', join(dir, 'spool'), '--exec', `touch ${started}; exec sleep 1000`], { cwd: ROOT, stdio: ['pipe', 'ignore', 'ignore'], detached: true });
+    try {
+      const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+      child.stdin!.end('only\n');
+      await until(() => { try { readFileSync(started); return true; } catch { return false; } }, 'the delivery to start');
+      // Two different signals: two of the same one sent together may arrive as one.
+      child.kill('SIGTERM');
+      child.kill('SIGINT');
+      assert.equal(await orHang(exited, 'the exit'), 130);
+      // Not committed: the next run (with a command that works) delivers it.
+      const out = join(dir, 'out.txt');
+      const again = await ferry(['forward', '--dir', join(dir, 'spool'), '--exec', `cat >> ${out}`, '/dev/null']);
+      assert.equal(again.code, 0, again.stderr);
+      assert.deepEqual(readFileSync(out, 'utf8').split('\n').filter(Boolean), ['only']);
+    } finally {
+      try {
+        process.kill(-child.pid!, 'SIGKILL'); // the hung sleep too
+      } catch {
+        // already gone
+      }
+      await cleanup();
+    }
+  });
+
+  it('refuses a duration no timer can wait (over 2147483647 ms) as a usage error', async () => {
+    for (const flag of ['--timeout-ms', '--retry-base-ms', '--retry-max-ms']) {
+      const r = await ferry(['forward', '--dir', '/nonexistent-ferry-dir', '--http', 'http://127.0.0.1:1/', flag, '2147483648', '/dev/null']);
+      assert.equal(r.code, 2, `${flag}: ${r.stderr}`);
+      assert.match(r.stderr, /at most 2147483647/, flag);
+      assert.doesNotMatch(r.stderr, /TimeoutOverflowWarning/);
+    }
+  });
+
+  it('an HTTP failure names the URL with its password masked', async () => {
+    const deliver = httpTarget('http://user:secret@127.0.0.1:1/path', { batch: 1, timeoutMs: 5_000 });
+    try {
+      await assert.rejects(deliver([Buffer.from('x')]), (e: Error) => e.message.includes('http://user:***@127.0.0.1:1/path') && !e.message.includes('secret'));
+    } finally {
+      deliver.close();
+    }
+  });
+});
