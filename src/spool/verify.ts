@@ -11,7 +11,7 @@ import { spoolSegmentNames } from '../storage/segment-names.js';
 import { asIOError } from '../errors.js';
 import { CURSOR_FILE } from './cursor.js';
 import { CURSOR_SIZE, decodeCursor, parseSegmentHeader, SEGMENT_HEADER_SIZE, type CursorPosition } from './format.js';
-import { bytesSource, readFrameAt } from './read-frame.js';
+import { bytesSource, readFrameAt, wholeFramesEnd, type FrameSource } from './read-frame.js';
 
 export interface SpoolDamage {
   segment: number;
@@ -22,7 +22,8 @@ export interface SpoolDamage {
    * the file), `torn` (a partial frame at the end of a segment, or, in the
    * newest segment, everything from the first of its trailing frames that
    * fail their checksum: what an open takes for an unsynced write a crash
-   * tore, and cuts).
+   * tore, and cuts), `cursor` (the stored cursor points inside a frame: the
+   * head starts reading there and drops what does not frame).
    */
   reason: string;
   /** Bytes an open or a pop would drop for it. */
@@ -56,23 +57,25 @@ function readAll(fs: FileSystem, path: string): Uint8Array {
   }
 }
 
-/** Checks one segment's bytes. */
-function walk(seq: number, bytes: Uint8Array, report: SpoolVerifyReport): void {
+/** Checks one segment's bytes; returns the damage a stored cursor inside one of its frames causes. */
+function walk(seq: number, bytes: Uint8Array, report: SpoolVerifyReport): SpoolDamage | undefined {
   const cur = report.cursor;
   const consumed = (pos: number) => !!cur && (seq < cur.seq || (seq === cur.seq && pos < cur.offset));
   const header = parseSegmentHeader(bytes.subarray(0, SEGMENT_HEADER_SIZE));
-  if (bytes.length === 0) return; // an aborted create: removed at open, costs nothing
+  if (bytes.length === 0) return undefined; // an aborted create: removed at open, costs nothing
   if (header.kind !== 'ok') {
     report.damage.push({ segment: seq, position: 0, reason: header.kind === 'foreign' ? 'foreign' : 'header', lostBytes: bytes.length });
-    return;
+    return undefined;
   }
   const frames = bytesSource(bytes);
   let pos = SEGMENT_HEADER_SIZE;
+  let cursorOnFrame = !cur || cur.seq !== seq || cur.offset <= SEGMENT_HEADER_SIZE || cur.offset >= bytes.length;
   while (pos < bytes.length) {
+    if (pos === cur?.offset && cur.seq === seq) cursorOnFrame = true;
     const f = readFrameAt(frames, pos);
     if (f.kind === 'partial' || f.kind === 'length') {
       report.damage.push({ segment: seq, position: pos, reason: f.kind === 'partial' ? 'torn' : 'length', lostBytes: bytes.length - pos });
-      return;
+      break;
     }
     if (f.kind === 'checksum') {
       report.damage.push({ segment: seq, position: pos, reason: 'checksum', lostBytes: f.next - pos });
@@ -83,6 +86,27 @@ function walk(seq: number, bytes: Uint8Array, report: SpoolVerifyReport): void {
     }
     pos = f.next;
   }
+  // A cursor in the part a broken length already cost is told by that damage.
+  if (cursorOnFrame || cur!.offset >= pos) return undefined;
+  return { segment: seq, position: cur!.offset, reason: 'cursor', lostBytes: lostFromInside(frames, cur!.offset) };
+}
+
+/**
+ * Bytes the head drops when it starts reading at `at`, inside a frame: as a
+ * pop does, a frame that runs past the file (or a partial one) costs the
+ * rest of the segment, and one that fails its checksum costs itself when
+ * the lengths after it walk to the end of the file, else the rest too. It
+ * stops at the first frame that reads whole.
+ */
+function lostFromInside(frames: FrameSource, at: number): number {
+  let pos = at;
+  while (pos < frames.size) {
+    const f = readFrameAt(frames, pos);
+    if (f.kind === 'ok') break;
+    if (f.kind !== 'checksum' || wholeFramesEnd(frames, f.next) !== frames.size) return frames.size - at;
+    pos = f.next;
+  }
+  return pos - at;
 }
 
 /**
@@ -122,8 +146,9 @@ export function verifySpool(dir: string, fs: FileSystem = nodeFileSystem): Spool
     for (const seq of seqs) {
       report.segments++;
       const bytes = readAll(fs, join(dir, spoolSegmentNames.fileName(seq)));
-      walk(seq, bytes, report);
+      const atCursor = walk(seq, bytes, report);
       if (seq === seqs[seqs.length - 1]) asOpenCutsTail(seq, bytes.length, report.damage);
+      if (atCursor) report.damage.push(atCursor);
     }
     report.ok = report.damage.length === 0;
     return report;

@@ -4,6 +4,7 @@ import assert from 'node:assert/strict';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Spool } from '../../src/spool/index.js';
+import { encodeCursor } from '../../src/spool/format.js';
 import { ferry, scratch } from './helpers.js';
 
 async function spoolWith(dir: string, lines: string[]): Promise<void> {
@@ -102,6 +103,34 @@ test('verify and open agree on a flipped byte in the newest segment\'s last reco
     const s = await Spool.open(sp);
     assert.equal(s.stats().discardedBytes, 17, 'open cut the same 17 bytes');
     await s.close();
+  } finally {
+    await cleanup();
+  }
+});
+
+test('verify reports a cursor that points inside a frame, with what the head then drops, as drain finds it', async () => {
+  const { dir, cleanup } = await scratch();
+  try {
+    const sp = join(dir, 'sp');
+    // Frames of 17 bytes at 8, 25, 42 and 59; a checksummed cursor 5 bytes into the second.
+    await spoolWith(sp, ['hello', 'world', 'again', 'after']);
+    writeFileSync(join(sp, 'cursor'), encodeCursor({ seq: 1, offset: 30 }));
+    const res = await ferry(['verify', sp, '--json']);
+    assert.equal(res.code, 1, res.stdout.toString());
+    const report = JSON.parse(res.stdout.toString()) as { ok: boolean; damage: Array<{ segment: number; position: number; reason: string; lostBytes: number }> };
+    assert.equal(report.ok, false);
+    // The head reads a length from the middle of 'world': it overruns the file, so the rest of the segment goes.
+    assert.deepEqual(report.damage, [{ segment: 1, position: 30, reason: 'cursor', lostBytes: 76 - 30 }]);
+    const drained = await ferry(['drain', sp]);
+    assert.equal(drained.code, 1);
+    assert.match(drained.stderr, /skipped damaged data: .*segment 1 at byte 30/);
+    assert.equal(drained.stdout.toString(), '');
+    // A cursor on a frame's first byte is no damage.
+    await spoolWith(join(dir, 'sp2'), ['hello', 'world']);
+    writeFileSync(join(dir, 'sp2', 'cursor'), encodeCursor({ seq: 1, offset: 25 }));
+    const ok = await ferry(['verify', join(dir, 'sp2')]);
+    assert.equal(ok.code, 0, ok.stdout.toString());
+    assert.match(ok.stdout.toString(), /2 intact records \(10 B\), 1 of them consumed/);
   } finally {
     await cleanup();
   }
