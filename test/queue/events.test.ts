@@ -136,20 +136,17 @@ describe('queue events', () => {
     await q.close({ timeoutMs: 10 });
   });
 
-  it('a retry that landed and was claimed again before its answer came back is retrying, not leaseLost', async () => {
-    // Two subscriptions of one group in one queue: the retry is written, its
-    // backoff ends, and the other subscription claims the delivery while the
-    // first still waits for the retry's answer (a Postgres round trip). The
-    // claim must not report the written attempt as lost.
+  /**
+   * A queue over an instrumented memory store whose handler fails its first
+   * attempt, with `reclaimed` settling once a claim hands the delivery out
+   * again (attempt 2); `ran` lists the attempts whose handler ran.
+   */
+  function reclaimHarness() {
     const store = new InstrumentedStore(new MemoryStore());
     const q = track(createStoreQueue(store));
     const r = record(q);
     const answer = deferred();
     const reclaimed = deferred();
-    store.after.retry = async (held: boolean) => {
-      await answer.promise;
-      return held;
-    };
     store.after.claim = (cs: Array<{ attempt: number }>) => {
       if (cs.some((c) => c.attempt === 2)) reclaimed.resolve();
       return cs;
@@ -158,6 +155,19 @@ describe('queue events', () => {
     const handler = async (d: { attempt: number }) => {
       ran.push(d.attempt);
       if (d.attempt === 1) throw new Error('first try');
+    };
+    return { store, q, r, answer, reclaimed, ran, handler };
+  }
+
+  it('a retry that landed and was claimed again before its answer came back is retrying, not leaseLost', async () => {
+    // Two subscriptions of one group in one queue: the retry is written, its
+    // backoff ends, and the other subscription claims the delivery while the
+    // first still waits for the retry's answer (a Postgres round trip). The
+    // claim must not report the written attempt as lost.
+    const { store, q, r, answer, reclaimed, ran, handler } = reclaimHarness();
+    store.after.retry = async (held: boolean) => {
+      await answer.promise;
+      return held;
     };
     const opts = { ...FAST, backoffBaseMs: 1, backoffMaxMs: 1 };
     await q.subscribe('t', 'g', handler, opts);
@@ -174,11 +184,7 @@ describe('queue events', () => {
   });
 
   it('a retry refused as not held after the delivery was claimed again is one leaseLost, named by the write (retry)', async () => {
-    const store = new InstrumentedStore(new MemoryStore());
-    const q = track(createStoreQueue(store));
-    const r = record(q);
-    const answer = deferred();
-    const reclaimed = deferred();
+    const { store, q, r, answer, reclaimed, ran, handler } = reclaimHarness();
     // The retry is not written (the store answers "not held"), and meanwhile
     // the lease runs out (no renewal reaches the store) and another claim
     // takes the delivery back.
@@ -189,15 +195,6 @@ describe('queue events', () => {
       await answer.promise;
     };
     store.after.retry = () => false;
-    store.after.claim = (cs: Array<{ attempt: number }>) => {
-      if (cs.some((c) => c.attempt === 2)) reclaimed.resolve();
-      return cs;
-    };
-    const ran: number[] = [];
-    const handler = async (d: { attempt: number }) => {
-      ran.push(d.attempt);
-      if (d.attempt === 1) throw new Error('first try');
-    };
     const opts = { ...FAST, leaseDurationMs: 300 };
     await q.subscribe('t', 'g', handler, opts);
     await q.subscribe('t', 'g', handler, opts);
