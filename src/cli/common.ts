@@ -5,6 +5,7 @@
 import { stat } from 'node:fs/promises';
 import { InvalidArgumentError } from 'commander';
 import { DiskQueue, LockedError, SegmentSizeMismatchError, type DiskQueueOptions } from '../diskqueue/index.js';
+import { MAX_TIMER_MS } from '../queue/options.js';
 
 /** Payload bytes after which push stores, and drain writes, a batch before it reaches its record count. */
 export const BATCH_BYTES = 4 * 1024 * 1024;
@@ -29,10 +30,7 @@ export function integer(min: number, max = Number.MAX_SAFE_INTEGER) {
   };
 }
 
-/** Longest wait a Node timer holds, ms: a longer one fires after 1 ms. */
-export const MAX_TIMER_MS = 2 ** 31 - 1;
-
-/** A commander argument parser for milliseconds of at least `min`, up to the longest Node timer. */
+/** A commander argument parser for milliseconds of at least `min`, up to the longest Node timer (`MAX_TIMER_MS`; a longer one fires after 1 ms). */
 export function milliseconds(min: number) {
   return integer(min, MAX_TIMER_MS);
 }

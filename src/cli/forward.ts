@@ -340,7 +340,7 @@ export async function forward(file: string | undefined, o: ForwardOptions): Prom
     note(summaryLine('forwarded', counts.out, 0, started).replace(' (0 B)', ''));
     note(`ferry: accepted ${counts.in} lines, ${counts.retries} retries, ${spool.bytes} bytes left in the spool`);
   }
-  if (counts.damaged > 0) throw new CliError(`${counts.damaged} damaged span(s) of the spool were skipped; their records are lost (ferry stats ${o.dir} counts them until the next open)`, EXIT_FAILED);
+  if (counts.damaged > 0) throw new CliError(`${counts.damaged} damaged span(s) of the spool were skipped; their records are lost (each is named above)`, EXIT_FAILED);
   // Commits advanced only in memory: the next run delivers those records again.
   const cursorError = spool.cursorError;
   if (cursorError) throw new CliError(`cannot write ${o.dir}'s cursor (${describe(cursorError)}): the records delivered since it last succeeded will be delivered again by the next run`, EXIT_FAILED);

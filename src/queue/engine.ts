@@ -119,7 +119,6 @@ export const PUBLISH_RETRY_BASE_MS = 25;
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
 
-
 /** Whether the last argument of `publish` is `{ codec }` rather than a message. */
 function isPublishOptions(v: unknown): v is PublishOptions<unknown> {
   return typeof v === 'object' && v !== null && !('topic' in v) && 'codec' in v;
