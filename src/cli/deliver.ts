@@ -52,19 +52,45 @@ export function encodeBody(records: Uint8Array[], format: BodyFormat): Buffer {
   return format === 'json' ? jsonLines(records) : joinLines(records);
 }
 
-/** `sh -c cmd` per delivery, the records as its stdin (one per line, in `format`); accepted on exit status 0. */
-export function execTarget(cmd: string, format: BodyFormat = 'lines'): Deliver {
-  return (records) =>
-    new Promise((resolve, reject) => {
-      const child = spawn('/bin/sh', ['-c', cmd], { stdio: ['pipe', 'inherit', 'inherit'] });
+/** A delivery to commands; `close()` kills the ones still running (with whatever they started). */
+export type ExecDeliver = Deliver & { close(): void };
+
+/**
+ * `sh -c cmd` per delivery, the records as its stdin (one per line, in
+ * `format`); accepted on exit status 0. Each command runs in a process group
+ * of its own: a Ctrl-C meant for ferry lets it finish (ferry decides when to
+ * stop), and `close()` ends it and its children together.
+ */
+export function execTarget(cmd: string, format: BodyFormat = 'lines'): ExecDeliver {
+  const running = new Set<number>();
+  const deliver = (records: Uint8Array[]) =>
+    new Promise<void>((resolve, reject) => {
+      const child = spawn('/bin/sh', ['-c', cmd], { stdio: ['pipe', 'inherit', 'inherit'], detached: true });
+      if (child.pid !== undefined) running.add(child.pid);
       child.stdin.on('error', () => {}); // only the exit status decides
       child.on('error', (err) => reject(new Error(`cannot run /bin/sh: ${describe(err)}`)));
       child.on('close', (code, signal) => {
+        if (child.pid !== undefined) running.delete(child.pid);
         if (code === 0) resolve();
         else reject(new Error(`--exec command ${signal ? `was killed by ${signal}` : `exited with status ${code}`}`));
       });
       child.stdin.end(encodeBody(records, format));
     });
+  const close = () => {
+    for (const pid of running) {
+      try {
+        process.kill(-pid, 'SIGTERM');
+      } catch {
+        // already gone
+      }
+    }
+  };
+  return Object.assign(deliver, { close });
+}
+
+/** `url` with the password of its `user:password@` part shown as `***`, whether or not the rest parses as a URL. */
+export function maskPassword(url: string): string {
+  return url.replace(/^([^:/?#]*:\/*[^/?#@:]*:)[^/?#@]*@/, '$1***@');
 }
 
 /** Options of {@link httpTarget}. */
@@ -105,9 +131,7 @@ export function httpTarget(url: string, o: HttpTargetOptions): HttpDeliver {
     auth: target.username || target.password ? `${decodeURIComponent(target.username)}:${decodeURIComponent(target.password)}` : undefined,
   };
   // Failures name the URL with its password masked: they go to stderr and to logs.
-  const shown = new URL(target.href);
-  if (shown.password !== '') shown.password = '***';
-  const named = shown.password === '' ? url : shown.href;
+  const named = maskPassword(url);
   const deliver = (records: Uint8Array[]) =>
     new Promise<void>((resolve, reject) => {
       const single = format === 'lines' && o.batch === 1 && records.length === 1;

@@ -16,7 +16,9 @@
  * file) it exits once the spool is empty; SIGINT or SIGTERM stop it early,
  * leaving the backlog for the next run.
  */
-import { open, type FileHandle } from 'node:fs/promises';
+import { open as openFd } from 'node:fs';
+import { open, stat, type FileHandle } from 'node:fs/promises';
+import { Socket } from 'node:net';
 import type { Readable } from 'node:stream';
 import { isFerryError, LockedError } from '../errors.js';
 import { DEFAULT_MAX_BYTES, FRAME_OVERHEAD, Spool } from '../spool/index.js';
@@ -24,7 +26,7 @@ import type { FileSystem } from '../storage/fs.js';
 import { CliError, EXIT_FAILED, EXIT_USAGE, describe, note, sleep, summaryLine } from './common.js';
 import { EXIT_INTERRUPTED } from './drain-delivery.js';
 import { FramingError, recordLimit, recordSplitter } from './framing.js';
-import { BODY_FORMATS, execTarget, httpTarget, type BodyFormat } from './deliver.js';
+import { BODY_FORMATS, execTarget, httpTarget, maskPassword, type BodyFormat } from './deliver.js';
 import { runSender } from './sender.js';
 
 /** Options of `ferry forward`, as parsed from the command line. */
@@ -127,6 +129,7 @@ export function badHttpUrl(url: string): string | undefined {
 
 async function openInput(file: string | undefined): Promise<{ stream: Readable; name: string; close(): Promise<void> }> {
   if (file === undefined || file === '-') return { stream: process.stdin, name: 'stdin', close: async () => void process.stdin.destroy() };
+  if (await isPipe(file)) return openPipe(file);
   let fh: FileHandle;
   try {
     fh = await open(file, 'r');
@@ -146,6 +149,33 @@ async function openInput(file: string | undefined): Promise<{ stream: Readable; 
       await fh.close();
     },
   };
+}
+
+/** Whether `file` is a named pipe (a FIFO, or `/dev/stdin` fed by one); false when it cannot be looked at (the open says why). */
+async function isPipe(file: string): Promise<boolean> {
+  try {
+    return (await stat(file)).isFIFO();
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * A named pipe read as a socket, as Node reads a piped stdin: its reads wait
+ * in the event loop, so a stop can end one at once. (A file stream's read
+ * waits in the thread pool, where nothing can cut it short: a signal would
+ * then wait for the writer's next line, and the exit for the writer to close.)
+ * The open still waits for a writer, as a plain open of a FIFO does.
+ */
+async function openPipe(file: string): Promise<{ stream: Readable; name: string; close(): Promise<void> }> {
+  let fd: number;
+  try {
+    fd = await new Promise<number>((resolve, reject) => openFd(file, 'r', (err, n) => (err ? reject(err) : resolve(n))));
+  } catch (err) {
+    throw new CliError(`cannot read ${file}: ${describe(err)}`, EXIT_USAGE);
+  }
+  const stream = new Socket({ fd, readable: true, writable: false });
+  return { stream, name: file, close: async () => void stream.destroy() };
 }
 
 /** Syncs the intake may have started and not seen resolve before it waits for the oldest. */
@@ -255,6 +285,22 @@ async function intake(spool: Spool, input: Readable, syncBatch: number, maxLineB
   }
 }
 
+/**
+ * What opening the spool cut or dropped, told on stderr: a torn tail cut
+ * (writes a crash left unsynced; never a line forward accepted, unless the
+ * file was damaged) and segments of a format version this build cannot
+ * read, dropped whole, which counts as damage (exit 1). Damage found inside
+ * the spool's frames is told as the head reaches it.
+ */
+function noteOpenLosses(dir: string, spool: Spool, counts: Counts): void {
+  const st = spool.stats();
+  if (st.discardedBytes > 0) note(`ferry: opening ${dir} cut ${st.discardedBytes} bytes of a torn tail (the last writes before a crash, or damage there)`);
+  if (st.foreignSegments > 0) {
+    counts.damaged += st.foreignSegments;
+    note(`ferry: skipped damaged data: opening ${dir} dropped ${st.foreignSegments} segment(s) of an unknown format version (${st.foreignBytes} bytes)`);
+  }
+}
+
 /** A status line on a terminal, redrawn a few times a second. */
 function statusLine(spool: Spool, counts: Counts, enabled: boolean): () => void {
   if (!enabled || !process.stderr.isTTY) return () => {};
@@ -274,7 +320,7 @@ function statusLine(spool: Spool, counts: Counts, enabled: boolean): () => void 
 export async function forward(file: string | undefined, o: ForwardOptions): Promise<number> {
   if ((o.exec === undefined) === (o.http === undefined)) throw new CliError('give exactly one of --exec CMD and --http URL', EXIT_USAGE);
   const bad = o.http !== undefined ? badHttpUrl(o.http) : undefined;
-  if (bad) throw new CliError(`--http ${bad}: got ${JSON.stringify(o.http)}`, EXIT_USAGE);
+  if (bad) throw new CliError(`--http ${bad}: got ${JSON.stringify(maskPassword(o.http!))}`, EXIT_USAGE);
   // An empty command would "deliver" every record to nowhere.
   if (o.exec !== undefined && o.exec.trim() === '') throw new CliError('--exec needs a command', EXIT_USAGE);
   if (o.format !== undefined && !BODY_FORMATS.includes(o.format as BodyFormat)) {
@@ -294,6 +340,7 @@ export async function forward(file: string | undefined, o: ForwardOptions): Prom
   const http = o.http !== undefined ? httpTarget(o.http, { batch: o.batch ?? DEFAULT_FORWARD_BATCH, timeoutMs: o.timeoutMs ?? DEFAULT_TIMEOUT_MS, format }) : undefined;
   const deliver = http ?? execTarget(o.exec!, format);
   const counts: Counts = { in: 0, out: 0, retries: 0, lastError: '', damaged: 0 };
+  noteOpenLosses(o.dir, spool, counts);
   // A line longer than one record of the spool can ever be is refused as it passes that length, not read whole first.
   const cap = o.maxBytes === undefined || o.maxBytes === 0 ? DEFAULT_MAX_BYTES : o.maxBytes;
   const maxLineBytes = Math.max(0, Math.min(recordLimit(), cap - FRAME_OVERHEAD));
@@ -303,7 +350,10 @@ export async function forward(file: string | undefined, o: ForwardOptions): Prom
   // second one exits at once. Nothing accepted is lost either way: what was
   // not committed is delivered by the next run.
   const onSignal = () => {
-    if (stop.signal.aborted) process.exit(EXIT_INTERRUPTED);
+    if (stop.signal.aborted) {
+      deliver.close(); // an --exec command still running ends with this process
+      process.exit(EXIT_INTERRUPTED);
+    }
     stop.abort();
   };
   process.on('SIGINT', onSignal);
@@ -329,7 +379,7 @@ export async function forward(file: string | undefined, o: ForwardOptions): Prom
     endStatus();
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
-    http?.close();
+    deliver.close();
     await spool.close().catch((err) => {
       failure ??= new CliError(`closing the spool failed: ${describe(err)}`);
     });

@@ -7,8 +7,8 @@
  * its failure lines.
  */
 import assert from 'node:assert/strict';
-import { spawn } from 'node:child_process';
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { execFileSync, spawn } from 'node:child_process';
+import { mkdirSync, openSync, readFileSync, readdirSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { CliError } from '../../src/cli/common.js';
@@ -136,30 +136,90 @@ describe('forward reports', { timeout: 120_000 }, () => {
     }
   });
 
-  it('a second signal exits at once while a delivery hangs; the record stays for the next run', async () => {
+  it('SIGTERM while reading a named pipe whose writer stays open stops it with 130', async () => {
     const { dir, cleanup } = await scratch();
-    const started = join(dir, 'started');
+    const fifo = join(dir, 'fifo');
+    execFileSync('mkfifo', [fifo]);
+    const out = join(dir, 'out.txt');
+    const writer = spawn('sh', ['-c', `printf 'a\\nb\\n'; exec sleep 1000`], { stdio: ['ignore', openSync(fifo, 'r+'), 'ignore'] });
+    const child = spawn(process.execPath, [...CLI, 'forward', '--dir', join(dir, 'spool'), '--exec', `cat >> ${out}`, fifo], { cwd: ROOT, stdio: ['ignore', 'ignore', 'pipe'] });
+    try {
+      let stderr = '';
+      child.stderr!.on('data', (b: Buffer) => (stderr += b));
+      const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+      await until(() => readFileSync(out, { encoding: 'utf8', flag: 'a+' }).split('\n').filter(Boolean).length === 2, 'the two lines');
+      child.kill('SIGTERM');
+      assert.equal(await orHang(exited, 'the exit, the writer still open'), 130, stderr);
+    } finally {
+      child.kill('SIGKILL');
+      writer.kill('SIGKILL');
+      await cleanup();
+    }
+  });
+
+  it('a second signal exits at once while a delivery hangs, ending the command; the record stays for the next run', async () => {
+    const { dir, cleanup } = await scratch();
+    const pidFile = join(dir, 'pid');
     // stderr ignored: the hung command inherits it and would hold a pipe open past the exit.
-    const child = spawn(process.execPath, [...CLI, 'forward', '--dir', join(dir, 'spool'), '--exec', `touch ${started}; exec sleep 1000`], { cwd: ROOT, stdio: ['pipe', 'ignore', 'ignore'], detached: true });
+    const child = spawn(process.execPath, [...CLI, 'forward', '--dir', join(dir, 'spool'), '--exec', `sleep 1000 & echo $! > ${pidFile}; wait`], { cwd: ROOT, stdio: ['pipe', 'ignore', 'ignore'], detached: true });
+    let sleeper = 0;
+    const alive = (pid: number) => {
+      try {
+        process.kill(pid, 0);
+        return true;
+      } catch {
+        return false;
+      }
+    };
     try {
       const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
       child.stdin!.end('only\n');
-      await until(() => { try { readFileSync(started); return true; } catch { return false; } }, 'the delivery to start');
+      await until(() => { try { sleeper = Number(readFileSync(pidFile, 'utf8')); return sleeper > 0; } catch { return false; } }, 'the delivery to start');
       // Two different signals: two of the same one sent together may arrive as one.
       child.kill('SIGTERM');
       child.kill('SIGINT');
       assert.equal(await orHang(exited, 'the exit'), 130);
+      await until(() => !alive(sleeper), 'the command the delivery started to end');
       // Not committed: the next run (with a command that works) delivers it.
       const out = join(dir, 'out.txt');
       const again = await ferry(['forward', '--dir', join(dir, 'spool'), '--exec', `cat >> ${out}`, '/dev/null']);
       assert.equal(again.code, 0, again.stderr);
       assert.deepEqual(readFileSync(out, 'utf8').split('\n').filter(Boolean), ['only']);
     } finally {
-      try {
-        process.kill(-child.pid!, 'SIGKILL'); // the hung sleep too
-      } catch {
-        // already gone
+      for (const pid of [-child.pid!, sleeper]) {
+        try {
+          if (pid !== 0) process.kill(pid, 'SIGKILL');
+        } catch {
+          // already gone
+        }
       }
+      await cleanup();
+    }
+  });
+
+  it('segments of an unknown format version dropped at open are told and count as damage; a torn tail cut at open is told', async () => {
+    const { dir, cleanup } = await scratch();
+    try {
+      const spoolDir = join(dir, 'spool');
+      const spool = await Spool.open(spoolDir, { segmentBytes: 60 });
+      for (let i = 0; i < 9; i++) await spool.appendNoSync(Buffer.from(`rec-${i}`));
+      await spool.sync();
+      await spool.close();
+      // Segment 2 written by a future version; the newest segment cut inside its last frame.
+      const seg = (n: number) => join(spoolDir, `${String(n).padStart(20, '0')}.seg`);
+      const two = readFileSync(seg(2));
+      two.writeUInt16BE(9, 6);
+      writeFileSync(seg(2), two);
+      const names = readdirSync(spoolDir).filter((f) => f.endsWith('.seg')).sort();
+      const newest = join(spoolDir, names.at(-1)!);
+      writeFileSync(newest, readFileSync(newest).subarray(0, statSync(newest).size - 2));
+      const out = join(dir, 'out.txt');
+      const r = await ferry(['forward', '--dir', spoolDir, '--exec', `cat >> ${out}`, '/dev/null']);
+      assert.equal(r.code, 1, r.stderr);
+      assert.match(r.stderr, /opening .* dropped 1 segment\(s\) of an unknown format version/);
+      assert.match(r.stderr, /opening .* cut 15 bytes of a torn tail/, 'the last 17-byte frame, 2 bytes short');
+      assert.match(r.stderr, /1 damaged span\(s\) of the spool were skipped/);
+    } finally {
       await cleanup();
     }
   });
@@ -171,6 +231,13 @@ describe('forward reports', { timeout: 120_000 }, () => {
       assert.match(r.stderr, /at most 2147483647/, flag);
       assert.doesNotMatch(r.stderr, /TimeoutOverflowWarning/);
     }
+  });
+
+  it('a URL refused at the start names it with its password masked', async () => {
+    const r = await ferry(['forward', '--dir', '/nonexistent-ferry-dir', '--http', 'http://alice:s3cr3t@/path', '/dev/null']);
+    assert.equal(r.code, 2);
+    assert.match(r.stderr, /alice:\*\*\*@/);
+    assert.doesNotMatch(r.stderr, /s3cr3t/);
   });
 
   it('an HTTP failure names the URL with its password masked', async () => {
