@@ -9,7 +9,7 @@ import { isFerryError } from '../errors.js';
 import type { Spool } from '../spool/index.js';
 import { CliError, EXIT_FAILED, describe, note, sleep, summaryLine } from './common.js';
 import { DeliveryError, deliveryPlan, DEFAULT_POLL_MS, EXIT_INTERRUPTED, type DrainOptions } from './drain-delivery.js';
-import { openSpool } from './spool-dir.js';
+import { noteOpenLosses, openSpool } from './spool-dir.js';
 
 /** Runs `ferry drain` on the spool in `dir`; resolves to the exit status. */
 export async function drainSpool(dir: string, o: DrainOptions): Promise<number> {
@@ -26,7 +26,7 @@ export async function drainSpool(dir: string, o: DrainOptions): Promise<number> 
   const max = o.max ?? Infinity;
   let delivered = 0;
   let bytes = 0;
-  let damage = 0;
+  let damage = noteOpenLosses(dir, spool);
   let failure: CliError | undefined;
   try {
     while (!stop.signal.aborted && delivered < max) {

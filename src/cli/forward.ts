@@ -28,6 +28,7 @@ import { EXIT_INTERRUPTED } from './drain-delivery.js';
 import { FramingError, recordLimit, recordSplitter } from './framing.js';
 import { BODY_FORMATS, execTarget, httpTarget, maskPassword, type BodyFormat } from './deliver.js';
 import { runSender } from './sender.js';
+import { noteOpenLosses } from './spool-dir.js';
 
 /** Options of `ferry forward`, as parsed from the command line. */
 export interface ForwardOptions {
@@ -285,22 +286,6 @@ async function intake(spool: Spool, input: Readable, syncBatch: number, maxLineB
   }
 }
 
-/**
- * What opening the spool cut or dropped, told on stderr: a torn tail cut
- * (writes a crash left unsynced; never a line forward accepted, unless the
- * file was damaged) and segments of a format version this build cannot
- * read, dropped whole, which counts as damage (exit 1). Damage found inside
- * the spool's frames is told as the head reaches it.
- */
-function noteOpenLosses(dir: string, spool: Spool, counts: Counts): void {
-  const st = spool.stats();
-  if (st.discardedBytes > 0) note(`ferry: opening ${dir} cut ${st.discardedBytes} bytes of a torn tail (the last writes before a crash, or damage there)`);
-  if (st.foreignSegments > 0) {
-    counts.damaged += st.foreignSegments;
-    note(`ferry: skipped damaged data: opening ${dir} dropped ${st.foreignSegments} segment(s) of an unknown format version (${st.foreignBytes} bytes)`);
-  }
-}
-
 /** A status line on a terminal, redrawn a few times a second. */
 function statusLine(spool: Spool, counts: Counts, enabled: boolean): () => void {
   if (!enabled || !process.stderr.isTTY) return () => {};
@@ -340,7 +325,7 @@ export async function forward(file: string | undefined, o: ForwardOptions): Prom
   const http = o.http !== undefined ? httpTarget(o.http, { batch: o.batch ?? DEFAULT_FORWARD_BATCH, timeoutMs: o.timeoutMs ?? DEFAULT_TIMEOUT_MS, format }) : undefined;
   const deliver = http ?? execTarget(o.exec!, format);
   const counts: Counts = { in: 0, out: 0, retries: 0, lastError: '', damaged: 0 };
-  noteOpenLosses(o.dir, spool, counts);
+  counts.damaged += noteOpenLosses(o.dir, spool);
   // A line longer than one record of the spool can ever be is refused as it passes that length, not read whole first.
   const cap = o.maxBytes === undefined || o.maxBytes === 0 ? DEFAULT_MAX_BYTES : o.maxBytes;
   const maxLineBytes = Math.max(0, Math.min(recordLimit(), cap - FRAME_OVERHEAD));

@@ -5,7 +5,7 @@
 import { readdir } from 'node:fs/promises';
 import { Spool, LockedError, FullError, UNBOUNDED } from '../spool/index.js';
 import { filesOf } from '../storage/format-guard.js';
-import { CliError, EXIT_USAGE, describe, sleep } from './common.js';
+import { CliError, EXIT_USAGE, describe, note, sleep } from './common.js';
 
 /**
  * Whether `dir` holds a spool (its segment files or cursor); false for a
@@ -82,4 +82,20 @@ export function spoolSink(s: Spool): { addBatch(records: Uint8Array[]): Promise<
     },
     close: () => s.close(),
   };
+}
+
+/**
+ * Tells on stderr what opening `spool` cut or dropped, and returns how many
+ * damaged spans of it count as loss. A torn tail cut is what a crash leaves
+ * of unsynced writes (never a record a command accepted, unless the file was
+ * damaged): told, not counted. Segments of a format version this build
+ * cannot read, dropped whole, are counted. Damage inside the frames is told
+ * as the head reaches it.
+ */
+export function noteOpenLosses(dir: string, spool: Spool): number {
+  const st = spool.stats();
+  if (st.discardedBytes > 0) note(`ferry: opening ${dir} cut ${st.discardedBytes} bytes of a torn tail (the last writes before a crash, or damage there)`);
+  if (st.foreignSegments === 0) return 0;
+  note(`ferry: skipped damaged data: opening ${dir} dropped ${st.foreignSegments} segment(s) of an unknown format version (${st.foreignBytes} bytes)`);
+  return st.foreignSegments;
 }

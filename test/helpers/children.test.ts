@@ -8,15 +8,7 @@ import { spawn } from 'node:child_process';
 import { join } from 'node:path';
 import { it } from 'node:test';
 import { waitFor } from '../stores/helpers.js';
-
-const alive = (pid: number) => {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-};
+import { alive } from './children.js';
 
 it('a SIGKILLed test process takes the children it spawned with it', async () => {
   const parent = spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, 'fixtures', 'spawning-parent.ts')], { stdio: ['ignore', 'pipe', 'inherit'] });

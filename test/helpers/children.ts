@@ -45,6 +45,16 @@ function track<C extends ChildProcess>(child: C): C {
   return child;
 }
 
+/** Whether process `pid` still runs (signal 0 reaches it). */
+export function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 /** Like `spawn` (same overloads), but the child is SIGKILLed when the current test ends if it is still running. */
 export const spawnChild: typeof spawn = ((...args: Parameters<typeof spawn>) => track(spawn(...args))) as typeof spawn;
 

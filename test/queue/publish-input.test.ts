@@ -72,10 +72,18 @@ describe('publish input', () => {
       }
       assert.equal(appends, 0);
       assert.deepEqual((await store.listMessages('t', { limit: 10 })).messages, []);
+      // Publishes made at once: only the one with the unknown field fails; the others share a commit.
+      const together = await Promise.allSettled([
+        q.publish({ topic: 't', payload, id: 'a' }),
+        q.publish({ topic: 't', payload, id: 'bad', delay: 5 } as never),
+        q.publish({ topic: 't', payload, id: 'b' }),
+      ]);
+      assert.deepEqual(together.map((r) => r.status), ['fulfilled', 'rejected', 'fulfilled']);
+      assert.deepEqual((await store.listMessages('t', { limit: 10 })).messages.map((m) => m.id), ['a', 'b']);
       // Every documented field is taken.
       const at = new Date(Date.now() + 60_000);
       await q.publish({ id: 'all', topic: 't', key: 'k', payload, headers: { a: 'b' }, publishedAt: new Date(0), deliverAt: at, priority: 0 });
-      assert.deepEqual((await store.listMessages('t', { limit: 10 })).messages.map((m) => m.id), ['all']);
+      assert.deepEqual((await store.listMessages('t', { limit: 10 })).messages.map((m) => m.id), ['a', 'b', 'all']);
     } finally {
       await q.close();
     }
