@@ -75,7 +75,7 @@ describe('postgres store: migration 6 from a schema at migration 5', { skip: POS
 
     store = await PostgresStore.open({ connectionString: POSTGRES_URL, schema, poolSize: 2 });
     const versions = (await adminPool.query(`SELECT version FROM ${s}.migrations ORDER BY version`)).rows.map((r) => r.version);
-    assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
+    assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
     assert.deepEqual(await snapshot(), before, 'every delivery as it was');
     assert.equal((await adminPool.query(`SELECT count(*)::int AS n FROM ${s}.acks`)).rows[0].n, 1);
     assert.equal((await adminPool.query(`SELECT count(*)::int AS n FROM ${s}.messages`)).rows[0].n, 7);
@@ -154,7 +154,7 @@ describe('postgres store: migration 7 (pending index split into unkeyed and keye
     const before = await snapshot();
     store = await PostgresStore.open({ connectionString: POSTGRES_URL, schema, poolSize: 2 });
     const versions = (await adminPool.query(`SELECT version FROM ${s}.migrations ORDER BY version`)).rows.map((r) => r.version);
-    assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
+    assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
     assert.deepEqual(await snapshot(), before, 'every delivery as it was');
     const st = await store.stats('t', 'g');
     assert.deepEqual([st.pending, st.leased, st.dead], [5, 1, 1]);
@@ -192,7 +192,7 @@ describe('postgres store: migration 8 (topics.groups_version, kept by a trigger 
     await adminPool.query(`INSERT INTO ${s}.deliveries (delivery_id, message_seq, topic, grp, state, available_at) VALUES ('old/g', $1, 't', 'g', 0, '-infinity')`, [seq]);
     store = await PostgresStore.open({ connectionString: POSTGRES_URL, schema, poolSize: 2 });
     const versions = (await adminPool.query(`SELECT version FROM ${s}.migrations ORDER BY version`)).rows.map((r) => r.version);
-    assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
+    assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
     const topicVersions = async () => (await adminPool.query(`SELECT topic, groups_version::text AS v FROM ${s}.topics ORDER BY topic`)).rows;
     assert.deepEqual(await topicVersions(), [{ topic: 't', v: '0' }, { topic: 'u', v: '0' }]);
     await store.append([msg('t', { id: 'new' })]);
@@ -263,7 +263,7 @@ describe('postgres store: migration 9 (keyed rows behind their head flagged bloc
     const before = await snapshot();
     store = await PostgresStore.open({ connectionString: POSTGRES_URL, schema, poolSize: 2 });
     const versions = (await adminPool.query(`SELECT version FROM ${s}.migrations ORDER BY version`)).rows.map((r) => r.version);
-    assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
+    assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
     assert.deepEqual(await snapshot(), before, 'every delivery as it was');
     const blocked = async () =>
       (await adminPool.query<{ id: string }>(`SELECT delivery_id AS id FROM ${s}.deliveries WHERE blocked ORDER BY delivery_id`)).rows.map((r) => r.id);
@@ -327,7 +327,7 @@ describe('postgres store: migration 11 (an ack-and-claim clears the flags of the
     }
     store = await PostgresStore.open({ connectionString: POSTGRES_URL, schema, poolSize: 2 });
     const versions = (await adminPool.query(`SELECT version FROM ${s}.migrations ORDER BY version`)).rows.map((r) => r.version);
-    assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
+    assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
     const blocked = async () =>
       (await adminPool.query<{ id: string }>(`SELECT delivery_id AS id FROM ${s}.deliveries WHERE blocked ORDER BY delivery_id`)).rows.map((r) => r.id);
 
@@ -348,5 +348,111 @@ describe('postgres store: migration 11 (an ack-and-claim clears the flags of the
     assert.deepEqual(ids(await store.claim(claimReq('t', 'g'))), ['a3']);
     await adminPool.query(`UPDATE ${s}.deliveries SET available_at = now() - interval '1 second' WHERE delivery_id = 'b2/g'`);
     assert.deepEqual(ids(await store.claim(claimReq('t', 'g'))), ['b2']);
+  });
+});
+
+describe('postgres store: migration 12 (deliveries keyed by message) from a schema at migration 11', { skip: POSTGRES_SKIP }, () => {
+  const schema = testSchema('mig12');
+  const s = `"${schema}"`;
+  let store: PostgresStore | undefined;
+  after(async () => {
+    await store?.close();
+    await dropSchema(schema);
+  });
+
+  it('keeps every row; a claim token from before finds nothing held, its delivery runs again once its lease ends, and lanes move on by their new key', async () => {
+    assert.equal(await migrate(adminPool, schema, s, 11), 11);
+    await adminPool.query(`INSERT INTO ${s}.topics VALUES ('t')`);
+    await adminPool.query(`INSERT INTO ${s}.groups (topic, grp) VALUES ('t', 'g'), ('t', 'h')`);
+    // As migration 11's statements wrote them, in publish order. Group g: p1
+    // pending; held leased by a live instance (lease running) and lost by a
+    // gone one (lease over), both under tokens of the old form; lane k with
+    // k2 flagged behind k1; d1 dead. Group h: p1 pending; lane j with j2
+    // flagged behind j1.
+    const oldToken = '6a0b7c7e-1f0d-4a8e-9a53-0c1d2e3f4a5b';
+    const rows: Array<[id: string, grp: string, key: string | null, state: number, leaseMs: number | null, blocked: boolean, blocksNext: boolean]> = [
+      ['p1', 'g', null, 0, null, false, false],
+      ['p1', 'h', null, 0, null, false, false],
+      ['held', 'g', null, 1, 3_600_000, false, false],
+      ['lost', 'g', null, 1, -1000, false, false],
+      ['k1', 'g', 'k', 0, null, false, true],
+      ['k2', 'g', 'k', 0, null, true, false],
+      ['j1', 'h', 'j', 0, null, false, true],
+      ['j2', 'h', 'j', 0, null, true, false],
+      ['d1', 'g', null, 3, null, false, false],
+    ];
+    const seqs = new Map<string, string>();
+    for (const [id, grp, key, state, leaseMs, blocked, blocksNext] of rows) {
+      if (!seqs.has(id)) {
+        const seq = (await adminPool.query<{ seq: string }>(
+          `INSERT INTO ${s}.messages (id, topic, msg_key, payload, published_at, due_at) VALUES ($1, 't', $2, $3, now(), now()) RETURNING seq`,
+          [id, key, Buffer.from(id)],
+        )).rows[0]!.seq;
+        seqs.set(id, seq);
+      }
+      await adminPool.query(
+        `INSERT INTO ${s}.deliveries (delivery_id, message_seq, topic, grp, msg_key, state, attempt, available_at, lease_until, claim_token, holder,
+                                      finished_at, last_error, blocked, blocks_next)
+         VALUES ($1::text || '/' || $2::text, $3::bigint, 't', $2::text, $4::text, $5::smallint, CASE WHEN $5::smallint = 0 THEN 0 ELSE 1 END, '-infinity',
+                 now() + $6::int * interval '1 millisecond',
+                 CASE WHEN $5::smallint = 1 THEN $9::uuid END, CASE WHEN $5::smallint = 1 THEN 'other' END,
+                 CASE WHEN $5::smallint = 3 THEN now() END, CASE WHEN $5::smallint = 3 THEN 'failed' END, $7, $8)`,
+        [id, grp, seqs.get(id), key, state, leaseMs, blocked, blocksNext, oldToken],
+      );
+    }
+    const snapshot = async () =>
+      (await adminPool.query(`SELECT * FROM ${s}.deliveries ORDER BY delivery_id`)).rows;
+    const before = await snapshot();
+    store = await PostgresStore.open({ connectionString: POSTGRES_URL, schema, poolSize: 2 });
+    const versions = (await adminPool.query(`SELECT version FROM ${s}.migrations ORDER BY version`)).rows.map((r) => r.version);
+    assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
+    assert.deepEqual(await snapshot(), before, 'every delivery as it was');
+    const key = await adminPool.query<{ a: string }>(
+      `SELECT a.attname AS a FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+       CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord) JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = k.attnum
+       WHERE n.nspname = $1 AND c.relname = 'deliveries' AND i.indisprimary ORDER BY k.ord`,
+      [schema],
+    );
+    assert.deepEqual(key.rows.map((r) => r.a), ['message_seq', 'grp']);
+    const gone = await adminPool.query(`SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = 'deliveries_message'`, [schema]);
+    assert.equal(gone.rowCount, 0);
+    const blocked = async () =>
+      (await adminPool.query<{ id: string }>(`SELECT delivery_id AS id FROM ${s}.deliveries WHERE blocked ORDER BY delivery_id`)).rows.map((r) => r.id);
+
+    // The live instance's writes under its old token find nothing held, and change nothing.
+    const held: Claimed = { deliveryId: 'held/g', claimToken: oldToken, group: 'g', attempt: 1, message: msg('t', { id: 'held' }) };
+    assert.deepEqual(await store.ack([held]), []);
+    assert.deepEqual(await store.extend([held], 60_000), []);
+    assert.equal(await store.retry(held, 0, 'x'), false);
+    assert.equal(await store.kill(held, 'x'), false);
+    await store.release([held]);
+    assert.deepEqual(await snapshot(), before, 'nothing written under the old token');
+
+    // A DELETE that moves no lane on itself leaves it to the trigger, which finds j2 by its new key.
+    await adminPool.query(`DELETE FROM ${s}.deliveries WHERE delivery_id = 'j1/h'`);
+    assert.deepEqual(await blocked(), ['k2/g']);
+    const h = await store.claim(claimReq('t', 'h'));
+    assert.deepEqual(ids(h), ['p1', 'j2']);
+    // New tokens name the message's seq, and fence as before.
+    for (const c of h) assert.match(c.claimToken, new RegExp(`^${seqs.get(c.message.id)}/[0-9a-f-]{36}$`));
+    assert.deepEqual((await store.ack([{ ...h[0]!, claimToken: `${seqs.get('p1')}/${oldToken}` }])), [], 'a token of the right seq and another claim is not held');
+    assert.deepEqual((await store.ack(h)).sort(), ['j2/h', 'p1/h']);
+
+    // Group g: p1 first; lost (lease over) alone, recovered; then the lane's head, whose dead letter frees k2.
+    assert.deepEqual(ids(await store.claim(claimReq('t', 'g'))), ['p1']);
+    const lost = await store.claim(claimReq('t', 'g'));
+    assert.deepEqual([ids(lost), lost[0]?.recovered, lost[0]?.attempt], [['lost'], true, 2]);
+    const k1 = await store.ackAndClaim(lost, claimReq('t', 'g'));
+    assert.deepEqual([k1.acked, ids(k1.claimed)], [['lost/g'], ['k1']]);
+    assert.equal(await store.kill(k1.claimed[0]!, 'poison'), true);
+    assert.deepEqual(await blocked(), []);
+    assert.deepEqual(ids(await store.claim(claimReq('t', 'g'))), ['k2']);
+    // held's lease is the old instance's until it runs out; then it runs again here.
+    await adminPool.query(`UPDATE ${s}.deliveries SET lease_until = now() - interval '1 second' WHERE delivery_id = 'held/g'`);
+    const again = await store.claim(claimReq('t', 'g'));
+    assert.deepEqual([ids(again), again[0]?.recovered], [['held'], true]);
+    assert.deepEqual(await store.ack(again), ['held/g']);
+    const st = await store.stats('t', 'g');
+    assert.deepEqual([st.pending, st.leased, st.dead], [0, 2, 2]);
   });
 });

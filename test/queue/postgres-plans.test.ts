@@ -26,6 +26,7 @@ import { POSTGRES_SESSION_OPTIONS } from '../../src/queue/stores/postgres/connec
 import { appendValues } from '../../src/queue/stores/postgres/fan-out.js';
 import { PostgresStore } from '../../src/queue/stores/postgres/store.js';
 import { arrayLiteral, statements } from '../../src/queue/stores/postgres/sql.js';
+import { splitToken } from '../../src/queue/stores/postgres/rows.js';
 import type { Claimed } from '../../src/queue/types.js';
 import { customPlanProblems, genericPlanProblems, type PlanCase } from '../helpers/postgres-plans.js';
 import { POSTGRES_DIRECT_URL, POSTGRES_SKIP, POSTGRES_URL, adminPool, dropSchema, testSchema } from '../stores/postgres-env.js';
@@ -39,8 +40,9 @@ const ROWS = Number(process.env.FERRY_PLAN_ROWS ?? 100_000);
  * and nothing to deliver, polled beside (topic, group).
  */
 function planCases(topic: string, group: string, claimed: Claimed[], idle: string[]): PlanCase[] {
-  const ids = claimed.map((c) => c.deliveryId);
-  const tokens = claimed.map((c) => c.claimToken);
+  // The fenced writes' parameters: the message seqs and uuids of the claim tokens (rows.ts).
+  const ids = claimed.map((c) => splitToken(c.claimToken)![0]);
+  const tokens = claimed.map((c) => splitToken(c.claimToken)![1]);
   const now = new Date();
   const msgs = [
     { id: 'plan-1', topic, payload: new Uint8Array([1]), publishedAt: now },

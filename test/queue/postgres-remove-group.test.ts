@@ -1,16 +1,16 @@
 /**
  * `removeGroup` beside an ack of the same group's leased rows on Postgres.
- * On a large table removeGroup deletes the group's rows in message order;
- * an ack locks the rows it names in its plan's order (primary key, table
- * or lease order).
- * The test sets up two leased deliveries whose message order is the
- * reverse of every one of those orders, holds the ack on the row it locks
- * first, lets removeGroup lock the other and wait for the ack, then lets
- * the ack go on: each now waits for a row the other holds. removeGroup
- * must be the one that gives way, before Postgres's deadlock detector
- * aborts either (SQLSTATE 40P01): the ack completes both, removeGroup then
- * deletes the group. Every query of the store's pool is watched for a
- * deadlock, including the ones removeGroup would try again by itself.
+ * On a large table removeGroup deletes the group's rows in message order,
+ * and an ack locks the rows it names through the primary key, which leads
+ * with the message (migration 12): the same order, so removeGroup queues
+ * behind an ack rather than crossing it. The first test holds an ack on
+ * the first row in message order and checks that it has not touched the
+ * second, that removeGroup waits for it, and that both then finish. The
+ * second runs removals, an ack, an ackAndClaim and an extend at once:
+ * whatever order some of them take rows in, removeGroup must give way
+ * before Postgres's deadlock detector aborts anything (SQLSTATE 40P01).
+ * Every query of the store's pool is watched for a deadlock, including the
+ * ones removeGroup would try again by itself.
  */
 import assert from 'node:assert/strict';
 import { after, before, describe, it } from 'node:test';
@@ -67,9 +67,10 @@ describe('postgres store: removeGroup and an ack of the group at once', { skip: 
     }
   }
 
-  it('removeGroup gives way: the ack completes both rows, removeGroup deletes the group, nobody is aborted by a deadlock', async () => {
-    // The second's delivery ID sorts first, and its lease ends first: an ack
-    // locks it first whether it goes by primary key or by lease.
+  it('an ack and removeGroup take rows in message order: removeGroup waits for the ack, which completes both rows; nobody is aborted by a deadlock', async () => {
+    // The second's delivery ID sorts first, and its lease ends first: the
+    // order the primary key on delivery IDs (before migration 12) and the
+    // leased index would lock in. The ack still takes the first first.
     let n = 0;
     while (deliveryId(`second-${n}`, 'g') > deliveryId(`first-${n}`, 'g')) n++;
     await store!.ensureGroup('t', 'g', 'latest');
@@ -79,13 +80,13 @@ describe('postgres store: removeGroup and an ack of the group at once', { skip: 
     assert.deepEqual([a?.message.id, b?.message.id], [`first-${n}`, `second-${n}`]);
 
     hold = new StatementHold(s);
-    await hold.on('deliveries', 'BEFORE DELETE', `OLD.delivery_id = '${b!.deliveryId}'`);
-    const acking = store!.ack([a!, b!]);
+    await hold.on('deliveries', 'BEFORE DELETE', `OLD.delivery_id = '${a!.deliveryId}'`);
+    const acking = store!.ack([b!, a!]);
     const ackPid = await waiterOf(hold.pid, 'the ack to hold on the row it locks first');
-    assert.equal(await free(a!.deliveryId), true, 'the ack holds the second in message order, not the first');
-    assert.equal(await free(b!.deliveryId), false);
+    assert.equal(await free(a!.deliveryId), false, 'the ack holds the first in message order');
+    assert.equal(await free(b!.deliveryId), true, 'and has not touched the second');
     const removing = store!.removeGroup('t', 'g');
-    await waiterOf(ackPid, 'removeGroup to wait for the ack, holding the first');
+    await waiterOf(ackPid, 'removeGroup to wait for the ack, on the first');
     await hold.release();
 
     assert.deepEqual([...(await acking)].sort(), [a!.deliveryId, b!.deliveryId].sort());

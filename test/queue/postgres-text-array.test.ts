@@ -1,5 +1,5 @@
 /**
- * `arrayLiteral` and `idsAndTokens` (the Postgres store's own encoding of
+ * `arrayLiteral` and `seqsAndTokens` (the Postgres store's own encoding of
  * array parameters: the poll query's, sent once per tick, append's and the
  * acks') read back as the same values, whatever they hold; and `duePairs` gives the same answers for a frozen
  * array it has seen (its encoded parameters reused) as for a fresh one.
@@ -8,7 +8,7 @@ import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import pg from 'pg';
 import { PostgresStore } from '../../src/queue/stores/postgres/store.js';
-import { arrayLiteral, idsAndTokens } from '../../src/queue/stores/postgres/sql.js';
+import { arrayLiteral, seqsAndTokens } from '../../src/queue/stores/postgres/sql.js';
 import { msg } from '../stores/helpers.js';
 import { POSTGRES_DIRECT_URL, POSTGRES_SKIP, POSTGRES_URL, dropSchema, testSchema } from '../stores/postgres-env.js';
 
@@ -31,16 +31,18 @@ describe('postgres store: text[] parameters', { skip: POSTGRES_SKIP }, () => {
     assert.deepEqual(empty.rows[0]!.v, []);
   });
 
-  it('idsAndTokens reads back as the IDs and the tokens, in order, escaped where they need it', async () => {
+  it('seqsAndTokens reads back as the seqs and the uuids of the claim tokens, in order, and NULL for a token the store did not hand out', async () => {
     const client = new pg.Client({ connectionString: POSTGRES_DIRECT_URL });
     await client.connect();
     closers.push(() => client.end());
-    const odd = ['b"c', 'd\\e', '', 'NULL', 'x y,z{}', 'é☃'];
-    const cs = odd.map((v, i) => ({ deliveryId: `${i}-${v}`, claimToken: v, group: 'g', attempt: 1, message: msg('t') }));
-    const [ids, tokens] = idsAndTokens(cs);
-    const { rows } = await client.query<{ i: string[]; t: string[] }>('SELECT $1::text[] AS i, $2::text[] AS t', [ids, tokens]);
-    assert.deepEqual(rows[0], { i: cs.map((c) => c.deliveryId), t: odd });
-    assert.deepEqual(idsAndTokens([]), ['{}', '{}']);
+    const uuid = '0b6f8f8e-3c57-4e0e-9a35-5d2b8c1f7a10';
+    const tokens = [`7/${uuid}`, `9223372036854775807/${uuid}`, 'b"c', 'd\\e', '', 'NULL', `x/${uuid}`, `0/${uuid}`, `7/${uuid.toUpperCase()}`, `7/${uuid} `, 'é☃'];
+    const cs = tokens.map((v, i) => ({ deliveryId: `${i}`, claimToken: v, group: 'g', attempt: 1, message: msg('t') }));
+    const [seqs, uuids] = seqsAndTokens(cs);
+    const { rows } = await client.query<{ s: (string | null)[]; u: (string | null)[] }>('SELECT $1::bigint[] AS s, $2::uuid[] AS u', [seqs, uuids]);
+    const nulls = Array<null>(tokens.length - 2).fill(null);
+    assert.deepEqual(rows[0], { s: ['7', '9223372036854775807', ...nulls], u: [uuid, uuid, ...nulls] });
+    assert.deepEqual(seqsAndTokens([]), ['{}', '{}']);
   });
 
   it('arrayLiteral reads back as text, int, bigint and timestamptz arrays, NULLs included', async () => {

@@ -42,8 +42,17 @@ describe('postgres store', { skip: POSTGRES_SKIP }, () => {
     closers.push(() => q.close({ timeoutMs: 100 }));
     return q;
   };
+  /** The columns of the deliveries table's primary key, in order. */
+  const primaryKey = async (schema: string) =>
+    (await adminPool.query<{ a: string }>(
+      `SELECT a.attname AS a FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+       CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord) JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = k.attnum
+       WHERE n.nspname = $1 AND c.relname = 'deliveries' AND i.indisprimary ORDER BY k.ord`,
+      [schema],
+    )).rows.map((r) => r.a);
   /** Undoes migrations 2 and up on `schema` (dropping its ack records): its tables and indexes are then as an earlier ferry's migration 1 left them. */
   const backToVersion1 = async (schema: string) => {
+    await adminPool.query(`ALTER TABLE "${schema}".deliveries DROP CONSTRAINT deliveries_pkey, ADD PRIMARY KEY (delivery_id)`);
     await adminPool.query(`DROP TRIGGER deliveries_lanes_deleted ON "${schema}".deliveries`);
     await adminPool.query(`DROP FUNCTION "${schema}".unblock_lanes()`);
     await adminPool.query(`DROP TRIGGER deliveries_lane_finished ON "${schema}".deliveries`);
@@ -62,7 +71,6 @@ describe('postgres store', { skip: POSTGRES_SKIP }, () => {
     await adminPool.query(`DROP TABLE "${schema}".acks`);
     await adminPool.query(`DROP INDEX IF EXISTS "${schema}".deliveries_pending`);
     await adminPool.query(`CREATE INDEX deliveries_live ON "${schema}".deliveries (topic, grp, message_seq) WHERE state < 2`);
-    await adminPool.query(`DROP INDEX "${schema}".deliveries_message`);
     await adminPool.query(`CREATE INDEX deliveries_message ON "${schema}".deliveries (message_seq)`);
     await adminPool.query(`DELETE FROM "${schema}".migrations WHERE version >= 2`);
   };
@@ -112,10 +120,11 @@ describe('postgres store', { skip: POSTGRES_SKIP }, () => {
       { version: 9, name: '009_lane_blocked.sql' },
       { version: 10, name: '010_no_message_fk.sql' },
       { version: 11, name: '011_unblock_in_statement.sql' },
+      { version: 12, name: '012_deliveries_by_message.sql' },
     ]);
     await Promise.all(stores.map((s) => s.ping()));
     await open(schema);
-    assert.equal((await adminPool.query(`SELECT count(*)::int AS n FROM "${schema}".migrations`)).rows[0].n, 11);
+    assert.equal((await adminPool.query(`SELECT count(*)::int AS n FROM "${schema}".migrations`)).rows[0].n, 12);
   });
 
   it('migration 2 needs the tables\' owner: another user\'s open fails with IOError and changes nothing; the owner\'s open applies it', async () => {
@@ -138,9 +147,11 @@ describe('postgres store', { skip: POSTGRES_SKIP }, () => {
       const versions = async () => (await adminPool.query(`SELECT version FROM "${schema}".migrations ORDER BY version`)).rows.map((r) => r.version);
       assert.deepEqual(await versions(), [1]);
       await open(schema);
-      assert.deepEqual(await versions(), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
-      const kind = await adminPool.query(`SELECT am.amname FROM pg_class c JOIN pg_am am ON am.oid = c.relam JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = 'deliveries_message'`, [schema]);
-      assert.equal(kind.rows[0].amname, 'hash');
+      assert.deepEqual(await versions(), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
+      // Migration 2 made deliveries_message a hash index; migration 12 keys the table by message and drops it.
+      const index = await adminPool.query(`SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = 'deliveries_message'`, [schema]);
+      assert.equal(index.rowCount, 0);
+      assert.deepEqual(await primaryKey(schema), ['message_seq', 'grp']);
     } finally {
       await adminPool.query(`DROP OWNED BY ${role}`);
       await adminPool.query(`DROP ROLE ${role}`);
@@ -178,7 +189,7 @@ describe('postgres store', { skip: POSTGRES_SKIP }, () => {
     );
     const after = await open(schema);
     const versions = (await adminPool.query(`SELECT version FROM "${schema}".migrations ORDER BY version`)).rows.map((r) => r.version);
-    assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11]);
+    assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
     const moved = await adminPool.query(`SELECT m.payload FROM "${schema}".acks a JOIN "${schema}".messages m ON m.seq = a.message_seq`);
     assert.deepEqual(moved.rows.map((r) => dec(r.payload)), ['a1'], 'the acked row moved to acks');
     assert.equal((await adminPool.query(`SELECT count(*)::int AS n FROM "${schema}".deliveries WHERE state = 2`)).rows[0].n, 0);

@@ -1,5 +1,5 @@
 -- Store.ackAndClaim for a claim without maxInFlight or a rate limit: acks
--- deliveries $7 held under tokens $8 (pairwise, as ack.sql does, notifying
+-- the deliveries of messages $7 held under tokens $8 (pairwise, as ack.sql does, notifying
 -- channel $9 when a keyed one frees its lane), then claims as claim.sql does
 -- with $1 to $6 (its parts are claim.sql's, commented there), in one
 -- statement: one round trip and one durable commit where ack then claim take
@@ -29,9 +29,9 @@ WITH RECURSIVE clock AS MATERIALIZED (
 ),
 done AS (
   DELETE FROM __SCHEMA__.deliveries d
-  WHERE d.delivery_id = ANY($7::text[]) AND d.state + 0 = 1 /* leased: see ack.sql */
+  WHERE d.message_seq = ANY($7::bigint[]) AND d.state + 0 = 1 /* leased: see ack.sql */
     AND d.claim_token = ANY($8::uuid[]) /* pairwise: see ack.sql */
-  RETURNING d.delivery_id, d.claim_token::text AS token, d.topic, d.grp, d.msg_key, d.message_seq, d.blocks_next
+  RETURNING d.delivery_id, d.message_seq || '/' || d.claim_token::text AS token, d.topic, d.grp, d.msg_key, d.message_seq, d.blocks_next
 ),
 logged AS (
   INSERT INTO __SCHEMA__.acks (message_seq, finished_at)
@@ -144,17 +144,17 @@ walked AS MATERIALIZED (
 keyed AS (
   SELECT d.delivery_id, d.priority, d.message_seq, d.state, d.ctid AS row_at
   FROM __SCHEMA__.deliveries d
-  WHERE d.delivery_id = ANY(
+  WHERE d.message_seq = ANY(
       ARRAY(
-        SELECT w.delivery_id FROM walk_heads w
+        SELECT w.message_seq FROM walk_heads w
         WHERE (SELECT enough FROM walked))
       || ARRAY(
-        SELECT h.delivery_id FROM lanes h
+        SELECT h.message_seq FROM lanes h
         WHERE NOT (SELECT enough FROM walked) AND h.state = 0 /* pending */ AND h.available_at <= (SELECT now FROM clock)
         ORDER BY h.priority DESC, h.message_seq
         LIMIT $3)
-      || ARRAY(SELECT delivery_id FROM freed))
-    AND d.state = 0 /* pending */
+      || ARRAY(SELECT message_seq FROM freed))
+    AND d.grp = $2 AND d.state = 0 /* pending */
   FOR UPDATE OF d SKIP LOCKED
 ),
 pending AS (
@@ -167,7 +167,7 @@ expired AS (
   FROM __SCHEMA__.deliveries d
   WHERE d.topic = $1 AND d.grp = $2 AND d.state = 1 /* leased */ AND d.lease_until <= (SELECT now FROM clock)
     AND NOT (SELECT paused FROM clock)
-    AND d.delivery_id <> ALL($7::text[])
+    AND d.message_seq <> ALL($7::bigint[])
     AND (d.msg_key IS NULL OR d.message_seq = (
       SELECT e.message_seq FROM __SCHEMA__.deliveries e
       WHERE e.topic = d.topic AND e.grp = d.grp AND e.msg_key = d.msg_key AND e.state < 2 /* acked */
@@ -206,9 +206,11 @@ leased AS (
 ),
 -- The rows lane_next found flagged, less those leased above (a lease
 -- clears the flag): their lane's head left, so they lead now.
+-- By ANY(ARRAY(...)) on the key's first column, then the pair (ack.sql).
 unblocked AS (
   UPDATE __SCHEMA__.deliveries d SET blocked = false
-  WHERE d.delivery_id = ANY(ARRAY(SELECT n.delivery_id FROM lane_next n WHERE n.blocked))
+  WHERE d.message_seq = ANY(ARRAY(SELECT n.message_seq FROM lane_next n WHERE n.blocked))
+    AND (d.message_seq, d.grp) IN (SELECT n.message_seq, n.grp FROM lane_next n WHERE n.blocked)
     AND d.delivery_id <> ALL(ARRAY(SELECT p.delivery_id FROM picked p))
     AND d.blocked
 ),
@@ -222,7 +224,7 @@ woke AS (
   SELECT count(pg_notify($9, w.topic)) AS n FROM (SELECT DISTINCT topic FROM done WHERE msg_key IS NOT NULL) w
 )
 -- Payloads as base64, as in claim.sql.
-SELECT 0 AS kind, l.delivery_id, l.attempt, l.claim_token::text AS claim_token, l.priority, l.message_seq,
+SELECT 0 AS kind, l.delivery_id, l.attempt, l.message_seq || '/' || l.claim_token::text AS claim_token, l.priority, l.message_seq,
        (SELECT coalesce(bool_or(p.state = 1 /* leased */), false) FROM picked p) AS recovered,
        m.id, m.topic, m.msg_key, encode(m.payload, 'base64') AS payload, m.headers, m.published_at, m.deliver_at, (SELECT n FROM woke) AS woke
 FROM leased l JOIN __SCHEMA__.messages m ON m.seq = l.message_seq

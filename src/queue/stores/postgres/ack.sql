@@ -1,4 +1,5 @@
--- Completes deliveries $1 held under tokens $2 (pairwise): deletes their rows
+-- Completes the deliveries of messages $1 held under tokens $2 (pairwise;
+-- rows.ts splits the store's claim tokens into the two): deletes their rows
 -- and records when each message's delivery finished in acks (the janitor's
 -- retention clock). Returns the ones still held, with the token that held
 -- them (a stale and a current claim of one delivery in the same call are
@@ -6,8 +7,9 @@
 -- topic is notified on channel $3 (in this transaction: heard once it
 -- commits).
 --
--- The ANY on the primary key makes this a handful of index probes however
--- large the table. The token test is pairwise without pairing the arrays: a
+-- The ANY on the primary key's first column makes this a handful of index
+-- probes however large the table (a probe finds the message's row in each
+-- group; the token picks the one held). The token test is pairwise without pairing the arrays: a
 -- token is a random UUID issued to one claim of one delivery, so a row whose
 -- token is among $2 is held by the claim the caller passed for it. (Testing
 -- each row against the unnested pairs ran the unnest once per row: 10,000
@@ -18,9 +20,9 @@
 -- the key probes, a cost that grows with the leases, not with the ack.
 WITH done AS (
   DELETE FROM __SCHEMA__.deliveries d
-  WHERE d.delivery_id = ANY($1::text[]) AND d.state + 0 = 1 /* leased: see above */
+  WHERE d.message_seq = ANY($1::bigint[]) AND d.state + 0 = 1 /* leased: see above */
     AND d.claim_token = ANY($2::uuid[]) /* pairwise: see above */
-  RETURNING d.delivery_id, d.claim_token::text AS token, d.topic, d.grp, d.msg_key, d.message_seq, d.blocks_next
+  RETURNING d.delivery_id, d.message_seq || '/' || d.claim_token::text AS token, d.topic, d.grp, d.msg_key, d.message_seq, d.blocks_next
 ),
 logged AS (
   INSERT INTO __SCHEMA__.acks (message_seq, finished_at)
@@ -37,17 +39,22 @@ acked AS MATERIALIZED (
   SELECT ARRAY(SELECT delivery_id FROM done) AS ids,
          set_config('ferry.lanes_unblocked_at', statement_timestamp()::text, true) AS marked
 ),
+heads AS MATERIALIZED (
+  SELECT n.message_seq, n.grp
+  FROM (SELECT DISTINCT topic, grp, msg_key FROM done WHERE blocks_next) l
+  CROSS JOIN LATERAL (
+    SELECT e.message_seq, e.grp FROM __SCHEMA__.deliveries e
+    WHERE e.topic = l.topic AND e.grp = l.grp AND e.msg_key = l.msg_key AND e.state < 2 /* acked */
+      AND e.delivery_id <> ALL((SELECT ids FROM acked)::text[])
+    ORDER BY e.message_seq
+    LIMIT 1) n
+),
+-- By ANY(ARRAY(...)) on the key's first column, then the pair: a join could
+-- be planned as a hash join over the whole table.
 unblocked AS (
   UPDATE __SCHEMA__.deliveries d SET blocked = false
-  WHERE d.blocked AND d.delivery_id = ANY(ARRAY(
-    SELECT n.delivery_id
-    FROM (SELECT DISTINCT topic, grp, msg_key FROM done WHERE blocks_next) l
-    CROSS JOIN LATERAL (
-      SELECT e.delivery_id FROM __SCHEMA__.deliveries e
-      WHERE e.topic = l.topic AND e.grp = l.grp AND e.msg_key = l.msg_key AND e.state < 2 /* acked */
-        AND e.delivery_id <> ALL((SELECT ids FROM acked)::text[])
-      ORDER BY e.message_seq
-      LIMIT 1) n))
+  WHERE d.blocked AND d.message_seq = ANY(ARRAY(SELECT message_seq FROM heads))
+    AND (d.message_seq, d.grp) IN (SELECT message_seq, grp FROM heads)
 )
 SELECT delivery_id, token,
        (SELECT count(pg_notify($3, w.topic)) FROM (SELECT DISTINCT topic FROM done WHERE msg_key IS NOT NULL) w) AS woke

@@ -112,16 +112,16 @@ walked AS MATERIALIZED (
 keyed AS (
   SELECT d.delivery_id, d.priority, d.message_seq, d.state, d.ctid AS row_at
   FROM __SCHEMA__.deliveries d
-  WHERE d.delivery_id = ANY(
+  WHERE d.message_seq = ANY(
       ARRAY(
-        SELECT w.delivery_id FROM walk_heads w
+        SELECT w.message_seq FROM walk_heads w
         WHERE (SELECT enough FROM walked))
       || ARRAY(
-        SELECT h.delivery_id FROM lanes h
+        SELECT h.message_seq FROM lanes h
         WHERE NOT (SELECT enough FROM walked) AND h.state = 0 /* pending */ AND h.available_at <= (SELECT now FROM clock)
         ORDER BY h.priority DESC, h.message_seq
         LIMIT $3))
-    AND d.state = 0 /* pending */
+    AND d.grp = $2 AND d.state = 0 /* pending */
   FOR UPDATE OF d SKIP LOCKED
 ),
 pending AS (
@@ -182,11 +182,14 @@ started AS (
   FROM leased
   HAVING $6::boolean AND count(*) > 0
 )
+-- The claim token goes out as "<message_seq>/<uuid>": the store's fenced
+-- writes find the row by the seq (the key's first column) and are fenced by
+-- the uuid (rows.ts).
 -- Payloads go out as base64 (encode wraps its lines; the driver's decoder
 -- skips the breaks), not as bytea's hex text: a third fewer bytes on the
 -- wire, and decoding hex was the largest single cost of a claimed row in
 -- the consumer (rows.ts).
-SELECT l.delivery_id, l.attempt, l.claim_token::text AS claim_token, l.priority,
+SELECT l.delivery_id, l.attempt, l.message_seq || '/' || l.claim_token::text AS claim_token, l.priority,
        -- picked holds a recovered row only as its one row (the rule above), so
        -- one flag for the claim says it: read once, where a lookup per row in
        -- picked compared every pair (a join would be planned as a hash join)

@@ -4,7 +4,7 @@
 -- to the group between the two deletes, and an append that read the group
 -- before commits first, so this statement sees (and deletes) its
 -- deliveries. The deliveries are found through the topic's messages
--- (messages_topic, then deliveries_message): no index covers a group's
+-- (messages_topic, then the primary key): no index covers a group's
 -- deliveries in every state.
 WITH gone AS (
   DELETE FROM __SCHEMA__.groups WHERE topic = $1 AND grp = $2

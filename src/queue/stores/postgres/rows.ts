@@ -51,9 +51,34 @@ export function toClaimed(r: ClaimRow, group: string): Claimed {
   return c;
 }
 
-/** Deadlock-free order for statements that update several deliveries: every caller locks rows in delivery-ID order. */
+/**
+ * This store's claim tokens: the message's seq and the claim's uuid,
+ * "<seq>/<uuid>" (claim.sql). The seq finds the delivery's row through the
+ * primary key (message_seq, grp); the uuid, made for one claim of one
+ * delivery, fences the write.
+ */
+const CLAIM_TOKEN = /^([1-9][0-9]{0,18})\/([0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12})$/;
+
+/** The seq and the uuid of a claim token of this store; undefined for any other string (a token it did not hand out). */
+export function splitToken(token: string): [seq: string, uuid: string] | undefined {
+  const m = CLAIM_TOKEN.exec(token);
+  return m === null ? undefined : [m[1]!, m[2]!];
+}
+
+/** The seq of `c`'s claim token as a number to order by (-1 for a token this store did not hand out). */
+function seqOf(c: Claimed): number {
+  const p = splitToken(c.claimToken);
+  return p === undefined ? -1 : Number(p[0]);
+}
+
+/**
+ * Deadlock-free order for statements that update several deliveries: every
+ * caller locks rows in the primary key's order, message seq first (one
+ * call's deliveries are one group's; seqs past 2^53 tie, which only costs
+ * the order between those).
+ */
 export function sorted(cs: Claimed[]): Claimed[] {
-  return [...cs].sort((a, b) => (a.deliveryId < b.deliveryId ? -1 : a.deliveryId > b.deliveryId ? 1 : 0));
+  return cs.map((c) => ({ c, seq: seqOf(c) })).sort((a, b) => a.seq - b.seq).map((x) => x.c);
 }
 
 export interface HeldRow {

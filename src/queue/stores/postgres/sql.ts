@@ -6,6 +6,7 @@
  */
 import { InvalidArgumentError } from '../../../errors.js';
 import type { Claimed } from '../../types.js';
+import { splitToken } from './rows.js';
 import { SqlFiles, type Migration } from '../sql-files.js';
 
 /** Schema names: lower-case identifiers short enough to leave room for the wake channel's suffix. */
@@ -25,11 +26,15 @@ export function wakeChannel(schema: string): string {
 }
 
 /**
- * The delivery IDs and the claim tokens of `cs`, in their order, as two
- * `text[]` parameters (`arrayLiteral`).
+ * The message seqs and the claim uuids of `cs`, in their order, as a
+ * `bigint[]` and a `uuid[]` parameter (`arrayLiteral`), split out of their
+ * claim tokens (`splitToken`). A token this store did not hand out is NULL
+ * in both, which no row matches: its write finds nothing held, as a stale
+ * token's does.
  */
-export function idsAndTokens(cs: readonly Claimed[]): [ids: string, tokens: string] {
-  return [arrayLiteral(cs.map((c) => c.deliveryId)), arrayLiteral(cs.map((c) => c.claimToken))];
+export function seqsAndTokens(cs: readonly Claimed[]): [seqs: string, tokens: string] {
+  const parts = cs.map((c) => splitToken(c.claimToken));
+  return [arrayLiteral(parts.map((p) => p?.[0])), arrayLiteral(parts.map((p) => p?.[1]))];
 }
 
 /**

@@ -27,11 +27,11 @@ import { appendValues, TopicGroupsCache } from './fan-out.js';
 import type { GroupsOfRow } from './fan-out.js';
 import { migrate } from './migrate.js';
 import { OwnNotifications } from './own-notifications.js';
-import { sorted, stillHeld, toClaimed, toMessage } from './rows.js';
+import { sorted, splitToken, stillHeld, toClaimed, toMessage } from './rows.js';
 import type { ClaimRow, HeldRow } from './rows.js';
 import { scheduleFromRow, scheduleValues } from './schedule-rows.js';
 import type { ScheduleRow } from './schedule-rows.js';
-import { arrayLiteral, idsAndTokens, quoteSchema, statements, wakeChannel } from './sql.js';
+import { arrayLiteral, seqsAndTokens, quoteSchema, statements, wakeChannel } from './sql.js';
 import { listenLoop } from './wake-listener.js';
 import type { StatementName } from './sql.js';
 
@@ -439,9 +439,9 @@ export class PostgresStore implements Store {
     const limited = req.rateLimit !== undefined;
     if (req.maxInFlight === 0 && !limited && acks.every((a) => a.message.key === undefined)) return this.#ackBesideClaim(acks, req, signal);
     const s = sorted(acks);
-    const [ids, tokens] = idsAndTokens(s);
+    const [seqs, tokens] = seqsAndTokens(s);
     if (req.maxInFlight === 0 && !limited) {
-      const rows = (await this.#q<ClaimRow & { kind: number }>('ack-and-claim', [req.topic, req.group, req.max, req.runnerId, Math.ceil(req.leaseMs), false, ids, tokens, this.#channel], signal)).rows;
+      const rows = (await this.#q<ClaimRow & { kind: number }>('ack-and-claim', [req.topic, req.group, req.max, req.runnerId, Math.ceil(req.leaseMs), false, seqs, tokens, this.#channel], signal)).rows;
       const held = rows.filter((r) => r.kind === 1).map((r) => ({ delivery_id: r.delivery_id, token: r.claim_token }));
       return { acked: stillHeld(acks, held), claimed: rows.filter((r) => r.kind === 0).map((r) => toClaimed(r, req.group)) };
     }
@@ -451,7 +451,7 @@ export class PostgresStore implements Store {
       signal,
       async (c) => {
         await c.query(this.#timed({ text: 'BEGIN' }));
-        const held = (await c.query<HeldRow>(this.#stmt('ack', [ids, tokens, this.#channel]))).rows;
+        const held = (await c.query<HeldRow>(this.#stmt('ack', [seqs, tokens, this.#channel]))).rows;
         let rows: ClaimRow[] = [];
         const group = (await c.query<{ paused: boolean }>(this.#stmt('claim-lock-group', [req.topic, req.group]))).rows[0];
         if (group?.paused !== true) {
@@ -521,29 +521,31 @@ export class PostgresStore implements Store {
   async ack(cs: Claimed[], signal?: AbortSignal): Promise<string[]> {
     if (cs.length === 0) return (this.#assertOpen(), []);
     const s = sorted(cs);
-    const res = await this.#q<HeldRow>('ack', [...idsAndTokens(s), this.#channel], signal);
+    const res = await this.#q<HeldRow>('ack', [...seqsAndTokens(s), this.#channel], signal);
     return stillHeld(cs, res.rows);
   }
 
   async retry(c: Claimed, backoffMs: number, lastError: string, signal?: AbortSignal): Promise<boolean> {
-    return (await this.#q('retry', [c.deliveryId, c.claimToken, Math.ceil(backoffMs), lastError], signal)).rowCount === 1;
+    const [seq, token] = splitToken(c.claimToken) ?? [null, null];
+    return (await this.#q('retry', [seq, token, Math.ceil(backoffMs), lastError], signal)).rowCount === 1;
   }
 
   async kill(c: Claimed, lastError: string, opts?: KillOptions, signal?: AbortSignal): Promise<boolean> {
-    return (await this.#q('kill', [c.deliveryId, c.claimToken, lastError, this.#channel, opts?.unrun ? 1 : 0], signal)).rowCount === 1;
+    const [seq, token] = splitToken(c.claimToken) ?? [null, null];
+    return (await this.#q('kill', [seq, token, lastError, this.#channel, opts?.unrun ? 1 : 0], signal)).rowCount === 1;
   }
 
   async extend(cs: Claimed[], leaseMs: number, signal?: AbortSignal): Promise<string[]> {
     if (cs.length === 0) return (this.#assertOpen(), []);
     const s = sorted(cs);
-    const res = await this.#q<HeldRow>('extend', [...idsAndTokens(s), Math.ceil(leaseMs)], signal);
+    const res = await this.#q<HeldRow>('extend', [...seqsAndTokens(s), Math.ceil(leaseMs)], signal);
     return stillHeld(cs, res.rows);
   }
 
   async release(cs: Claimed[], signal?: AbortSignal): Promise<void> {
     if (cs.length === 0) return this.#assertOpen();
     const s = sorted(cs);
-    await this.#q('release', [...idsAndTokens(s), this.#channel], signal);
+    await this.#q('release', [...seqsAndTokens(s), this.#channel], signal);
   }
 
   async purge(policy: PurgePolicy, batch: number, signal?: AbortSignal): Promise<number> {
