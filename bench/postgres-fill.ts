@@ -1,7 +1,7 @@
 /**
  * Fills a Postgres queue schema with synthetic rows straight through SQL, for
  * the claim benchmark and the plan checks (test/queue/postgres-plans.test.ts): `pending` due deliveries and
- * `finished` acked ones (records in acks) for (topic, group), with payloads of `payloadBytes`
+ * `finished` acked ones (a span of acks per 100 in acked_spans, as acks of 100 write them) for (topic, group), with payloads of `payloadBytes`
  * (default 4). With `priorities` above 1 the pending rows take priorities 0
  * to `priorities` - 1 in turn, so that each priority's rows are spread over
  * the whole backlog in publish order. Runs an
@@ -21,7 +21,7 @@ export async function fillSchema(pool: pg.Pool, schema: string, topic: string, g
   ] as const) {
     for (let from = 0; from < total; from += chunk) {
       const n = Math.min(chunk, total - from);
-      // An acked delivery leaves its row (migration 4): it is a record in acks.
+      // An acked delivery leaves its row (migration 4): its ack is recorded in a span of acks (migration 13).
       await pool.query(
         state === 2
           ? `WITH m AS (
@@ -29,8 +29,8 @@ export async function fillSchema(pool: pg.Pool, schema: string, topic: string, g
                SELECT 'fill-' || $3::int || '-' || (g + $4::int), $1, $6::bytea, now(), now()
                FROM generate_series(1, $5::int) g
                RETURNING seq, id)
-             INSERT INTO ${s}.acks (message_seq, finished_at)
-             SELECT m.seq, now() FROM m WHERE $2::text IS NOT NULL`
+             INSERT INTO ${s}.acked_spans (first_seq, last_seq, finished_at)
+             SELECT min(m.seq), max(m.seq), now() FROM m WHERE $2::text IS NOT NULL GROUP BY m.seq / 100`
           : `WITH m AS (
                INSERT INTO ${s}.messages (id, topic, payload, published_at, due_at, priority)
                SELECT 'fill-' || $3::int || '-' || (g + $4::int), $1, $6::bytea, now(), now(), (g + $4::int) % $7::int
@@ -45,5 +45,5 @@ export async function fillSchema(pool: pg.Pool, schema: string, topic: string, g
   }
   await pool.query(`ANALYZE ${s}.messages`);
   await pool.query(`ANALYZE ${s}.deliveries`);
-  await pool.query(`ANALYZE ${s}.acks`);
+  await pool.query(`ANALYZE ${s}.acked_spans`);
 }

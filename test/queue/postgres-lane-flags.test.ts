@@ -61,7 +61,7 @@ describe('postgres store: lane flags when an append and an ack of the lane meet'
     assert.deepEqual(ids(first), ['k1']);
     const seq = (await adminPool.query<{ seq: string }>(`SELECT seq::text FROM ${s}.messages WHERE id = 'k1'`)).rows[0]!.seq;
     hold = new StatementHold(s);
-    await hold.on('acks', 'AFTER INSERT', `NEW.message_seq = ${seq}`);
+    await hold.on('acked_spans', 'AFTER INSERT', `NEW.first_seq = ${seq}`);
     let acked = false;
     const ack = store!.ack(first).then((r) => ((acked = true), r));
     await waiterOf(hold.pid, 'the ack to hold before its commit');

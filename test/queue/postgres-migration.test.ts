@@ -75,9 +75,9 @@ describe('postgres store: migration 6 from a schema at migration 5', { skip: POS
 
     store = await PostgresStore.open({ connectionString: POSTGRES_URL, schema, poolSize: 2 });
     const versions = (await adminPool.query(`SELECT version FROM ${s}.migrations ORDER BY version`)).rows.map((r) => r.version);
-    assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
+    assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]);
     assert.deepEqual(await snapshot(), before, 'every delivery as it was');
-    assert.equal((await adminPool.query(`SELECT count(*)::int AS n FROM ${s}.acks`)).rows[0].n, 1);
+    assert.equal((await adminPool.query(`SELECT count(*)::int AS n FROM ${s}.acked_spans`)).rows[0].n, 1);
     assert.equal((await adminPool.query(`SELECT count(*)::int AS n FROM ${s}.messages`)).rows[0].n, 7);
     assert.deepEqual((await store.listSchedules()).map((x) => x.name), ['beat']);
     const flags = await adminPool.query(
@@ -154,7 +154,7 @@ describe('postgres store: migration 7 (pending index split into unkeyed and keye
     const before = await snapshot();
     store = await PostgresStore.open({ connectionString: POSTGRES_URL, schema, poolSize: 2 });
     const versions = (await adminPool.query(`SELECT version FROM ${s}.migrations ORDER BY version`)).rows.map((r) => r.version);
-    assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
+    assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]);
     assert.deepEqual(await snapshot(), before, 'every delivery as it was');
     const st = await store.stats('t', 'g');
     assert.deepEqual([st.pending, st.leased, st.dead], [5, 1, 1]);
@@ -192,7 +192,7 @@ describe('postgres store: migration 8 (topics.groups_version, kept by a trigger 
     await adminPool.query(`INSERT INTO ${s}.deliveries (delivery_id, message_seq, topic, grp, state, available_at) VALUES ('old/g', $1, 't', 'g', 0, '-infinity')`, [seq]);
     store = await PostgresStore.open({ connectionString: POSTGRES_URL, schema, poolSize: 2 });
     const versions = (await adminPool.query(`SELECT version FROM ${s}.migrations ORDER BY version`)).rows.map((r) => r.version);
-    assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
+    assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]);
     const topicVersions = async () => (await adminPool.query(`SELECT topic, groups_version::text AS v FROM ${s}.topics ORDER BY topic`)).rows;
     assert.deepEqual(await topicVersions(), [{ topic: 't', v: '0' }, { topic: 'u', v: '0' }]);
     await store.append([msg('t', { id: 'new' })]);
@@ -263,7 +263,7 @@ describe('postgres store: migration 9 (keyed rows behind their head flagged bloc
     const before = await snapshot();
     store = await PostgresStore.open({ connectionString: POSTGRES_URL, schema, poolSize: 2 });
     const versions = (await adminPool.query(`SELECT version FROM ${s}.migrations ORDER BY version`)).rows.map((r) => r.version);
-    assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
+    assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]);
     assert.deepEqual(await snapshot(), before, 'every delivery as it was');
     const blocked = async () =>
       (await adminPool.query<{ id: string }>(`SELECT delivery_id AS id FROM ${s}.deliveries WHERE blocked ORDER BY delivery_id`)).rows.map((r) => r.id);
@@ -327,7 +327,7 @@ describe('postgres store: migration 11 (an ack-and-claim clears the flags of the
     }
     store = await PostgresStore.open({ connectionString: POSTGRES_URL, schema, poolSize: 2 });
     const versions = (await adminPool.query(`SELECT version FROM ${s}.migrations ORDER BY version`)).rows.map((r) => r.version);
-    assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
+    assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]);
     const blocked = async () =>
       (await adminPool.query<{ id: string }>(`SELECT delivery_id AS id FROM ${s}.deliveries WHERE blocked ORDER BY delivery_id`)).rows.map((r) => r.id);
 
@@ -405,7 +405,7 @@ describe('postgres store: migration 12 (deliveries keyed by message) from a sche
     const before = await snapshot();
     store = await PostgresStore.open({ connectionString: POSTGRES_URL, schema, poolSize: 2 });
     const versions = (await adminPool.query(`SELECT version FROM ${s}.migrations ORDER BY version`)).rows.map((r) => r.version);
-    assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
+    assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]);
     assert.deepEqual(await snapshot(), before, 'every delivery as it was');
     const key = await adminPool.query<{ a: string }>(
       `SELECT a.attname AS a FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid JOIN pg_namespace n ON n.oid = c.relnamespace
@@ -454,5 +454,81 @@ describe('postgres store: migration 12 (deliveries keyed by message) from a sche
     assert.deepEqual(await store.ack(again), ['held/g']);
     const st = await store.stats('t', 'g');
     assert.deepEqual([st.pending, st.leased, st.dead], [0, 2, 2]);
+  });
+});
+
+describe('postgres store: migration 13 (acks recorded as spans of seqs) from a schema at migration 12', { skip: POSTGRES_SKIP }, () => {
+  const schema = testSchema('mig13');
+  const s = `"${schema}"`;
+  let store: PostgresStore | undefined;
+  after(async () => {
+    await store?.close();
+    await dropSchema(schema);
+  });
+  const spans = async () =>
+    (await adminPool.query<{ first: string; last: string }>(`SELECT first_seq::text AS first, last_seq::text AS last FROM ${s}.acked_spans ORDER BY first_seq, finished_at`)).rows.map((r) => [r.first, r.last]);
+  const seqOf = async (id: string) => (await adminPool.query<{ seq: string }>(`SELECT seq::text FROM ${s}.messages WHERE id = $1`, [id])).rows[0]!.seq;
+
+  it('keeps each ack record as a span of its one seq, and the janitor keeps a message while a span younger than the retention covers it', async () => {
+    assert.equal(await migrate(adminPool, schema, s, 12), 12);
+    await adminPool.query(`INSERT INTO ${s}.topics VALUES ('t')`);
+    await adminPool.query(`INSERT INTO ${s}.groups (topic, grp) VALUES ('t', 'g')`);
+    // As migration 12's statements wrote them: 'old' acked two hours ago, 'recent' a minute ago, 'live' pending.
+    for (const [id, ackedAgo] of [['old', '2 hours'], ['recent', '1 minute'], ['live', null]] as const) {
+      const seq = (await adminPool.query<{ seq: string }>(
+        `INSERT INTO ${s}.messages (id, topic, payload, published_at, due_at) VALUES ($1, 't', $2, now() - interval '3 hours', now() - interval '3 hours') RETURNING seq`,
+        [id, Buffer.from(id)],
+      )).rows[0]!.seq;
+      if (ackedAgo !== null) await adminPool.query(`INSERT INTO ${s}.acks (message_seq, finished_at) VALUES ($1, now() - $2::interval)`, [seq, ackedAgo]);
+      else await adminPool.query(`INSERT INTO ${s}.deliveries (delivery_id, message_seq, topic, grp, state, available_at) VALUES ('live/g', $1, 't', 'g', 0, '-infinity')`, [seq]);
+    }
+    const before = (await adminPool.query(`SELECT message_seq::text AS seq, finished_at FROM ${s}.acks ORDER BY message_seq`)).rows;
+    store = await PostgresStore.open({ connectionString: POSTGRES_URL, schema, poolSize: 2 });
+    const versions = (await adminPool.query(`SELECT version FROM ${s}.migrations ORDER BY version`)).rows.map((r) => r.version);
+    assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]);
+    const after13 = (await adminPool.query(`SELECT first_seq::text AS seq, last_seq::text AS last, finished_at FROM ${s}.acked_spans ORDER BY first_seq`)).rows;
+    assert.deepEqual(after13, before.map((r) => ({ seq: r.seq, last: r.seq, finished_at: r.finished_at })), 'each record a span of its seq, its time kept');
+    const tables = await adminPool.query(`SELECT 1 FROM pg_tables WHERE schemaname = $1 AND tablename = 'acks'`, [schema]);
+    assert.equal(tables.rowCount, 0);
+
+    // An hour's retention: 'old' goes, with its spent span; 'recent' stays, covered; 'live' has its delivery.
+    assert.equal(await store.purge({ deadRetentionMs: 3_600_000, ackedRetentionMs: 3_600_000 }, 100), 1);
+    assert.deepEqual((await adminPool.query(`SELECT id FROM ${s}.messages ORDER BY seq`)).rows.map((r) => r.id), ['recent', 'live']);
+    assert.deepEqual(await spans(), [[await seqOf('recent'), await seqOf('recent')]]);
+  });
+
+  it('an ack writes a span per run of its seqs, split where the next is over 1,000 further on; ack-and-claim too; a message in a gap is kept', async () => {
+    await store!.ensureGroup('t', 'g', 'latest');
+    // The first test's 'live' is acked, and the spans so far are cleared: no span covers 'recent' or 'live' now.
+    const live = await store!.claim(claimReq('t', 'g'));
+    assert.deepEqual(ids(live), ['live']);
+    assert.equal((await store!.ack(live)).length, 1);
+    await adminPool.query(`TRUNCATE ${s}.acked_spans`);
+    // a, then 1,001 messages of a topic without groups, then b, c: a's next acked seq is 1,002 on.
+    await store!.append([msg('t', { id: 'a' })]);
+    await store!.append(Array.from({ length: 1001 }, (_, i) => msg('other', { id: `o${i}` })));
+    await store!.append([msg('t', { id: 'b' }), msg('t', { id: 'c' })]);
+    const claimed = await store!.claim(claimReq('t', 'g'));
+    assert.deepEqual(ids(claimed), ['a', 'b', 'c']);
+    assert.equal((await store!.ack(claimed)).length, 3);
+    const [a, b, c] = [await seqOf('a'), await seqOf('b'), await seqOf('c')];
+    assert.deepEqual(await spans(), [[a, a], [b, c]]);
+    // A keyed ack-and-claim (one statement) records its span too.
+    await store!.append([msg('t', { id: 'k1', key: 'k' }), msg('t', { id: 'k2', key: 'k' })]);
+    const k1 = await store!.claim(claimReq('t', 'g'));
+    const step = await store!.ackAndClaim(k1, claimReq('t', 'g'));
+    assert.deepEqual([step.acked.length, ids(step.claimed)], [1, ['k2']]);
+    const k = await seqOf('k1');
+    assert.deepEqual(await spans(), [[a, a], [b, c], [k, k]]);
+    // a's span aged past a 30-minute retention: a goes, and so do 'recent',
+    // 'live' and every message of the other topic (no span covers them); b,
+    // c and k1 stay behind their young spans, and k2 is leased.
+    await adminPool.query(`UPDATE ${s}.acked_spans SET finished_at = now() - interval '2 hours' WHERE first_seq = $1`, [a]);
+    await adminPool.query(`UPDATE ${s}.messages SET due_at = now() - interval '2 hours'`);
+    const purged = await store!.purge({ deadRetentionMs: 3_600_000, ackedRetentionMs: 1_800_000 }, 5000);
+    const left = (await adminPool.query<{ id: string }>(`SELECT id FROM ${s}.messages ORDER BY seq`)).rows.map((r) => r.id);
+    assert.deepEqual(left, ['b', 'c', 'k1', 'k2']);
+    assert.equal(purged, 3 + 1001);
+    assert.deepEqual(await spans(), [[b, c], [k, k]], "a's spent span went too");
   });
 });

@@ -63,6 +63,7 @@ function planCases(topic: string, group: string, claimed: Claimed[], idle: strin
     ['purge-dead', [3_600_000, 500]],
     ['purge-victims', [3_600_000, 500]],
     ['purge-messages', [['1', '2'], 3_600_000]],
+    ['purge-acked-spans', [3_600_000, 500]],
     ['janitor', ['plan-check', 1000]],
     ['list-messages', [topic, '0', 257]],
     ['lock-topics', [[topic]]],

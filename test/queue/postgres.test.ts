@@ -53,8 +53,7 @@ describe('postgres store', { skip: POSTGRES_SKIP }, () => {
   /** Undoes migrations 2 and up on `schema` (dropping its ack records): its tables and indexes are then as an earlier ferry's migration 1 left them. */
   const backToVersion1 = async (schema: string) => {
     await adminPool.query(`ALTER TABLE "${schema}".deliveries DROP CONSTRAINT deliveries_pkey, ADD PRIMARY KEY (delivery_id)`);
-    await adminPool.query(`DROP TRIGGER deliveries_lanes_deleted ON "${schema}".deliveries`);
-    await adminPool.query(`DROP FUNCTION "${schema}".unblock_lanes()`);
+    await adminPool.query(`DROP TRIGGER deliveries_lane_deleted ON "${schema}".deliveries`);
     await adminPool.query(`DROP TRIGGER deliveries_lane_finished ON "${schema}".deliveries`);
     await adminPool.query(`DROP FUNCTION "${schema}".unblock_lane()`);
     // Its index deliveries_pending_keyed goes with the column.
@@ -68,7 +67,7 @@ describe('postgres store', { skip: POSTGRES_SKIP }, () => {
     // Its index deliveries_pending goes with the column.
     await adminPool.query(`ALTER TABLE "${schema}".deliveries DROP COLUMN priority`);
     await adminPool.query(`DROP TABLE "${schema}".schedules`);
-    await adminPool.query(`DROP TABLE "${schema}".acks`);
+    await adminPool.query(`DROP TABLE "${schema}".acked_spans`);
     await adminPool.query(`DROP INDEX IF EXISTS "${schema}".deliveries_pending`);
     await adminPool.query(`CREATE INDEX deliveries_live ON "${schema}".deliveries (topic, grp, message_seq) WHERE state < 2`);
     await adminPool.query(`CREATE INDEX deliveries_message ON "${schema}".deliveries (message_seq)`);
@@ -121,10 +120,11 @@ describe('postgres store', { skip: POSTGRES_SKIP }, () => {
       { version: 10, name: '010_no_message_fk.sql' },
       { version: 11, name: '011_unblock_in_statement.sql' },
       { version: 12, name: '012_deliveries_by_message.sql' },
+      { version: 13, name: '013_acked_spans.sql' },
     ]);
     await Promise.all(stores.map((s) => s.ping()));
     await open(schema);
-    assert.equal((await adminPool.query(`SELECT count(*)::int AS n FROM "${schema}".migrations`)).rows[0].n, 12);
+    assert.equal((await adminPool.query(`SELECT count(*)::int AS n FROM "${schema}".migrations`)).rows[0].n, 13);
   });
 
   it('migration 2 needs the tables\' owner: another user\'s open fails with IOError and changes nothing; the owner\'s open applies it', async () => {
@@ -147,7 +147,7 @@ describe('postgres store', { skip: POSTGRES_SKIP }, () => {
       const versions = async () => (await adminPool.query(`SELECT version FROM "${schema}".migrations ORDER BY version`)).rows.map((r) => r.version);
       assert.deepEqual(await versions(), [1]);
       await open(schema);
-      assert.deepEqual(await versions(), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
+      assert.deepEqual(await versions(), [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]);
       // Migration 2 made deliveries_message a hash index; migration 12 keys the table by message and drops it.
       const index = await adminPool.query(`SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = 'deliveries_message'`, [schema]);
       assert.equal(index.rowCount, 0);
@@ -189,9 +189,9 @@ describe('postgres store', { skip: POSTGRES_SKIP }, () => {
     );
     const after = await open(schema);
     const versions = (await adminPool.query(`SELECT version FROM "${schema}".migrations ORDER BY version`)).rows.map((r) => r.version);
-    assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12]);
-    const moved = await adminPool.query(`SELECT m.payload FROM "${schema}".acks a JOIN "${schema}".messages m ON m.seq = a.message_seq`);
-    assert.deepEqual(moved.rows.map((r) => dec(r.payload)), ['a1'], 'the acked row moved to acks');
+    assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]);
+    const moved = await adminPool.query(`SELECT m.payload FROM "${schema}".acked_spans a JOIN "${schema}".messages m ON int8range(a.first_seq, a.last_seq, '[]') @> m.seq`);
+    assert.deepEqual(moved.rows.map((r) => dec(r.payload)), ['a1'], 'the acked row moved to acks, and its record to a span of acks');
     assert.equal((await adminPool.query(`SELECT count(*)::int AS n FROM "${schema}".deliveries WHERE state = 2`)).rows[0].n, 0);
     const st = await after.stats('t', 'g');
     assert.equal(st.dead, 1);

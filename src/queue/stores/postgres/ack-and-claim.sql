@@ -12,9 +12,8 @@
 -- out every delivery being acked, so the DELETE and the UPDATE never meet on
 -- one row (a stale ack's delivery whose lease also ran out is claimed by the
 -- next claim instead). An acked row that had rows flagged behind it
--- (migration 9) moves its lane on here, not in the DELETE trigger: its next
--- row is claimable in this statement and unflagged when not claimed
--- (lane_next, unblocked).
+-- (migration 9) moves its lane on here: its next row is claimable in this
+-- statement and unflagged when not claimed (lane_next, unblocked).
 --
 -- The rows: first the claimed deliveries in claim order (kind 0, as
 -- claim.sql returns them), then one row per completed ack (kind 1: its
@@ -22,7 +21,7 @@
 -- synchronous: it carries acks.
 WITH RECURSIVE clock AS MATERIALIZED (
   SELECT clock_timestamp() AS now,
-         -- Tells the DELETE trigger (migration 11) that this statement
+         -- Tells the DELETE trigger (migrations 11, 12) that this statement
          -- clears the flags of the lanes its acks move on (lane_next).
          set_config('ferry.lanes_unblocked_at', statement_timestamp()::text, true) AS unblocks,
          EXISTS (SELECT 1 FROM __SCHEMA__.groups g WHERE g.topic = $1 AND g.grp = $2 AND g.paused) AS paused
@@ -33,9 +32,13 @@ done AS (
     AND d.claim_token = ANY($8::uuid[]) /* pairwise: see ack.sql */
   RETURNING d.delivery_id, d.message_seq || '/' || d.claim_token::text AS token, d.topic, d.grp, d.msg_key, d.message_seq, d.blocks_next
 ),
+-- When they finished, in runs of seqs, as ack.sql records them.
 logged AS (
-  INSERT INTO __SCHEMA__.acks (message_seq, finished_at)
-  SELECT message_seq, (SELECT now FROM clock) FROM done
+  INSERT INTO __SCHEMA__.acked_spans (first_seq, last_seq, finished_at)
+  SELECT min(message_seq), max(message_seq), (SELECT now FROM clock)
+  FROM (SELECT message_seq, count(*) FILTER (WHERE gap) OVER (ORDER BY message_seq) AS run
+        FROM (SELECT message_seq, message_seq - lag(message_seq) OVER (ORDER BY message_seq) > 1000 AS gap FROM done) g) r
+  GROUP BY run
 ),
 acked AS MATERIALIZED (
   SELECT ARRAY(SELECT delivery_id FROM done) AS ids
@@ -72,8 +75,8 @@ lanes AS (
 -- (migration 9), in any topic and group: one lane probe per such lane. Its
 -- `blocked` flag is cleared here (unblocked, below), which the trigger would
 -- otherwise do after this statement with a probe of its own per lane
--- (migration 11 tells it this statement did; a row committed behind the
--- acked one since this statement's snapshot was not flagged: append.sql
+-- (migrations 11 and 12 tell it this statement did; a row committed behind
+-- the acked one since this statement's snapshot was not flagged: append.sql
 -- flags a row only behind an earlier row of its own batch).
 lane_next AS MATERIALIZED (
   SELECT n.delivery_id, n.topic, n.grp, n.state, n.available_at, n.blocked, n.priority, n.message_seq

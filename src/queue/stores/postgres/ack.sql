@@ -1,7 +1,7 @@
 -- Completes the deliveries of messages $1 held under tokens $2 (pairwise;
 -- rows.ts splits the store's claim tokens into the two): deletes their rows
--- and records when each message's delivery finished in acks (the janitor's
--- retention clock). Returns the ones still held, with the token that held
+-- and records when they finished in acked_spans (the janitor's retention
+-- clock; acked-spans.sql). Returns the ones still held, with the token that held
 -- them (a stale and a current claim of one delivery in the same call are
 -- told apart). Acking a keyed delivery promotes the next of its lane, so its
 -- topic is notified on channel $3 (in this transaction: heard once it
@@ -24,17 +24,21 @@ WITH done AS (
     AND d.claim_token = ANY($2::uuid[]) /* pairwise: see above */
   RETURNING d.delivery_id, d.message_seq || '/' || d.claim_token::text AS token, d.topic, d.grp, d.msg_key, d.message_seq, d.blocks_next
 ),
+-- One row per run of the acked seqs, a new run wherever the next seq is
+-- more than 1,000 further on (migration 13 says why).
 logged AS (
-  INSERT INTO __SCHEMA__.acks (message_seq, finished_at)
-  SELECT message_seq, (SELECT clock_timestamp()) FROM done
+  INSERT INTO __SCHEMA__.acked_spans (first_seq, last_seq, finished_at)
+  SELECT min(message_seq), max(message_seq), (SELECT clock_timestamp())
+  FROM (SELECT message_seq, count(*) FILTER (WHERE gap) OVER (ORDER BY message_seq) AS run
+        FROM (SELECT message_seq, message_seq - lag(message_seq) OVER (ORDER BY message_seq) > 1000 AS gap FROM done) g) r
+  GROUP BY run
 ),
 -- A row acked here that had rows flagged behind it (migration 9) moves its
 -- lane on in this statement, as ack-and-claim.sql does: the next live row
 -- of its lane loses its flag (one lane probe each), and the DELETE trigger
--- is told so (migration 11), which would otherwise run the same probes
--- from PL/pgSQL after the statement. `acked` is read only when some row
--- here had rows flagged behind it; otherwise the trigger runs and finds
--- nothing to do.
+-- of such a row is told so (migrations 11, 12), which would otherwise run
+-- the same probe after the statement. `acked` is read only when some row
+-- here had rows flagged behind it; the trigger fires only for those.
 acked AS MATERIALIZED (
   SELECT ARRAY(SELECT delivery_id FROM done) AS ids,
          set_config('ferry.lanes_unblocked_at', statement_timestamp()::text, true) AS marked

@@ -88,6 +88,7 @@ export const STATEMENTS = [
   'purge-dead',
   'purge-victims',
   'purge-messages',
+  'purge-acked-spans',
   'stats',
   'set-group-paused',
   'janitor',

@@ -560,6 +560,8 @@ export class PostgresStore implements Store {
       if (victims.rows.length === 0) return 0;
       return (await c.query<{ n: number }>(this.#stmt('purge-messages', [victims.rows.map((r) => r.seq), retention]))).rows[0]!.n;
     }, 'BEGIN', signal);
+    // Then the records of acks the retention no longer needs (not counted: no message or delivery).
+    await this.#q('purge-acked-spans', [retention, batch], signal);
     return (dead.rowCount ?? 0) + messages;
   }
 
