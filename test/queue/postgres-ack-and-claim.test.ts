@@ -12,7 +12,7 @@ import type { ClaimRequest, Claimed } from '../../src/queue/index.js';
 import { MAX_MESSAGE_TIME, MIN_MESSAGE_TIME } from '../../src/queue/index.js';
 import { PostgresStore } from '../../src/queue/stores/postgres/store.js';
 import { claimReq, counts, deferred, ids, msg, sleep } from '../stores/helpers.js';
-import { POSTGRES_SKIP, POSTGRES_URL, dropSchema, testSchema } from '../stores/postgres-env.js';
+import { POSTGRES_SKIP, POSTGRES_URL, adminPool, dropSchema, testSchema } from '../stores/postgres-env.js';
 
 /**
  * Makes `s`'s first `ack` wait until its next `claim` has completed, so that a
@@ -181,6 +181,27 @@ describe('postgres ackAndClaim', { skip: POSTGRES_SKIP }, () => {
     assert.equal(r.claimed.length, 2);
     assert.equal(r.claimed[0]!.deliveryId, b!.deliveryId);
     assert.notEqual(r.claimed[0]!.claimToken, b!.claimToken);
+  });
+
+  it('an ack under a token the store did not hand out is not held, and the claim in the same statement still takes a delivery whose lease ran out', async () => {
+    const schema = testSchema('aac');
+    schemas.push(schema);
+    const s = await open(schema);
+    await s.ensureGroup('t', 'g', 'latest');
+    await s.append([msg('t', { id: 'lost' }), msg('t', { id: 'k1', key: 'k' })]);
+    const [lost, k1] = await s.claim(claimReq('t', 'g'));
+    assert.deepEqual(ids([lost!, k1!]), ['lost', 'k1']);
+    await adminPool.query(`UPDATE "${schema}".deliveries SET lease_until = now() - interval '1 second' WHERE delivery_id = $1`, [lost!.deliveryId]);
+    // A keyed ack: the one-statement path (ack-and-claim.sql), its seqs parameter holding a NULL for the forged token.
+    for (const claimToken of ['forged', `${k1!.claimToken.split('/')[0]}/not-a-uuid`]) {
+      const r = await s.ackAndClaim([{ ...k1!, claimToken }], claimReq('t', 'g', { max: 1 }));
+      assert.deepEqual(r.acked, []);
+      if (claimToken === 'forged') {
+        assert.deepEqual([ids(r.claimed), r.claimed[0]?.recovered], [['lost'], true], 'the expired lease is claimed back');
+        assert.equal((await s.ack(r.claimed)).length, 1);
+      } else assert.deepEqual(r.claimed, []);
+    }
+    assert.deepEqual(await s.ack([k1!]), [k1!.deliveryId], 'the real claim still holds k1');
   });
 
   it('acks a delivery whose lease ran out without claiming it back in the same call', async () => {

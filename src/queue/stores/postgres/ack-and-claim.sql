@@ -170,7 +170,8 @@ expired AS (
   FROM __SCHEMA__.deliveries d
   WHERE d.topic = $1 AND d.grp = $2 AND d.state = 1 /* leased */ AND d.lease_until <= (SELECT now FROM clock)
     AND NOT (SELECT paused FROM clock)
-    AND d.message_seq <> ALL($7::bigint[])
+    -- (a token the store did not hand out is a NULL seq, which would make <> ALL unknown for every row)
+    AND d.message_seq <> ALL(array_remove($7::bigint[], NULL))
     AND (d.msg_key IS NULL OR d.message_seq = (
       SELECT e.message_seq FROM __SCHEMA__.deliveries e
       WHERE e.topic = d.topic AND e.grp = d.grp AND e.msg_key = d.msg_key AND e.state < 2 /* acked */
