@@ -14,7 +14,7 @@ import { migrate } from '../../src/queue/stores/postgres/migrate.js';
 import { PostgresStore } from '../../src/queue/stores/postgres/store.js';
 import type { Claimed } from '../../src/queue/types.js';
 import { claimReq, ids, msg } from '../stores/helpers.js';
-import { POSTGRES_SKIP, POSTGRES_URL, adminPool, dropSchema, testSchema } from '../stores/postgres-env.js';
+import { POSTGRES_SKIP, POSTGRES_URL, adminPool, dropSchema, primaryKeyOf, testSchema } from '../stores/postgres-env.js';
 
 describe('postgres store: migration 6 from a schema at migration 5', { skip: POSTGRES_SKIP }, () => {
   const schema = testSchema('mig6');
@@ -407,13 +407,7 @@ describe('postgres store: migration 12 (deliveries keyed by message) from a sche
     const versions = (await adminPool.query(`SELECT version FROM ${s}.migrations ORDER BY version`)).rows.map((r) => r.version);
     assert.deepEqual(versions, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13]);
     assert.deepEqual(await snapshot(), before, 'every delivery as it was');
-    const key = await adminPool.query<{ a: string }>(
-      `SELECT a.attname AS a FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid JOIN pg_namespace n ON n.oid = c.relnamespace
-       CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord) JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = k.attnum
-       WHERE n.nspname = $1 AND c.relname = 'deliveries' AND i.indisprimary ORDER BY k.ord`,
-      [schema],
-    );
-    assert.deepEqual(key.rows.map((r) => r.a), ['message_seq', 'grp']);
+    assert.deepEqual(await primaryKeyOf(schema, 'deliveries'), ['message_seq', 'grp']);
     const gone = await adminPool.query(`SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = 'deliveries_message'`, [schema]);
     assert.equal(gone.rowCount, 0);
     const blocked = async () =>

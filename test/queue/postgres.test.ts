@@ -17,7 +17,7 @@ import { createStoreQueue } from '../../src/queue/engine.js';
 import { createQueue } from '../../src/queue/index.js';
 import { PostgresStore } from '../../src/queue/stores/postgres/store.js';
 import type { Queue, Store } from '../../src/queue/types.js';
-import { POSTGRES_DIRECT_URL, POSTGRES_SKIP, POSTGRES_URL, adminPool, dropSchema, testSchema } from '../stores/postgres-env.js';
+import { POSTGRES_DIRECT_URL, POSTGRES_SKIP, POSTGRES_URL, adminPool, dropSchema, primaryKeyOf, testSchema } from '../stores/postgres-env.js';
 import { HOUR_POLL, sleep, waitFor, counts } from '../stores/helpers.js';
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -42,14 +42,6 @@ describe('postgres store', { skip: POSTGRES_SKIP }, () => {
     closers.push(() => q.close({ timeoutMs: 100 }));
     return q;
   };
-  /** The columns of the deliveries table's primary key, in order. */
-  const primaryKey = async (schema: string) =>
-    (await adminPool.query<{ a: string }>(
-      `SELECT a.attname AS a FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid JOIN pg_namespace n ON n.oid = c.relnamespace
-       CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord) JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = k.attnum
-       WHERE n.nspname = $1 AND c.relname = 'deliveries' AND i.indisprimary ORDER BY k.ord`,
-      [schema],
-    )).rows.map((r) => r.a);
   /** Undoes migrations 2 and up on `schema` (dropping its ack records): its tables and indexes are then as an earlier ferry's migration 1 left them. */
   const backToVersion1 = async (schema: string) => {
     await adminPool.query(`ALTER TABLE "${schema}".deliveries DROP CONSTRAINT deliveries_pkey, ADD PRIMARY KEY (delivery_id)`);
@@ -151,7 +143,7 @@ describe('postgres store', { skip: POSTGRES_SKIP }, () => {
       // Migration 2 made deliveries_message a hash index; migration 12 keys the table by message and drops it.
       const index = await adminPool.query(`SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = $1 AND c.relname = 'deliveries_message'`, [schema]);
       assert.equal(index.rowCount, 0);
-      assert.deepEqual(await primaryKey(schema), ['message_seq', 'grp']);
+      assert.deepEqual(await primaryKeyOf(schema, 'deliveries'), ['message_seq', 'grp']);
     } finally {
       await adminPool.query(`DROP OWNED BY ${role}`);
       await adminPool.query(`DROP ROLE ${role}`);

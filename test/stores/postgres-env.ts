@@ -48,6 +48,17 @@ export function testSchema(tag = 't'): string {
   return `ferry_${tag}_${process.pid}_${++counter}_${Math.random().toString(36).slice(2, 8)}`;
 }
 
+/** The columns of `table`'s primary key in `schema`, in key order. */
+export async function primaryKeyOf(schema: string, table: string): Promise<string[]> {
+  const res = await adminPool.query<{ a: string }>(
+    `SELECT a.attname AS a FROM pg_index i JOIN pg_class c ON c.oid = i.indrelid JOIN pg_namespace n ON n.oid = c.relnamespace
+     CROSS JOIN LATERAL unnest(i.indkey) WITH ORDINALITY AS k(attnum, ord) JOIN pg_attribute a ON a.attrelid = c.oid AND a.attnum = k.attnum
+     WHERE n.nspname = $1 AND c.relname = $2 AND i.indisprimary ORDER BY k.ord`,
+    [schema, table],
+  );
+  return res.rows.map((r) => r.a);
+}
+
 export async function dropSchema(schema: string): Promise<void> {
   await adminPool.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
 }

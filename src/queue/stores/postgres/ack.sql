@@ -1,17 +1,18 @@
 -- Completes the deliveries of messages $1 held under tokens $2 (pairwise;
 -- rows.ts splits the store's claim tokens into the two): deletes their rows
 -- and records when they finished in acked_spans (the janitor's retention
--- clock; acked-spans.sql). Returns the ones still held, with the token that held
--- them (a stale and a current claim of one delivery in the same call are
--- told apart). Acking a keyed delivery promotes the next of its lane, so its
+-- clock; migration 13). Returns the ones still held, with the claim token
+-- that held them (a stale and a current claim of one delivery in the same
+-- call are told apart). Acking a keyed delivery promotes the next of its lane, so its
 -- topic is notified on channel $3 (in this transaction: heard once it
 -- commits).
 --
 -- The ANY on the primary key's first column makes this a handful of index
 -- probes however large the table (a probe finds the message's row in each
--- group; the token picks the one held). The token test is pairwise without pairing the arrays: a
--- token is a random UUID issued to one claim of one delivery, so a row whose
--- token is among $2 is held by the claim the caller passed for it. (Testing
+-- group; the token picks the one held). The token test is pairwise without
+-- pairing the arrays: a token is a random UUID issued to one claim of one
+-- delivery, so a row whose token is among $2 is held by the claim the
+-- caller passed for it. (Testing
 -- each row against the unnested pairs ran the unnest once per row: 10,000
 -- pairs compared, about 2 ms, for an ack of 100.) The state is tested as
 -- `state + 0` so that no plan can read deliveries_leased, whose predicate

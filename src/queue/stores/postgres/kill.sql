@@ -1,7 +1,7 @@
--- Dead-letters the delivery of message $1 held under token $2 with error $3; a keyed one
--- promotes its lane's next, so its topic is notified on channel $4. $5 is 1
--- when the claim ran nothing (taken past maxAttempts only to be killed) and
--- so is not counted as an attempt, else 0.
+-- Dead-letters the delivery of message $1 held under token $2 with error
+-- $3; a keyed one promotes its lane's next, so its topic is notified on
+-- channel $4. $5 is 1 when the claim ran nothing (taken past maxAttempts
+-- only to be killed) and so is not counted as an attempt, else 0.
 WITH dead AS (
   UPDATE __SCHEMA__.deliveries
   SET state = 3 /* dead */, finished_at = (SELECT clock_timestamp()), last_error = $3, lease_until = NULL, attempt = attempt - $5::int

@@ -1,6 +1,6 @@
--- Gives the deliveries of messages $1 held under tokens $2 (pairwise) back without
--- spending an attempt; they are claimable at once, so their topics are
--- notified on channel $3. Index probes on the primary key, as in ack.sql.
+-- Gives the deliveries of messages $1 held under tokens $2 (pairwise) back
+-- without spending an attempt; they are claimable at once, so their topics
+-- are notified on channel $3. Index probes on the primary key, as in ack.sql.
 WITH back AS (
   UPDATE __SCHEMA__.deliveries d
   SET state = 0 /* pending */, attempt = d.attempt - 1, claim_token = NULL, holder = NULL, lease_until = NULL
