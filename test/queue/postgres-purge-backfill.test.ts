@@ -15,6 +15,7 @@ import { after, describe, it } from 'node:test';
 import { migrate } from '../../src/queue/stores/postgres/migrate.js';
 import { statements } from '../../src/queue/stores/postgres/sql.js';
 import { PostgresStore } from '../../src/queue/stores/postgres/store.js';
+import type { Claimed } from '../../src/queue/types.js';
 import { claimReq, ids, msg } from '../stores/helpers.js';
 import { POSTGRES_SKIP, POSTGRES_URL, adminPool, dropSchema, testSchema } from '../stores/postgres-env.js';
 
@@ -152,6 +153,33 @@ describe('postgres store: the janitor beside backfills, without a foreign key', 
     // One span records both acks; it goes by age alone (purge-acked-spans.sql), and still covers 'a'.
     assert.deepEqual((await adminPool.query(`SELECT count(*)::int AS n FROM ${s}.acked_spans a JOIN ${s}.messages m ON int8range(a.first_seq, a.last_seq, '[]') @> m.seq`)).rows[0].n, 1, "'a' keeps its ack record");
     assert.equal(await orphans(s), 0, schema);
+  });
+
+  it('acks of two groups and purges at once: a message goes only after both groups acked it, once, and every span of acks is spent and gone at the end', async () => {
+    const { store, schema, s } = await open('pbf4');
+    const janitor = await PostgresStore.open({ connectionString: POSTGRES_URL, schema, poolSize: 4 });
+    stores.push(janitor);
+    await store.ensureGroup('t', 'g', 'latest');
+    await store.ensureGroup('t', 'h', 'latest');
+    await store.append(Array.from({ length: 200 }, (_, i) => old('t', `m${i}`)));
+    const g = await store.claim(claimReq('t', 'g', { max: 200 }));
+    const h = await store.claim(claimReq('t', 'h', { max: 200 }));
+    assert.deepEqual([g.length, h.length], [200, 200]);
+    const chunks = (cs: Claimed[]) => Array.from({ length: 4 }, (_, i) => cs.slice(i * 50, i * 50 + 50));
+    const results = await Promise.all([
+      ...chunks(g).map((c) => store.ack(c).then((held) => (assert.equal(held.length, c.length), 0))),
+      ...chunks(h).map((c) => store.ack(c).then((held) => (assert.equal(held.length, c.length), 0))),
+      ...Array.from({ length: 4 }, () => janitor.purge(policy, 100)),
+    ]);
+    assert.equal(await orphans(s), 0, 'no delivery outlived its message');
+    let purged = results.reduce((a, b) => a + b, 0);
+    for (;;) {
+      const n = await janitor.purge(policy, 100);
+      if (n === 0) break;
+      purged += n;
+    }
+    assert.equal(purged, 200, 'each message purged once');
+    assert.equal((await adminPool.query(`SELECT count(*)::int AS n FROM ${s}.acked_spans`)).rows[0].n, 0);
   });
 
   it('purges run at once with earliest groups being created: no delivery loses its message, and each group gets exactly the messages kept', async () => {

@@ -31,17 +31,18 @@ describe('postgres store: text[] parameters', { skip: POSTGRES_SKIP }, () => {
     assert.deepEqual(empty.rows[0]!.v, []);
   });
 
-  it('seqsAndTokens reads back as the seqs and the uuids of the claim tokens, in order, and NULL for a token the store did not hand out', async () => {
+  it('seqsAndTokens reads back as the seqs and the uuids of the claim tokens, pairwise in seq order, and NULL for a token the store did not hand out', async () => {
     const client = new pg.Client({ connectionString: POSTGRES_DIRECT_URL });
     await client.connect();
     closers.push(() => client.end());
     const uuid = '0b6f8f8e-3c57-4e0e-9a35-5d2b8c1f7a10';
-    const tokens = [`7/${uuid}`, `9223372036854775807/${uuid}`, 'b"c', 'd\\e', '', 'NULL', `x/${uuid}`, `0/${uuid}`, `7/${uuid.toUpperCase()}`, `7/${uuid} `, 'é☃'];
+    const other = '1c9d2e3f-4a5b-4c6d-8e7f-901a2b3c4d5e';
+    const tokens = [`9223372036854775807/${uuid}`, `7/${other}`, 'b"c', 'd\\e', '', 'NULL', `x/${uuid}`, `0/${uuid}`, `7/${uuid.toUpperCase()}`, `7/${uuid} `, 'é☃'];
     const cs = tokens.map((v, i) => ({ deliveryId: `${i}`, claimToken: v, group: 'g', attempt: 1, message: msg('t') }));
     const [seqs, uuids] = seqsAndTokens(cs);
     const { rows } = await client.query<{ s: (string | null)[]; u: (string | null)[] }>('SELECT $1::bigint[] AS s, $2::uuid[] AS u', [seqs, uuids]);
     const nulls = Array<null>(tokens.length - 2).fill(null);
-    assert.deepEqual(rows[0], { s: ['7', '9223372036854775807', ...nulls], u: [uuid, uuid, ...nulls] });
+    assert.deepEqual(rows[0], { s: [...nulls, '7', '9223372036854775807'], u: [...nulls, other, uuid] });
     assert.deepEqual(seqsAndTokens([]), ['{}', '{}']);
   });
 

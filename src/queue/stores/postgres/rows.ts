@@ -1,7 +1,8 @@
 /**
  * The rows the Postgres store's claim and fenced writes return, and how they
- * become the engine's values; with the one order every multi-row update locks
- * deliveries in, so two instances never deadlock on each other's rows.
+ * become the engine's values; and the store's claim tokens, which the fenced
+ * writes split (sql.ts puts them in the order every multi-row update locks
+ * deliveries in, so two instances never deadlock on each other's rows).
  */
 import type { Claimed, StoredMessage } from '../../types.js';
 
@@ -65,21 +66,6 @@ export function splitToken(token: string): [seq: string, uuid: string] | undefin
   return m === null ? undefined : [m[1]!, m[2]!];
 }
 
-/** The seq of `c`'s claim token as a number to order by (-1 for a token this store did not hand out). */
-function seqOf(c: Claimed): number {
-  const p = splitToken(c.claimToken);
-  return p === undefined ? -1 : Number(p[0]);
-}
-
-/**
- * Deadlock-free order for statements that update several deliveries: every
- * caller locks rows in the primary key's order, message seq first (one
- * call's deliveries are one group's; seqs past 2^53 tie, which only costs
- * the order between those).
- */
-export function sorted(cs: Claimed[]): Claimed[] {
-  return cs.map((c) => ({ c, seq: seqOf(c) })).sort((a, b) => a.seq - b.seq).map((x) => x.c);
-}
 
 export interface HeldRow {
   delivery_id: string;

@@ -26,15 +26,19 @@ export function wakeChannel(schema: string): string {
 }
 
 /**
- * The message seqs and the claim uuids of `cs`, in their order, as a
- * `bigint[]` and a `uuid[]` parameter (`arrayLiteral`), split out of their
- * claim tokens (`splitToken`). A token this store did not hand out is NULL
- * in both, which no row matches: its write finds nothing held, as a stale
- * token's does.
+ * The message seqs and the claim uuids of `cs` as a `bigint[]` and a
+ * `uuid[]` parameter (`arrayLiteral`), split out of their claim tokens
+ * (`splitToken`), pairwise, in seq order: the deadlock-free order every
+ * statement that updates several deliveries locks them in, the primary
+ * key's (one call's deliveries are one group's; seqs past 2^53 tie, which
+ * only costs the order between those). A token this store did not hand out
+ * is NULL in both, which no row matches: its write finds nothing held, as a
+ * stale token's does.
  */
 export function seqsAndTokens(cs: readonly Claimed[]): [seqs: string, tokens: string] {
-  const parts = cs.map((c) => splitToken(c.claimToken));
-  return [arrayLiteral(parts.map((p) => p?.[0])), arrayLiteral(parts.map((p) => p?.[1]))];
+  const parts = cs.map((c) => splitToken(c.claimToken) ?? [null, null]);
+  parts.sort((a, b) => (a[0] === null ? -1 : Number(a[0])) - (b[0] === null ? -1 : Number(b[0])));
+  return [arrayLiteral(parts.map((p) => p[0])), arrayLiteral(parts.map((p) => p[1]))];
 }
 
 /**

@@ -27,7 +27,7 @@ import { appendValues, TopicGroupsCache } from './fan-out.js';
 import type { GroupsOfRow } from './fan-out.js';
 import { migrate } from './migrate.js';
 import { OwnNotifications } from './own-notifications.js';
-import { sorted, splitToken, stillHeld, toClaimed, toMessage } from './rows.js';
+import { splitToken, stillHeld, toClaimed, toMessage } from './rows.js';
 import type { ClaimRow, HeldRow } from './rows.js';
 import { scheduleFromRow, scheduleValues } from './schedule-rows.js';
 import type { ScheduleRow } from './schedule-rows.js';
@@ -438,8 +438,7 @@ export class PostgresStore implements Store {
     if (acks.length === 0) return { acked: [], claimed: await this.claim(req, signal) };
     const limited = req.rateLimit !== undefined;
     if (req.maxInFlight === 0 && !limited && acks.every((a) => a.message.key === undefined)) return this.#ackBesideClaim(acks, req, signal);
-    const s = sorted(acks);
-    const [seqs, tokens] = seqsAndTokens(s);
+    const [seqs, tokens] = seqsAndTokens(acks);
     if (req.maxInFlight === 0 && !limited) {
       const rows = (await this.#q<ClaimRow & { kind: number }>('ack-and-claim', [req.topic, req.group, req.max, req.runnerId, Math.ceil(req.leaseMs), false, seqs, tokens, this.#channel], signal)).rows;
       const held = rows.filter((r) => r.kind === 1).map((r) => ({ delivery_id: r.delivery_id, token: r.claim_token }));
@@ -520,8 +519,7 @@ export class PostgresStore implements Store {
 
   async ack(cs: Claimed[], signal?: AbortSignal): Promise<string[]> {
     if (cs.length === 0) return (this.#assertOpen(), []);
-    const s = sorted(cs);
-    const res = await this.#q<HeldRow>('ack', [...seqsAndTokens(s), this.#channel], signal);
+    const res = await this.#q<HeldRow>('ack', [...seqsAndTokens(cs), this.#channel], signal);
     return stillHeld(cs, res.rows);
   }
 
@@ -537,15 +535,13 @@ export class PostgresStore implements Store {
 
   async extend(cs: Claimed[], leaseMs: number, signal?: AbortSignal): Promise<string[]> {
     if (cs.length === 0) return (this.#assertOpen(), []);
-    const s = sorted(cs);
-    const res = await this.#q<HeldRow>('extend', [...seqsAndTokens(s), Math.ceil(leaseMs)], signal);
+    const res = await this.#q<HeldRow>('extend', [...seqsAndTokens(cs), Math.ceil(leaseMs)], signal);
     return stillHeld(cs, res.rows);
   }
 
   async release(cs: Claimed[], signal?: AbortSignal): Promise<void> {
     if (cs.length === 0) return this.#assertOpen();
-    const s = sorted(cs);
-    await this.#q('release', [...seqsAndTokens(s), this.#channel], signal);
+    await this.#q('release', [...seqsAndTokens(cs), this.#channel], signal);
   }
 
   async purge(policy: PurgePolicy, batch: number, signal?: AbortSignal): Promise<number> {
