@@ -40,6 +40,13 @@ export interface MachineInfo {
   kernel: string;
   node: string;
   postgres: string;
+  /**
+   * The PostgreSQL settings that move every Postgres row (autovacuum above
+   * all: with it off, a claim steps over the index entries of every row
+   * claimed since the last VACUUM); absent in samples saved before it was
+   * recorded.
+   */
+  postgresSettings?: string;
   redis: string;
 }
 
@@ -159,12 +166,22 @@ function table(rows: Row[], workload: string): string {
   return lines.join('\n');
 }
 
-async function serverVersions(): Promise<{ postgres: string; redis: string }> {
+/** The server settings {@link MachineInfo.postgresSettings} names, in this order. */
+const PG_SETTINGS = ['autovacuum', 'shared_buffers', 'fsync', 'synchronous_commit'];
+
+async function serverVersions(): Promise<{ postgres: string; postgresSettings?: string; redis: string }> {
   let postgres = 'unreachable';
+  let postgresSettings: string | undefined;
   let redis = 'unreachable';
   const pool = new pg.Pool({ connectionString: PG_URL, max: 1 });
   try {
     postgres = (await pool.query<{ server_version: string }>('SHOW server_version')).rows[0]!.server_version;
+    const { rows } = await pool.query<{ name: string; value: string }>(
+      'SELECT name, current_setting(name) AS value FROM pg_settings WHERE name = ANY($1::text[])',
+      [PG_SETTINGS],
+    );
+    const byName = new Map(rows.map((r) => [r.name, r.value]));
+    postgresSettings = PG_SETTINGS.map((n) => `${n} ${byName.get(n) ?? 'unknown'}`).join(', ');
   } catch {
     /* left as unreachable */
   } finally {
@@ -179,7 +196,7 @@ async function serverVersions(): Promise<{ postgres: string; redis: string }> {
   } finally {
     r.disconnect();
   }
-  return { postgres, redis };
+  return { postgres, postgresSettings, redis };
 }
 
 export function gitCommit(root: string): string {
@@ -225,7 +242,7 @@ export async function writeDocument(root: string, rows: Row[], info: RunInfo): P
   doc.push(`- CPU: ${machine.cpu}, ${machine.cores} cores; memory ${machine.memoryGiB} GiB; Linux ${machine.kernel}; Node ${machine.node}.`);
   doc.push(`- Load average (1, 5, 15 min) before the run: ${info.loadBefore.map((x) => x.toFixed(2)).join(', ')}; after: ${info.loadAfter.map((x) => x.toFixed(2)).join(', ')}. ` +
     'The machine is shared: a load above the core count means other work ran beside the benchmark, and absolute rates drift; ratios from the same round hold better.');
-  doc.push(`- PostgreSQL ${postgres} and Redis ${redis} on this host, over loopback.`);
+  doc.push(`- PostgreSQL ${postgres}${machine.postgresSettings ? ` (${machine.postgresSettings})` : ''} and Redis ${redis} on this host, over loopback.`);
   doc.push('');
   doc.push('## Versions');
   doc.push('');

@@ -50,7 +50,12 @@ export function parseSegmentHeader(bytes: Uint8Array): HeaderVerdict {
   return KNOWN_VERSIONS.has(version) ? { kind: 'ok', version } : { kind: 'foreign', version };
 }
 
-/** A view of the last buffer a frame was written into: frames are written into a few staging buffers many times over. */
+/**
+ * The last array a frame was written into and a view of its buffer: frames
+ * are written into a few staging buffers many times over. Keyed by the
+ * array itself, whose `buffer` getter costs more than the comparison saves.
+ */
+let frameOut: Uint8Array | undefined;
 let frameView: DataView | undefined;
 
 /**
@@ -62,8 +67,11 @@ let frameView: DataView | undefined;
  */
 export function writeFrame(payload: Uint8Array, out: Uint8Array, at = 0): number {
   const n = payload.length;
-  if (frameView?.buffer !== out.buffer) frameView = new DataView(out.buffer);
-  const view = frameView;
+  if (frameOut !== out) {
+    frameView = new DataView(out.buffer);
+    frameOut = out;
+  }
+  const view = frameView!;
   const base = out.byteOffset + at;
   out.set(payload, at + FRAME_OVERHEAD);
   view.setUint32(base + 8, n, false);
