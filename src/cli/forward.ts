@@ -322,7 +322,9 @@ export async function forward(file: string | undefined, o: ForwardOptions): Prom
     throw new CliError(`cannot open spool ${o.dir}: ${describe(err)}`, EXIT_USAGE);
   }
   const format = (o.format ?? 'lines') as BodyFormat;
-  const http = o.http !== undefined ? httpTarget(o.http, { batch: o.batch ?? DEFAULT_FORWARD_BATCH, timeoutMs: o.timeoutMs ?? DEFAULT_TIMEOUT_MS, format }) : undefined;
+  const concurrency = o.concurrency ?? (o.http !== undefined ? DEFAULT_HTTP_CONCURRENCY : 1);
+  const http =
+    o.http !== undefined ? httpTarget(o.http, { batch: o.batch ?? DEFAULT_FORWARD_BATCH, timeoutMs: o.timeoutMs ?? DEFAULT_TIMEOUT_MS, format, connections: concurrency }) : undefined;
   const deliver = http ?? execTarget(o.exec!, format);
   const counts: Counts = { in: 0, out: 0, retries: 0, lastError: '', damaged: 0 };
   counts.damaged += noteOpenLosses(o.dir, spool);
@@ -354,7 +356,6 @@ export async function forward(file: string | undefined, o: ForwardOptions): Prom
         failure = intakeFailure(err, input.name, o.dir, counts.in);
       },
     );
-    const concurrency = o.concurrency ?? (o.http !== undefined ? DEFAULT_HTTP_CONCURRENCY : 1);
     await runSender(spool, deliver, { batch: o.batch ?? DEFAULT_FORWARD_BATCH, concurrency, retryBaseMs: o.retryBaseMs ?? DEFAULT_RETRY_BASE_MS, retryMaxMs: o.retryMaxMs ?? DEFAULT_RETRY_MAX_MS }, counts, stop.signal, { done: () => done, ended: producing }, errorNotes(o.quiet === true || !process.stderr.isTTY), (err) => note(`ferry: skipped damaged data: ${describe(err)}`));
     if (stop.signal.aborted) input.stream.destroy();
     await producing;
