@@ -7,21 +7,22 @@
  *
  * The file (200,000 lines of 100 bytes for batches of 100, a tenth of that
  * for batches of 1; 20,000 and 2,000 with --quick) is written once per row.
- * Each row runs 5 alternating rounds (raw twin, forward, raw twin, …) in
- * this process and reports both medians: forward is a long-running job, so
- * the row measures it once the code is compiled; `firstRoundRatio` keeps the
- * first round's ratio, where forward's spool code still runs unoptimised
- * (a one-off start-up cost of a few hundred milliseconds).
- * forward runs in this process from start to exit: it appends every line to a
- * spool (one fdatasync per read of the file), delivers, and commits; the raw
- * loop only POSTs. The server is a child process that answers 204 and counts
- * lines, so the figure is checked: every line arrived, at least once.
+ * Each row runs 5 alternating rounds (raw twin, forward, raw twin, …) and
+ * reports both medians: forward is a long-running job, so the row measures
+ * it once the code is compiled; `firstRoundRatio` keeps the first round's
+ * ratio, where forward's spool code still runs unoptimised (a one-off
+ * start-up cost of a few hundred milliseconds). Each side runs in a process
+ * of its own for the whole suite (bench/forward-side.ts), so neither's
+ * compiled code slows the other's. forward runs from start to exit in its
+ * process: it appends every line to a spool (one fdatasync per read of the
+ * file), delivers, and commits; the raw loop only POSTs. The server is a
+ * third process that answers 204 and counts lines, so the figure is checked:
+ * every line arrived, at least once.
  */
 import * as fs from 'node:fs';
 import { spawn, type ChildProcess } from 'node:child_process';
-import { Agent, request } from 'node:http';
 import { join } from 'node:path';
-import { forward, DEFAULT_HTTP_CONCURRENCY } from '../src/cli/forward.js';
+import { DEFAULT_HTTP_CONCURRENCY } from '../src/cli/forward.js';
 import { median, withBaseline, type BenchSuite } from './harness.js';
 
 const LINE = 100;
@@ -42,21 +43,48 @@ process.stdin.on('data', () => process.stdout.write('lines ' + lines + ' ' + pos
 process.stdin.on('end', () => process.exit(0));
 `;
 
-/** The counting server: its URL, a way to read its count, and a stop. */
-async function startServer(): Promise<{ url: string; lines(): Promise<{ lines: number; posts: number }>; stop(): void }> {
-  const child: ChildProcess = spawn(process.execPath, ['-e', SERVER], { stdio: ['pipe', 'pipe', 'inherit'] });
-  const waiters: Array<(line: string) => void> = [];
+/** The next line `child` writes to stdout, each call in turn; rejects when it exits first. */
+function lineReader(child: ChildProcess, what: string): () => Promise<string> {
+  const waiters: Array<{ resolve(line: string): void; reject(err: Error): void }> = [];
   let buf = '';
+  let exited: Error | undefined;
   child.stdout!.setEncoding('utf8');
   child.stdout!.on('data', (chunk: string) => {
     buf += chunk;
     for (let i = buf.indexOf('\n'); i !== -1; i = buf.indexOf('\n')) {
       const line = buf.slice(0, i);
       buf = buf.slice(i + 1);
-      waiters.shift()?.(line);
+      waiters.shift()?.resolve(line);
     }
   });
-  const next = () => new Promise<string>((resolve) => waiters.push(resolve));
+  child.on('exit', (code, signal) => {
+    exited = new Error(`${what} exited (${signal ?? code})`);
+    for (const w of waiters.splice(0)) w.reject(exited);
+  });
+  return () => new Promise<string>((resolve, reject) => (exited ? reject(exited) : waiters.push({ resolve, reject })));
+}
+
+/** A side of the benchmark in its own process (bench/forward-side.ts): sends it a job, resolves with its answer. */
+function startSide(side: 'raw' | 'forward'): { run(job: object): Promise<Record<string, number>>; stop(): void } {
+  const child = spawn(process.execPath, ['--import', 'tsx', join(import.meta.dirname, 'forward-side.ts'), side], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const next = lineReader(child, `the ${side} side`);
+  return {
+    async run(job) {
+      const answer = next();
+      child.stdin!.write(`${JSON.stringify(job)}\n`);
+      return JSON.parse(await answer) as Record<string, number>;
+    },
+    stop: () => {
+      child.stdin!.end();
+      child.kill();
+    },
+  };
+}
+
+/** The counting server: its URL, a way to read its count, and a stop. */
+async function startServer(): Promise<{ url: string; lines(): Promise<{ lines: number; posts: number }>; stop(): void }> {
+  const child: ChildProcess = spawn(process.execPath, ['-e', SERVER], { stdio: ['pipe', 'pipe', 'inherit'] });
+  const next = lineReader(child, 'the counting server');
   const port = (await next()).split(' ')[1];
   return {
     url: `http://127.0.0.1:${port}/`,
@@ -73,46 +101,12 @@ async function startServer(): Promise<{ url: string; lines(): Promise<{ lines: n
   };
 }
 
-/** Raw twin: the file's lines POSTed `batch` to a body, `concurrency` POSTs in flight. */
-async function rawPosts(file: string, url: string, batch: number, concurrency: number): Promise<{ lines: number; ms: number }> {
-  const start = performance.now();
-  const data = fs.readFileSync(file);
-  const bodies: Buffer[] = [];
-  let lines = 0;
-  let from = 0;
-  for (let n = 0, at = data.indexOf(10); at !== -1; at = data.indexOf(10, at + 1)) {
-    lines++;
-    if (++n === batch) {
-      bodies.push(data.subarray(from, at + 1));
-      from = at + 1;
-      n = 0;
-    }
-  }
-  if (from < data.length) bodies.push(data.subarray(from));
-  const agent = new Agent({ keepAlive: true });
-  let next = 0;
-  const post = (body: Buffer) =>
-    new Promise<void>((resolve, reject) => {
-      const req = request(url, { method: 'POST', agent, headers: { 'content-type': 'text/plain', 'content-length': body.length } }, (res) => {
-        res.on('end', () => (res.statusCode === 204 ? resolve() : reject(new Error(`HTTP ${res.statusCode}`))));
-        res.resume();
-      });
-      req.on('error', reject);
-      req.end(body);
-    });
-  await Promise.all(
-    Array.from({ length: concurrency }, async () => {
-      while (next < bodies.length) await post(bodies[next++]!);
-    }),
-  );
-  agent.destroy();
-  return { lines, ms: performance.now() - start };
-}
-
 export const suite: BenchSuite = {
   name: 'forward',
   async run(ctx) {
     const server = await startServer();
+    const raw = startSide('raw');
+    const fwd = startSide('forward');
     try {
       for (const batch of BATCHES) {
         const count = Math.round((batch === 1 ? 20_000 : 200_000) * ctx.scale);
@@ -125,21 +119,19 @@ export const suite: BenchSuite = {
         let perPost = 0;
         for (let round = 0; round < ROUNDS; round++) {
           const before = await server.lines();
-          const raw = await rawPosts(file, server.url, batch, DEFAULT_HTTP_CONCURRENCY);
+          const posted = await raw.run({ file, url: server.url, batch, concurrency: DEFAULT_HTTP_CONCURRENCY });
           const afterRaw = await server.lines();
-          if (raw.lines !== count || afterRaw.lines - before.lines !== count) throw new Error(`raw twin: posted ${raw.lines}, server counted ${afterRaw.lines - before.lines} of ${count}`);
-          raws.push((raw.lines * 1000) / raw.ms);
+          if (posted.lines !== count || afterRaw.lines - before.lines !== count) throw new Error(`raw twin: posted ${posted.lines}, server counted ${afterRaw.lines - before.lines} of ${count}`);
+          raws.push((posted.lines! * 1000) / posted.ms!);
 
           const dir = join(ctx.tmpDir, `spool-${batch}-${round}`);
-          const start = performance.now();
-          const status = await forward(file, { dir, http: server.url, batch, quiet: true });
-          const ms = performance.now() - start;
+          const { status, ms } = await fwd.run({ file, url: server.url, batch, concurrency: DEFAULT_HTTP_CONCURRENCY, dir });
           const end = await server.lines();
           const posts = end.posts - afterRaw.posts;
           // A body of one record carries no newline: each POST is a line.
           const got = batch === 1 ? posts : end.lines - afterRaw.lines;
           if (status !== 0 || got < count) throw new Error(`forward exited ${status}; the server counted ${got} of ${count} lines`);
-          rates.push((count * 1000) / ms);
+          rates.push((count * 1000) / ms!);
           duplicates += got - count;
           perPost = got / posts;
           fs.rmSync(dir, { recursive: true, force: true });
@@ -157,6 +149,8 @@ export const suite: BenchSuite = {
         );
       }
     } finally {
+      raw.stop();
+      fwd.stop();
       server.stop();
     }
   },
