@@ -88,9 +88,54 @@ export function execTarget(cmd: string, format: BodyFormat = 'lines'): ExecDeliv
   return Object.assign(deliver, { close });
 }
 
-/** `url` with the password of its `user:password@` part shown as `***`, whether or not the rest parses as a URL. */
+/**
+ * `url` with the password of its `user:password@` part shown as `***`. In an
+ * http or https URL that parses, the password is what the URL parser takes
+ * for it: the user information runs to the last `@` before the host, since a
+ * user name may hold an `@` (an email address), and so may a password. In
+ * anything else (text that does not parse, as when a raw `/`, `?` or `#` in
+ * a password breaks the URL, or parses with another scheme, as
+ * `user:pw@host` does), everything from the first `:` after the scheme's
+ * `://` to the last `@` is masked: a message that hides too much is better
+ * than one that shows a password.
+ */
 export function maskPassword(url: string): string {
-  return url.replace(/^([^:/?#]*:\/*[^/?#@:]*:)[^/?#@]*@/, '$1***@');
+  let web = false;
+  try {
+    web = /^https?:$/.test(new URL(url).protocol);
+  } catch {
+    // not a URL: masked by the rule for text below
+  }
+  if (!web) {
+    const slashes = url.indexOf('://');
+    const colon = url.indexOf(':', slashes < 0 ? 0 : slashes + 3);
+    const at = url.lastIndexOf('@');
+    return colon >= 0 && at > colon ? `${url.slice(0, colon + 1)}***${url.slice(at)}` : url;
+  }
+  const lead = /^[a-z][a-z0-9+.-]*:[/\\]*/i.exec(url)?.[0] ?? '';
+  const rest = url.slice(lead.length);
+  const end = rest.search(/[/\\?#]/);
+  const authority = end < 0 ? rest : rest.slice(0, end);
+  const at = authority.lastIndexOf('@');
+  const colon = authority.indexOf(':');
+  return colon >= 0 && at > colon ? `${lead}${authority.slice(0, colon + 1)}***${rest.slice(at)}` : url;
+}
+
+/**
+ * The bytes a percent-encoded part of a URL stands for: each `%XX` as that
+ * byte, everything else as its UTF-8. A user name or password that is not
+ * UTF-8 (`%E9` for a Latin-1 é) goes out as its bytes, as curl sends it; a
+ * `%` not followed by two hex digits stays as it is.
+ */
+function percentBytes(s: string): Buffer {
+  const parts: Buffer[] = [];
+  let from = 0;
+  for (const m of s.matchAll(/%[0-9a-f]{2}/gi)) {
+    parts.push(Buffer.from(s.slice(from, m.index), 'utf8'), Buffer.of(Number.parseInt(m[0].slice(1), 16)));
+    from = m.index + 3;
+  }
+  parts.push(Buffer.from(s.slice(from), 'utf8'));
+  return Buffer.concat(parts);
 }
 
 /** Options of {@link httpTarget}. */
@@ -126,11 +171,13 @@ export function httpTarget(url: string, o: HttpTargetOptions): HttpDeliver {
   // Idle keep-alive connections are unref'd by undici: they do not hold the
   // process open. Capped: a pool without a cap opened a connection for a
   // delivery made right after the one before resolved, while that one's
-  // connection was still being handed back.
-  const pool = new Pool(target.origin, { connections: o.connections ?? 1 });
+  // connection was still being handed back. undici's own header and body
+  // timeouts (300 s by default) are off: `timeoutMs` alone decides, whatever
+  // its size.
+  const pool = new Pool(target.origin, { connections: o.connections ?? 1, headersTimeout: 0, bodyTimeout: 0 });
   const path = target.pathname + target.search;
-  const user = `${decodeURIComponent(target.username)}:${decodeURIComponent(target.password)}`;
-  const authorization = target.username || target.password ? `Basic ${Buffer.from(user).toString('base64')}` : undefined;
+  const credentials = Buffer.concat([percentBytes(target.username), Buffer.from(':'), percentBytes(target.password)]);
+  const authorization = target.username || target.password ? `Basic ${credentials.toString('base64')}` : undefined;
   // Failures name the URL with its password masked: they go to stderr and to logs.
   const named = maskPassword(url);
   const deliver = async (records: Uint8Array[]): Promise<void> => {
@@ -155,7 +202,8 @@ export function httpTarget(url: string, o: HttpTargetOptions): HttpDeliver {
       // Read the answer to its end, so the connection can be reused.
       for await (const _ of res.body);
     } catch (err) {
-      throw new Error(`POST ${named}: ${late ? `no answer within ${timeoutMs} ms` : describe(err)}`);
+      // trimEnd: some errors (TLS ones from OpenSSL) end in a line break.
+      throw new Error(`POST ${named}: ${late ? `no answer within ${timeoutMs} ms` : describe(err).trimEnd()}`);
     } finally {
       clearTimeout(timer);
     }

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { describe, it } from 'node:test';
-import { httpTarget } from '../../src/cli/deliver.js';
+import { httpTarget, maskPassword } from '../../src/cli/deliver.js';
 
 interface Seen {
   method: string;
@@ -102,6 +102,19 @@ describe('httpTarget', { timeout: 60_000 }, () => {
     try {
       await deliver(lines('x'));
       assert.equal(srv.seen[0]!.authorization, `Basic ${Buffer.from('al@ice:p:ss w').toString('base64')}`);
+    } finally {
+      deliver.close();
+      await srv.stop();
+    }
+  });
+
+  it('sends escapes that are not UTF-8 as their bytes and keeps a malformed escape as it is', async () => {
+    const srv = await serve((_req, res) => res.writeHead(200).end());
+    const deliver = httpTarget(srv.url.replace('http://', 'http://us%E9r:pa%ZZ%2Fss@') + '/', { batch: 2, timeoutMs: 30_000 });
+    try {
+      await deliver(lines('x'));
+      const sent = Buffer.from(srv.seen[0]!.authorization!.replace(/^Basic /, ''), 'base64');
+      assert.deepEqual([...sent], [...Buffer.from('us'), 0xe9, ...Buffer.from('r:pa%ZZ/ss')]);
     } finally {
       deliver.close();
       await srv.stop();
@@ -210,6 +223,17 @@ describe('httpTarget', { timeout: 60_000 }, () => {
     }
   });
 
+  it('a TLS failure is one line: https to a plain HTTP port', async () => {
+    const srv = await serve((_req, res) => res.writeHead(200).end());
+    const deliver = httpTarget(srv.url.replace('http://', 'https://') + '/', { batch: 2, timeoutMs: 30_000 });
+    try {
+      await assert.rejects(deliver(lines('x')), (e: Error) => e.message.startsWith(`POST ${srv.url.replace('http://', 'https://')}/: `) && !/\s$/.test(e.message));
+    } finally {
+      deliver.close();
+      await srv.stop();
+    }
+  });
+
   it('close() with a delivery waiting for its answer rejects that delivery', async () => {
     const srv = await serve(() => {}); // never answers
     const deliver = httpTarget(`${srv.url}/`, { batch: 2, timeoutMs: 60_000 });
@@ -222,5 +246,34 @@ describe('httpTarget', { timeout: 60_000 }, () => {
       deliver.close();
       await srv.stop();
     }
+  });
+});
+
+describe('maskPassword', () => {
+  it('masks the password the URL parser sees, and in text that is not an http URL everything from the first colon to the last @', () => {
+    const cases: Array<[string, string]> = [
+      ['http://user:secret@127.0.0.1:1/path', 'http://user:***@127.0.0.1:1/path'],
+      // a user name with an @ (an email address): the user information runs to the last @ before the host
+      ['http://me@example.com:s3cret@127.0.0.1:18211/in', 'http://me@example.com:***@127.0.0.1:18211/in'],
+      ['http://user:p@ss@w@127.0.0.1:1/in', 'http://user:***@127.0.0.1:1/in'],
+      ['http://:pw@h/', 'http://:***@h/'],
+      ['http:\\\\user:secret@127.0.0.1\\x', 'http:\\\\user:***@127.0.0.1\\x'],
+      ['http://u:p@[::1]:8/p?q=@#f', 'http://u:***@[::1]:8/p?q=@#f'],
+      // not URLs, or not http ones: a raw /, # or ? in the password, an invalid port, no scheme, no host
+      ['http://user:p@ss@127.0.0.1:99999/', 'http://user:***@127.0.0.1:99999/'],
+      ['http://user:secret#x@127.0.0.1:1/', 'http://user:***@127.0.0.1:1/'],
+      ['http://user:sec/ret@127.0.0.1:1/', 'http://user:***@127.0.0.1:1/'],
+      ['user:secret@127.0.0.1:1/', 'user:***@127.0.0.1:1/'],
+      ['http://alice:s3cr3t@/path', 'http://alice:***@/path'],
+      // nothing to mask
+      ['http://host:8080/a@b', 'http://host:8080/a@b'],
+      ['http://u@host/', 'http://u@host/'],
+      ['https://[::1]:8/x', 'https://[::1]:8/x'],
+      ['http://exa mple/', 'http://exa mple/'],
+    ];
+    assert.deepEqual(
+      cases.map(([url]) => maskPassword(url)),
+      cases.map(([, masked]) => masked),
+    );
   });
 });
