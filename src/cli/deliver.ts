@@ -154,15 +154,16 @@ export type HttpDeliver = Deliver & { close(): void };
 
 /**
  * One HTTP POST per delivery, over at most `connections` keep-alive
- * connections to the URL's origin, through undici's `Pool`, which takes
- * about half the time of Node's `http` client per request (a loop POSTing
- * 200,000 lines 100 to a body: 90–100 ms against 160–180 ms). In `lines` format the
+ * connections to the URL's origin, through undici's `Pool`, which takes about
+ * half the time of Node's `http` client per request (a loop POSTing 200,000
+ * lines 100 to a body: 90–100 ms against 160–180 ms). In `lines` format the
  * body is the record itself (`application/octet-stream`) when `batch` is 1,
  * else the records one per line (`text/plain`); in `json` format it is NDJSON
  * (`application/x-ndjson`). A `user:password@` in the URL goes as Basic
- * authorization. Accepted on a 2xx answer, read whole, within `timeoutMs`. A
- * redirect is not followed: it is a failed delivery (following a 301 or 302
- * would turn the POST into a GET without the records, and accept that).
+ * authorization. Accepted on a 2xx answer, read whole, within `timeoutMs`
+ * (only: undici's own timeouts are off). A redirect is not followed: it is a
+ * failed delivery (following a 301 or 302 would turn the POST into a GET
+ * without the records, and accept that).
  */
 export function httpTarget(url: string, o: HttpTargetOptions): HttpDeliver {
   const format = o.format ?? 'lines';
