@@ -89,36 +89,23 @@ export function execTarget(cmd: string, format: BodyFormat = 'lines'): ExecDeliv
 }
 
 /**
- * `url` with the password of its `user:password@` part shown as `***`. In an
- * http or https URL that parses, the password is what the URL parser takes
- * for it: the user information runs to the last `@` before the host, since a
- * user name may hold an `@` (an email address), and so may a password. In
- * anything else (text that does not parse, as when a raw `/`, `?` or `#` in
- * a password breaks the URL, or parses with another scheme, as
- * `user:pw@host` does), everything from the first `:` after the scheme's
- * `://` to the last `@` is masked: a message that hides too much is better
- * than one that shows a password.
+ * `url` with everything from the first `:` of its user information to the
+ * last `@` shown as `***`. Worked on the text as given, not on what the URL
+ * parser makes of it: a password may hold an `@`, and so may a user name (an
+ * email address); a raw `/`, `?`, `#` or `\\` in a password, or digits before
+ * one, make the parser read a different host, port or path; and the parser
+ * drops tabs, line breaks and leading blanks that a pattern on the parsed
+ * form would miss. The user information starts after the first `://` when
+ * that comes before the last `@`, else at the start. An `@` in a path or
+ * query after the host masks more than the password: a message that hides
+ * too much is better than one that shows a password.
  */
 export function maskPassword(url: string): string {
-  let web = false;
-  try {
-    web = /^https?:$/.test(new URL(url).protocol);
-  } catch {
-    // not a URL: masked by the rule for text below
-  }
-  if (!web) {
-    const slashes = url.indexOf('://');
-    const colon = url.indexOf(':', slashes < 0 ? 0 : slashes + 3);
-    const at = url.lastIndexOf('@');
-    return colon >= 0 && at > colon ? `${url.slice(0, colon + 1)}***${url.slice(at)}` : url;
-  }
-  const lead = /^[a-z][a-z0-9+.-]*:[/\\]*/i.exec(url)?.[0] ?? '';
-  const rest = url.slice(lead.length);
-  const end = rest.search(/[/\\?#]/);
-  const authority = end < 0 ? rest : rest.slice(0, end);
-  const at = authority.lastIndexOf('@');
-  const colon = authority.indexOf(':');
-  return colon >= 0 && at > colon ? `${lead}${authority.slice(0, colon + 1)}***${rest.slice(at)}` : url;
+  const at = url.lastIndexOf('@');
+  if (at < 0) return url;
+  const slashes = url.indexOf('://');
+  const colon = url.indexOf(':', slashes >= 0 && slashes < at ? slashes + 3 : 0);
+  return colon >= 0 && colon < at ? `${url.slice(0, colon + 1)}***${url.slice(at)}` : url;
 }
 
 /**

@@ -250,23 +250,33 @@ describe('httpTarget', { timeout: 60_000 }, () => {
 });
 
 describe('maskPassword', () => {
-  it('masks the password the URL parser sees, and in text that is not an http URL everything from the first colon to the last @', () => {
+  it('masks everything from the first colon of the user information to the last @, on the text as given', () => {
     const cases: Array<[string, string]> = [
       ['http://user:secret@127.0.0.1:1/path', 'http://user:***@127.0.0.1:1/path'],
-      // a user name with an @ (an email address): the user information runs to the last @ before the host
+      // an @ in the user name (an email address) or in the password
       ['http://me@example.com:s3cret@127.0.0.1:18211/in', 'http://me@example.com:***@127.0.0.1:18211/in'],
       ['http://user:p@ss@w@127.0.0.1:1/in', 'http://user:***@127.0.0.1:1/in'],
       ['http://:pw@h/', 'http://:***@h/'],
-      ['http:\\\\user:secret@127.0.0.1\\x', 'http:\\\\user:***@127.0.0.1\\x'],
-      ['http://u:p@[::1]:8/p?q=@#f', 'http://u:***@[::1]:8/p?q=@#f'],
-      // not URLs, or not http ones: a raw /, # or ? in the password, an invalid port, no scheme, no host
-      ['http://user:p@ss@127.0.0.1:99999/', 'http://user:***@127.0.0.1:99999/'],
-      ['http://user:secret#x@127.0.0.1:1/', 'http://user:***@127.0.0.1:1/'],
+      // a raw /, #, ? or \ in the password, with or without digits the URL parser takes for a port
+      ['http://user:1234/s3cret@127.0.0.1:18500/', 'http://user:***@127.0.0.1:18500/'],
+      ['http://user:#s3cret@127.0.0.1:1/', 'http://user:***@127.0.0.1:1/'],
+      ['http://user:0?s3cret@127.0.0.1:1/', 'http://user:***@127.0.0.1:1/'],
+      ['http://user:1\\s3cret@127.0.0.1:1/', 'http://user:***@127.0.0.1:1/'],
+      ['http://user:12@34/s3cret@127.0.0.1:18500/', 'http://user:***@127.0.0.1:18500/'],
       ['http://user:sec/ret@127.0.0.1:1/', 'http://user:***@127.0.0.1:1/'],
+      // no :// at all: from the scheme's colon on
+      ['http:\\\\user:secret@127.0.0.1\\x', 'http:***@127.0.0.1\\x'],
+      // blanks, tabs and line breaks the URL parser would drop
+      [' http://user:s3cret@127.0.0.1:1/', ' http://user:***@127.0.0.1:1/'],
+      ['ht\ttp://user:s3cret@h/', 'ht\ttp://user:***@h/'],
+      ['http:\t//user:s3cret@h/', 'http:***@h/'],
+      // no scheme, and a :// only after the @
       ['user:secret@127.0.0.1:1/', 'user:***@127.0.0.1:1/'],
+      ['user:s3cret@host/?r=http://x', 'user:***@host/?r=http://x'],
       ['http://alice:s3cr3t@/path', 'http://alice:***@/path'],
+      // an @ after the host masks more than the password
+      ['http://host:8080/a@b', 'http://host:***@b'],
       // nothing to mask
-      ['http://host:8080/a@b', 'http://host:8080/a@b'],
       ['http://u@host/', 'http://u@host/'],
       ['https://[::1]:8/x', 'https://[::1]:8/x'],
       ['http://exa mple/', 'http://exa mple/'],
