@@ -109,6 +109,15 @@ export function maskPassword(url: string): string {
 }
 
 /**
+ * `text` with the password of every URL in it masked ({@link maskPassword}):
+ * for messages that may quote what the user typed (an option commander did
+ * not know, a URL given where a file was meant).
+ */
+export function hideUrlPasswords(text: string): string {
+  return text.includes('://') ? text.replace(/\S*:\/\/\S*/g, maskPassword) : text;
+}
+
+/**
  * The bytes a percent-encoded part of a URL stands for: each `%XX` as that
  * byte, everything else as its UTF-8. A user name or password that is not
  * UTF-8 (`%E9` for a Latin-1 é) goes out as its bytes, as curl sends it; a

@@ -8,6 +8,7 @@
 import { readFileSync } from 'node:fs';
 import { Command, CommanderError } from 'commander';
 import { CliError, EXIT_FAILED, EXIT_USAGE, describe, integer, milliseconds } from './common.js';
+import { hideUrlPasswords } from './deliver.js';
 import { push, DEFAULT_PUSH_BATCH } from './push.js';
 import { drain } from './drain.js';
 import { DEFAULT_DRAIN_BATCH, DEFAULT_POLL_MS } from './drain-delivery.js';
@@ -32,7 +33,7 @@ export function buildProgram(status: { code: number }): Command {
     .version(version())
     .exitOverride()
     .showHelpAfterError('(run ferry --help for usage)')
-    .configureOutput({ outputError: (str, write) => write(`ferry: ${str.replace(/^error: /, '')}`) });
+    .configureOutput({ outputError: (str, write) => write(`ferry: ${hideUrlPasswords(str.replace(/^error: /, ''))}`) });
 
   const lockTimeout = ['--lock-timeout <ms>', 'wait up to this long for another process to release the queue', milliseconds(0)] as const;
 
@@ -142,10 +143,10 @@ export async function main(argv: string[]): Promise<number> {
       return err.exitCode === 0 ? 0 : EXIT_USAGE;
     }
     if (err instanceof CliError) {
-      process.stderr.write(`ferry: ${err.message}\n`);
+      process.stderr.write(`ferry: ${hideUrlPasswords(err.message)}\n`);
       return err.exitCode;
     }
-    process.stderr.write(`ferry: ${describe(err)}\n`);
+    process.stderr.write(`ferry: ${hideUrlPasswords(describe(err))}\n`);
     if (process.env.FERRY_DEBUG) process.stderr.write(`${(err as Error)?.stack ?? ''}\n`);
     return EXIT_FAILED;
   }

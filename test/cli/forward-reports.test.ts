@@ -213,6 +213,21 @@ describe('forward reports', { timeout: 120_000 }, () => {
     assert.doesNotMatch(r.stderr, /s3cr3t/);
   });
 
+  it('a URL quoted back from a mistyped option, or given where the file goes, shows its password masked', async () => {
+    const { dir, cleanup } = await scratch();
+    try {
+      const option = await ferry(['forward', '--dir', join(dir, 's1'), '--htp=http://u:s3cretPW@h/']);
+      assert.equal(option.code, 2);
+      assert.match(option.stderr, /unknown option '--htp=http:\/\/u:\*\*\*@h\/'/);
+      const file = await ferry(['forward', '--dir', join(dir, 's2'), '--exec', 'cat', 'http://u:s3cretPW@h/']);
+      assert.equal(file.code, 2);
+      assert.match(file.stderr, /cannot read http:\/\/u:\*\*\*@h\/: /);
+      for (const r of [option, file]) assert.doesNotMatch(r.stderr, /s3cretPW/);
+    } finally {
+      await cleanup();
+    }
+  });
+
   it('an HTTP failure names the URL with its password masked', async () => {
     const deliver = httpTarget('http://user:secret@127.0.0.1:1/path', { batch: 1, timeoutMs: 5_000 });
     try {

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { describe, it } from 'node:test';
-import { httpTarget, maskPassword } from '../../src/cli/deliver.js';
+import { hideUrlPasswords, httpTarget, maskPassword } from '../../src/cli/deliver.js';
 
 interface Seen {
   method: string;
@@ -285,5 +285,13 @@ describe('maskPassword', () => {
       cases.map(([url]) => maskPassword(url)),
       cases.map(([, masked]) => masked),
     );
+  });
+
+  it('hideUrlPasswords masks every URL in a message and leaves text without one alone', () => {
+    assert.equal(
+      hideUrlPasswords("unknown option '--htp=http://u:pw@h/' (or https://a:b@c:1/x?)"),
+      "unknown option '--htp=http://u:***@h/' (or https://a:***@c:1/x?)",
+    );
+    assert.equal(hideUrlPasswords('cannot read me@host:file: no such file'), 'cannot read me@host:file: no such file');
   });
 });
