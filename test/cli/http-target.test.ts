@@ -196,13 +196,14 @@ describe('httpTarget', { timeout: 60_000 }, () => {
     }
   });
 
-  it('rejects with "no answer within" when the answer does not come by the deadline, and drops that connection', async () => {
+  it('a server that never answers fails the delivery by its deadline, whether or not the request got there, and every connection it opened is closed', async () => {
     const srv = await serve(() => {}); // never answers
     const deliver = httpTarget(`${srv.url}/slow`, { batch: 2, timeoutMs: 50 });
     try {
-      await assert.rejects(deliver(lines('x')), { message: `POST ${srv.url}/slow: no answer within 50 ms` });
-      const socket = srv.seen[0]!.socket;
-      if (!socket.destroyed) await new Promise((resolve) => socket.once('close', resolve));
+      // On a busy machine the deadline may pass before the request reaches
+      // the server; the failure is the deadline's either way.
+      await assert.rejects(deliver(lines('x')), (e: Error) => e.message.startsWith(`POST ${srv.url}/slow: no answer within `));
+      for (const socket of srv.sockets) if (!socket.destroyed) await new Promise((resolve) => socket.once('close', resolve));
     } finally {
       deliver.close();
       await srv.stop();
