@@ -111,10 +111,16 @@ export function maskPassword(url: string): string {
 /**
  * `text` with the password of every URL in it masked ({@link maskPassword}):
  * for messages that may quote what the user typed (an option commander did
- * not know, a URL given where a file was meant).
+ * not know, a URL given where a file was meant). Each URL runs from its
+ * scheme to the next URL's scheme or the end, not to the next blank: a
+ * password may hold a space.
  */
 export function hideUrlPasswords(text: string): string {
-  return text.includes('://') ? text.replace(/\S*:\/\/\S*/g, maskPassword) : text;
+  const starts = [...text.matchAll(/[a-z][a-z0-9+.-]*:\/\//gi)].map((m) => m.index);
+  if (starts.length === 0) return text;
+  let out = text.slice(0, starts[0]);
+  for (let i = 0; i < starts.length; i++) out += maskPassword(text.slice(starts[i], starts[i + 1]));
+  return out;
 }
 
 /**

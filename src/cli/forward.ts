@@ -26,7 +26,7 @@ import type { FileSystem } from '../storage/fs.js';
 import { CliError, EXIT_FAILED, EXIT_USAGE, describe, note, sleep, summaryLine } from './common.js';
 import { EXIT_INTERRUPTED } from './drain-delivery.js';
 import { FramingError, recordLimit, recordSplitter } from './framing.js';
-import { BODY_FORMATS, execTarget, httpTarget, maskPassword, type BodyFormat } from './deliver.js';
+import { BODY_FORMATS, execTarget, httpTarget, type BodyFormat } from './deliver.js';
 import { runSender } from './sender.js';
 import { noteOpenLosses } from './spool-dir.js';
 
@@ -305,7 +305,8 @@ function statusLine(spool: Spool, counts: Counts, enabled: boolean): () => void 
 export async function forward(file: string | undefined, o: ForwardOptions): Promise<number> {
   if ((o.exec === undefined) === (o.http === undefined)) throw new CliError('give exactly one of --exec CMD and --http URL', EXIT_USAGE);
   const bad = o.http !== undefined ? badHttpUrl(o.http) : undefined;
-  if (bad) throw new CliError(`--http ${bad}: got ${JSON.stringify(maskPassword(o.http!))}`, EXIT_USAGE);
+  // The CLI masks the password as it prints the message (hideUrlPasswords).
+  if (bad) throw new CliError(`--http ${bad}: got ${JSON.stringify(o.http)}`, EXIT_USAGE);
   // An empty command would "deliver" every record to nowhere.
   if (o.exec !== undefined && o.exec.trim() === '') throw new CliError('--exec needs a command', EXIT_USAGE);
   if (o.format !== undefined && !BODY_FORMATS.includes(o.format as BodyFormat)) {

@@ -294,5 +294,10 @@ describe('maskPassword', () => {
       "unknown option '--htp=http://u:***@h/' (or https://a:***@c:1/x?)",
     );
     assert.equal(hideUrlPasswords('cannot read me@host:file: no such file'), 'cannot read me@host:file: no such file');
+    // a password with a space; a URL without credentials before it is left whole
+    assert.equal(
+      hideUrlPasswords('--http has no host (write http://HOST[:PORT]/PATH): got "http://u:p w@h/"'),
+      '--http has no host (write http://HOST[:PORT]/PATH): got "http://u:***@h/"',
+    );
   });
 });
