@@ -12,13 +12,14 @@
  * waiting for their commit. Killed at any point, everything not committed is
  * still in the spool.
  *
- * `Spool.popBatch` returns records without removing them, from the head or
+ * `Spool.popRun` returns records without removing them, from the head or
  * from after a given record: each new delivery takes the records after the
  * newest one in the window, so nothing in the window is read again. The
- * accepted prefix of the window is committed with one `commitBatch`.
+ * accepted prefix of the window is committed with one `commitRuns`. A run
+ * carries its records' bytes in one copy, with no object per record.
  */
 import { isFerryError } from '../errors.js';
-import type { Popped, Spool } from '../spool/index.js';
+import type { PoppedRun, Spool } from '../spool/index.js';
 import { describe, sleep } from './common.js';
 import { fullJitterBackoffMs } from '../backoff.js';
 import type { Deliver } from './deliver.js';
@@ -63,7 +64,7 @@ export interface SenderCounts {
 }
 
 interface Flight {
-  records: Popped[];
+  run: PoppedRun;
   accepted: boolean;
   done: Promise<void>;
 }
@@ -76,7 +77,7 @@ export const IDLE_POLL_MS = 200;
  * true and the spool is empty. On `stop`, deliveries under way are let
  * finish (a retry wait is cut short) and the accepted prefix is committed.
  *
- * @throws what `popBatch` throws other than damage (a `FerryError` other than
+ * @throws what `popRun` throws other than damage (a `FerryError` other than
  * `ERR_CLOSED`, which is counted in `damaged`, handed to `noteDamage` and
  * stepped past).
  */
@@ -117,29 +118,28 @@ export async function runSender(
   const ended = new AbortController();
 
   const commitReady = () => {
-    const ready: Popped[] = [];
+    const ready: PoppedRun[] = [];
     while (window[0]?.accepted) {
       const f = window.shift()!;
-      for (const p of f.records) ready.push(p);
-      counts.out += f.records.length;
+      ready.push(f.run);
+      counts.out += f.run.count;
     }
     // One commit for every record of the accepted prefix: the head moves at
     // once, and the cursor is written once (awaited at the end), not per record.
-    if (ready.length > 0) commits.push(spool.commitBatch(ready));
+    if (ready.length > 0) commits.push(spool.commitRuns(ready));
     if (commits.length > 1024) {
       const settled = Promise.all(commits.splice(0)).then(() => {});
       commits.push(settled);
     }
   };
 
-  const launch = (records: Popped[]) => {
-    const data = records.map((p) => p.data);
-    const f: Flight = { records, accepted: false, done: Promise.resolve() };
+  const launch = (run: PoppedRun) => {
+    const f: Flight = { run, accepted: false, done: Promise.resolve() };
     window.push(f);
     f.done = (async () => {
       for (let attempt = 1; !halt.signal.aborted; attempt++) {
         try {
-          await deliver(data);
+          await deliver(run);
           f.accepted = true;
           return;
         } catch (err) {
@@ -162,11 +162,10 @@ export async function runSender(
       while (window.length < o.concurrency && !halt.signal.aborted) {
         // Read before popping: input that was done before an empty pop has nothing more to add.
         const wasDone = input.done();
-        // The records after the newest one in the window (from the head when the window is empty).
-        const last = window.at(-1)?.records.at(-1);
-        let fresh: Popped[];
+        // The records after the newest run in the window (from the head when the window is empty).
+        let fresh: PoppedRun | undefined;
         try {
-          fresh = await spool.popBatch(o.batch, maxBytes, last);
+          fresh = await spool.popRun(o.batch, maxBytes, window.at(-1)?.run);
         } catch (err) {
           if (!isFerryError(err) || err.code === 'ERR_CLOSED') throw err;
           // Damage the head stepped past: its records are lost. Reported, counted, and the rest goes on.
@@ -175,7 +174,7 @@ export async function runSender(
           noteDamage(err);
           continue;
         }
-        if (fresh.length === 0) {
+        if (!fresh) {
           drained = wasDone;
           break;
         }

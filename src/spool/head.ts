@@ -18,6 +18,7 @@ import type { FileSystem } from '../storage/fs.js';
 import type { CursorFile } from './cursor.js';
 import { FRAME_OVERHEAD, SEGMENT_HEADER_SIZE } from './format.js';
 import { Popped } from './popped.js';
+import { PoppedRun, type RunPiece } from './popped-run.js';
 import { readFrameAt, wholeFramesEnd, type FrameRead } from './read-frame.js';
 import { ShortReadError, type SpoolSegment } from './segment.js';
 
@@ -36,6 +37,17 @@ export interface HeadHost {
   skipped(): void;
   /** The commit handed out with a record: a no-op after close, and it waits its turn behind a requeue. */
   commit(seg: object, at: number, next: number, epoch: number): Promise<void>;
+}
+
+/** What {@link Head.gather} collected: see there. */
+interface Gathered {
+  first: Popped | undefined;
+  copy: Uint8Array;
+  /** Per record after `first`: its payload's position in `copy`, its length, its segment's index, its file position. */
+  recPos: number[];
+  recLen: number[];
+  recSeg: number[];
+  recAt: number[];
 }
 
 export class Head {
@@ -113,18 +125,86 @@ export class Head {
    * @throws as {@link pop}, for the first record of a batch from the head only.
    */
   popBatch(max: number, maxBytes: number, after: Popped | undefined): Popped[] {
+    const g = this.gather(max, maxBytes, after);
+    if (!g) return [];
+    const out: Popped[] = g.first ? [g.first] : [];
+    const segs = this.host.segments;
+    for (let k = 0; k < g.recLen.length; k++) {
+      const pos = g.recPos[k]!;
+      const n = g.recLen[k]!;
+      out.push(this.handOutCopy(segs[g.recSeg[k]!]!, g.recAt[k]!, g.recAt[k]! + FRAME_OVERHEAD + n, g.copy.subarray(pos, pos + n)));
+    }
+    return out;
+  }
+
+  /**
+   * The records {@link popBatch} would return, as one {@link PoppedRun}: the
+   * same copy of their bytes, with no object or view per record. Undefined
+   * when there are none.
+   *
+   * @throws as {@link popBatch}.
+   */
+  popRun(max: number, maxBytes: number, after: Popped | undefined): PoppedRun | undefined {
+    const g = this.gather(max, maxBytes, after);
+    if (!g) return undefined;
+    const segs = this.host.segments;
+    const first = g.first;
+    const n = g.recLen.length;
+    if (!first && n === 0) return undefined; // nothing whole after `after`
+    let bytes = g.copy;
+    let starts = g.recPos;
+    let lengths = g.recLen;
+    const pieces: RunPiece[] = [];
+    let seg: SpoolSegment | undefined;
+    let ats: number[] = [];
+    if (first) {
+      // The first record came from `pop`, in a copy of its own: put it in front.
+      bytes = new Uint8Array(first.data.length + g.copy.length);
+      bytes.set(first.data, 0);
+      bytes.set(g.copy, first.data.length);
+      starts = [0];
+      for (let k = 0; k < n; k++) starts.push(g.recPos[k]! + first.data.length);
+      lengths = [first.data.length, ...g.recLen];
+      seg = first.segment as SpoolSegment;
+      ats.push(first.offset);
+    }
+    let end = first ? first.next : 0;
+    for (let k = 0; k < n; k++) {
+      const s = segs[g.recSeg[k]!]!;
+      if (s !== seg) {
+        if (seg) pieces.push({ segment: seg, epoch: seg.epoch, ats, end });
+        seg = s;
+        ats = [];
+      }
+      ats.push(g.recAt[k]!);
+      end = g.recAt[k]! + FRAME_OVERHEAD + g.recLen[k]!;
+    }
+    pieces.push({ segment: seg!, epoch: seg!.epoch, ats, end });
+    this.host.counters.popped += n;
+    // The run's last record, for a later pop to start after (a view, not a copy of its own).
+    const k = starts.length - 1;
+    const last = n > 0 ? new Popped(bytes.subarray(starts[k]!, starts[k]! + lengths[k]!), this.host, seg!.seq, g.recAt[n - 1]!, end, seg!.epoch, seg!) : first!;
+    return new PoppedRun(bytes, starts, lengths, last, pieces);
+  }
+
+  /**
+   * What {@link popBatch} and {@link popRun} hand out: the first record when
+   * it came from the head (through {@link pop}), and the records after it, or
+   * after `after`, as positions in one copy of their bytes. Undefined when
+   * there is no record.
+   */
+  private gather(max: number, maxBytes: number, after: Popped | undefined): Gathered | undefined {
     const segs = this.host.segments;
     let i = after ? this.aheadOfHead(after) : -1;
-    const out: Popped[] = [];
+    let first: Popped | undefined;
     let bytes = 0;
     let at: number;
     if (i >= 0) {
       this.host.writeStaged();
       at = after!.next;
     } else {
-      const first = this.pop();
-      if (!first) return [];
-      out.push(first);
+      first = this.pop();
+      if (!first) return undefined;
       bytes = first.data.length;
       i = 0;
       at = first.next;
@@ -144,7 +224,8 @@ export class Head {
     const recLen: number[] = [];
     const recSeg: number[] = [];
     const recAt: number[] = [];
-    while (out.length + recLen.length < max && bytes < maxBytes) {
+    const taken = first ? 1 : 0;
+    while (taken + recLen.length < max && bytes < maxBytes) {
       let seg = segs[i]!;
       if (at >= seg.size) {
         if (i + 1 >= segs.length) break;
@@ -182,7 +263,6 @@ export class Head {
       bytes += n;
       at += FRAME_OVERHEAD + n;
     }
-    if (recLen.length === 0) return out;
     // One buffer for the batch: each record's data is a view into it, instead of an allocation of its own.
     const base: number[] = [];
     let total = 0;
@@ -192,13 +272,12 @@ export class Head {
     }
     const copy = new Uint8Array(total);
     for (let k = 0; k < spanBufs.length; k++) copy.set(new Uint8Array(spanBufs[k]!, spanFrom[k]!, spanTo[k]! - spanFrom[k]!), base[k]!);
+    const recPos: number[] = [];
     for (let k = 0; k < recLen.length; k++) {
       const sp = recSpan[k]!;
-      const pos = base[sp]! + recOff[k]! - spanFrom[sp]!;
-      const n = recLen[k]!;
-      out.push(this.handOutCopy(segs[recSeg[k]!]!, recAt[k]!, recAt[k]! + FRAME_OVERHEAD + n, copy.subarray(pos, pos + n)));
+      recPos.push(base[sp]! + recOff[k]! - spanFrom[sp]!);
     }
-    return out;
+    return { first, copy, recPos, recLen, recSeg, recAt };
   }
 
   /** Whether `p` is the record at the head now, unchanged since it was popped. */
@@ -218,6 +297,35 @@ export class Head {
     let moved = false;
     for (const p of popped) {
       if (this.moveOn(p.segment as SpoolSegment, p.offset, p.next, p.epoch)) moved = true;
+    }
+    return moved ? this.advanced() : Promise.resolve();
+  }
+
+  /**
+   * Commits every record of `runs` in order, as {@link commitBatch} would
+   * commit them one by one, with one cursor write after the last. The
+   * records of a piece lie back to back: when the first is the head and no
+   * rollback since the pop cut any of them, the head moves past them all at
+   * once, which is what moving past each in turn comes to.
+   */
+  commitRuns(runs: readonly PoppedRun[]): Promise<void> {
+    let moved = false;
+    for (const run of runs) {
+      for (const piece of run.pieces) {
+        const seg = piece.segment as SpoolSegment;
+        const { ats, end, epoch } = piece;
+        if (this.host.segments[0] === seg && this.offset === ats[0] && end <= seg.size && seg.intactSince(epoch, end)) {
+          this.offset = end;
+          this.host.counters.committed += ats.length;
+          seg.forgetBelow(end);
+          this.retireConsumed();
+          moved = true;
+          continue;
+        }
+        for (let k = 0; k < ats.length; k++) {
+          if (this.moveOn(seg, ats[k]!, k + 1 < ats.length ? ats[k + 1]! : end, epoch)) moved = true;
+        }
+      }
     }
     return moved ? this.advanced() : Promise.resolve();
   }

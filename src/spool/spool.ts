@@ -30,6 +30,7 @@ import { Flusher } from './flusher.js';
 import { Head } from './head.js';
 import { resolveSpoolOptions, type ResolvedSpoolOptions, type SpoolOptions } from './options.js';
 import { Popped } from './popped.js';
+import { PoppedRun } from './popped-run.js';
 import { recover, type RecoveryCounts } from './recovery.js';
 import { SpoolSegment } from './segment.js';
 import { WrittenMemory } from './written-memory.js';
@@ -275,6 +276,43 @@ export class Spool implements AsyncDisposable {
     this.written.consuming = true;
     if (!this.turns.busy) return this.head.popBatch(max, maxBytes, after);
     return this.turns.run(() => this.head.popBatch(max, maxBytes, after));
+  }
+
+  /**
+   * {@link popBatch} for a sender that hands records on in bulk: the same
+   * records, as one {@link PoppedRun} (their bytes in one copy, with where
+   * each starts) rather than an object per record; undefined when there are
+   * none. With `after` (an earlier run, not yet committed) the run starts
+   * right after it, as `popBatch` does after a record. Commit runs with
+   * {@link commitRuns}.
+   *
+   * @throws as {@link popBatch}.
+   * @throws InvalidArgumentError `max` is not a positive integer, or `after` is not a run from `popRun`.
+   */
+  async popRun(max: number, maxBytes = Infinity, after?: PoppedRun): Promise<PoppedRun | undefined> {
+    if (!Number.isSafeInteger(max) || max < 1) throw new InvalidArgumentError(`max must be a positive integer, got ${shown(max)}`);
+    if (after !== undefined && !(after instanceof PoppedRun)) throw new InvalidArgumentError('after must be a run from popRun');
+    this.checkOpen();
+    this.written.consuming = true;
+    if (!this.turns.busy) return this.head.popRun(max, maxBytes, after?.last);
+    return this.turns.run(() => this.head.popRun(max, maxBytes, after?.last));
+  }
+
+  /**
+   * Commits the records of `runs` in order with one cursor write for all of
+   * them: what {@link commitBatch} does for the same records popped one by
+   * one, and with the same outcome when the head is elsewhere (a record
+   * retires only when it is at the head by then).
+   *
+   * @throws InvalidArgumentError `runs` is not an array of runs from `popRun`.
+   */
+  commitRuns(runs: readonly PoppedRun[]): Promise<void> {
+    if (!Array.isArray(runs) || !runs.every((r) => r instanceof PoppedRun)) {
+      return Promise.reject(new InvalidArgumentError('commitRuns takes an array of runs from popRun'));
+    }
+    if (this.closed) return Promise.resolve();
+    if (!this.turns.busy) return this.head.commitRuns(runs);
+    return this.turns.run(() => this.head.commitRuns(runs));
   }
 
   /**

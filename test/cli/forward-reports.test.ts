@@ -12,7 +12,7 @@ import { closeSync, mkdirSync, openSync, readFileSync, readdirSync, rmSync, stat
 import { join } from 'node:path';
 import { describe, it } from 'node:test';
 import { CliError } from '../../src/cli/common.js';
-import { httpTarget } from '../../src/cli/deliver.js';
+import { batchOf, httpTarget } from '../../src/cli/deliver.js';
 import { forward } from '../../src/cli/forward.js';
 import { FRAME_OVERHEAD, Spool } from '../../src/spool/index.js';
 import { SEGMENT_HEADER_SIZE } from '../../src/spool/format.js';
@@ -231,7 +231,7 @@ describe('forward reports', { timeout: 120_000 }, () => {
   it('an HTTP failure names the URL with its password masked', async () => {
     const deliver = httpTarget('http://user:secret@127.0.0.1:1/path', { batch: 1, timeoutMs: 5_000 });
     try {
-      await assert.rejects(deliver([Buffer.from('x')]), (e: Error) => e.message.includes('http://user:***@127.0.0.1:1/path') && !e.message.includes('secret'));
+      await assert.rejects(deliver(batchOf([Buffer.from('x')])), (e: Error) => e.message.includes('http://user:***@127.0.0.1:1/path') && !e.message.includes('secret'));
     } finally {
       deliver.close();
     }

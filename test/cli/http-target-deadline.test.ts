@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { createServer, type IncomingMessage } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { describe, it, mock } from 'node:test';
-import { httpTarget } from '../../src/cli/deliver.js';
+import { batchOf, httpTarget } from '../../src/cli/deliver.js';
 
 /** Lets real I/O callbacks and the promise reactions after them run (setImmediate is not mocked). */
 async function settle(turns = 20): Promise<void> {
@@ -39,7 +39,7 @@ describe('httpTarget deadline', { timeout: 60_000 }, () => {
     const deliver = httpTarget(url, { batch: 2, timeoutMs: 600_000 });
     try {
       let outcome: string | undefined;
-      const delivery = deliver([Buffer.from('x')]).then(
+      const delivery = deliver(batchOf([Buffer.from('x')])).then(
         () => (outcome = 'accepted'),
         (err: Error) => (outcome = err.message),
       );

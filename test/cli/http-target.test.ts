@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo, Socket } from 'node:net';
 import { describe, it } from 'node:test';
-import { hideUrlPasswords, httpTarget, maskPassword } from '../../src/cli/deliver.js';
+import { batchOf, hideUrlPasswords, httpTarget, maskPassword } from '../../src/cli/deliver.js';
 
 interface Seen {
   method: string;
@@ -54,7 +54,7 @@ async function serve(answer: (req: IncomingMessage, res: ServerResponse, seen: S
   };
 }
 
-const lines = (...xs: string[]) => xs.map((x) => Buffer.from(x));
+const lines = (...xs: string[]) => batchOf(xs.map((x) => Buffer.from(x)));
 
 describe('httpTarget', { timeout: 60_000 }, () => {
   it('POSTs the records one per line to the path and query given, and resolves on a 2xx answer', async () => {

@@ -17,6 +17,8 @@ const cmd: fc.Arbitrary<Cmd> = fc.oneof(
   { weight: 4, arbitrary: fc.constant({ op: 'pop' as const }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('popBatch' as const), n: fc.integer({ min: 1, max: 4 }) }) },
   { weight: 3, arbitrary: fc.record({ op: fc.constant('commit' as const), k: fc.nat(3) }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('popRun' as const), n: fc.integer({ min: 1, max: 4 }), after: fc.boolean() }) },
+  { weight: 1, arbitrary: fc.record({ op: fc.constant('commitRun' as const), k: fc.nat(3) }) },
   { weight: 2, arbitrary: fc.record({ op: fc.constant('requeue' as const), k: fc.nat(3) }) },
   { weight: 1, arbitrary: fc.constant({ op: 'fail' as const }) },
   { weight: 1, arbitrary: fc.constant({ op: 'close' as const }) },

@@ -14,7 +14,7 @@ import assert from 'node:assert/strict';
 import type { Scheduler } from 'fast-check';
 import { FaultyFileSystem } from '../../../src/storage/faulty.js';
 import type { FileHandle, FileSystem } from '../../../src/storage/fs.js';
-import { ClosedError, GroupLostError, IOError, Spool, type Popped } from '../../../src/spool/index.js';
+import { ClosedError, GroupLostError, IOError, Spool, type Popped, type PoppedRun } from '../../../src/spool/index.js';
 
 export type Cmd =
   | { op: 'append' }
@@ -22,6 +22,8 @@ export type Cmd =
   | { op: 'sync' }
   | { op: 'pop' }
   | { op: 'popBatch'; n: number }
+  | { op: 'popRun'; n: number; after: boolean }
+  | { op: 'commitRun'; k: number }
   | { op: 'commit'; k: number }
   | { op: 'requeue'; k: number }
   | { op: 'fail' }
@@ -48,6 +50,12 @@ interface Rec {
 interface Pop {
   spool: Popped;
   rec: Rec;
+}
+
+/** A run `popRun` handed out, with the model's records it holds. */
+interface Run {
+  spool: PoppedRun;
+  recs: Rec[];
 }
 
 const FRAME = 12 + 6;
@@ -204,6 +212,7 @@ export async function runScheduled(s: Scheduler, p: Program): Promise<void> {
   const spool = await Spool.open('/m', { fs: scheduledFs(fs, model, sched), commitSync: p.commitSync });
   sched.s = s;
   const pops: Pop[] = [];
+  const runs: Run[] = [];
   const failures: string[] = [];
   const expect = (ok: boolean, what: string) => {
     if (!ok) failures.push(what);
@@ -229,6 +238,13 @@ export async function runScheduled(s: Scheduler, p: Program): Promise<void> {
           return rejectsClosed(spool.pop(), tag);
         case 'popBatch':
           return rejectsClosed(spool.popBatch(c.n), tag);
+        case 'popRun':
+          return rejectsClosed(spool.popRun(c.n), tag);
+        case 'commitRun': {
+          // A no-op after close.
+          const run = runs[runs.length - 1 - (c.k % Math.max(1, runs.length))];
+          return run ? watch(spool.commitRuns([run.spool]), () => {}, (e) => expect(false, `${tag} threw ${String(e)}`)) : undefined;
+        }
         case 'requeue': {
           const pop = pick(c.k);
           return pop ? rejectsClosed(spool.requeue(pop.spool), tag) : undefined;
@@ -303,6 +319,34 @@ export async function runScheduled(s: Scheduler, p: Program): Promise<void> {
           },
           (e) => expect(false, `${tag} threw ${String(e)}`),
         );
+      }
+      case 'popRun': {
+        // After the newest run when asked and there is one (it may have been committed or cut since: then from the head).
+        const after = c.after ? runs.at(-1) : undefined;
+        const call = spool.popRun(c.n, Infinity, after?.spool);
+        let want: Rec[] = [];
+        model.turn(() => {
+          const live = model.recs.filter((r) => r.state === 'live');
+          const from = after ? live.indexOf(after.recs.at(-1)!) : -1;
+          want = (from >= 0 ? live.slice(from + 1) : live).slice(0, c.n);
+        });
+        return watch(
+          call,
+          (got) => {
+            const g = got ? Array.from({ length: got.count }, (_, j) => new TextDecoder().decode(got.record(j))) : [];
+            expect(JSON.stringify(g) === JSON.stringify(want.map((r) => r.payload)), `${tag} got ${g.join(',')}, model ${want.map((r) => r.payload).join(',')}`);
+            if (got && g.length === want.length) runs.push({ spool: got, recs: want });
+          },
+          (e) => expect(false, `${tag} threw ${String(e)}`),
+        );
+      }
+      case 'commitRun': {
+        const run = runs[runs.length - 1 - (c.k % Math.max(1, runs.length))];
+        if (!run) return undefined;
+        const call = spool.commitRuns([run.spool]);
+        // As the run's records committed one by one, in order.
+        model.turn(() => run.recs.forEach((rec) => model.commit({ spool: undefined as unknown as Popped, rec })));
+        return watch(call, () => {}, (e) => expect(false, `${tag} threw ${String(e)}`));
       }
       case 'commit': {
         const pop = pick(c.k);

@@ -1,0 +1,48 @@
+import type { Popped } from './popped.js';
+
+/**
+ * The records of one segment in a {@link PoppedRun}, for its commit: the
+ * segment (by identity), its rollback epoch at the pop, and each record's
+ * file position; the last record ends at `end`.
+ */
+export interface RunPiece {
+  readonly segment: object;
+  readonly epoch: number;
+  readonly ats: number[];
+  readonly end: number;
+}
+
+/**
+ * Records popped together by `Spool.popRun`: their bytes in one copy the
+ * caller owns, and one commit for all of them (`Spool.commitRuns`). Record
+ * `k` is `bytes[starts[k], starts[k] + lengths[k])`; other bytes of `bytes`
+ * (the frame headers between records) are unspecified. The cheap form of a
+ * `popBatch` for a sender that hands records on in bulk: no object and no
+ * view per record.
+ */
+export class PoppedRun {
+  /** @internal Made by `Spool.popRun`. */
+  constructor(
+    /** The records' bytes, back to back in spool order, with unspecified bytes between them. */
+    readonly bytes: Uint8Array,
+    /** Where each record starts in {@link bytes}. */
+    readonly starts: readonly number[],
+    /** Each record's length in bytes. */
+    readonly lengths: readonly number[],
+    /** @internal The last record, which a later pop can start after. */
+    readonly last: Popped,
+    /** @internal The records by segment, oldest first, for the commit. */
+    readonly pieces: readonly RunPiece[],
+  ) {}
+
+  /** How many records the run holds (at least one). */
+  get count(): number {
+    return this.starts.length;
+  }
+
+  /** Record `k`'s bytes: a view into {@link bytes}. */
+  record(k: number): Uint8Array {
+    const s = this.starts[k]!;
+    return this.bytes.subarray(s, s + this.lengths[k]!);
+  }
+}
