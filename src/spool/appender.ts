@@ -131,17 +131,21 @@ export class Appender {
       undoWrite(st.seg, st.at);
       st.seg.size = st.at;
       this.flusher.lostStaged(err);
+      this.host.written.release(st.bytes.buffer);
       return;
     }
     // The head reads these frames from memory rather than the file (a
     // sender close behind the producer would otherwise read and hash
     // every record a second time).
     st.seg.remember(st.at, st.bytes);
+    // Kept or not, the burst's own hold on its block (see `take`) ends here.
+    this.host.written.release(st.bytes.buffer);
   }
 
   /** Forgets the staged frames unwritten: a rollback cut the place they were going. */
   dropStaged(): void {
-    this.behind.take();
+    const st = this.behind.take();
+    if (st) this.host.written.release(st.bytes.buffer);
   }
 
   /** Stops the end-of-turn write (at close, after the last {@link writeStaged}). */

@@ -88,10 +88,18 @@ export class WriteBehind {
     }
   }
 
-  /** Hands over the staged bytes (a view the stage never writes into again) and empties the stage. */
+  /**
+   * Hands over the staged bytes (a view the stage never writes into again)
+   * and empties the stage. The burst holds its block as a user of its own:
+   * the taker releases it (`memory.release(bytes.buffer)`) once it kept the
+   * burst or not. Without that, a stage moving to a new block let go of the
+   * old one before the segment counted the burst it keeps there, and could
+   * take the same block back from the free list and stage over the burst.
+   */
   take(): Staged | undefined {
     if (this.len === 0) return undefined;
     const out = { seg: this.seg!, at: this.at, bytes: this.buf.subarray(0, this.len) };
+    this.memory.retain(this.buf.buffer);
     if (this.buf.length - this.len >= MIN_REST) {
       this.buf = this.buf.subarray(this.len);
     } else {

@@ -47,6 +47,12 @@ export class WrittenMemory {
     return true;
   }
 
+  /** One more user of `buffer`'s block (a burst handed over by the stage, until its taker released it). */
+  retain(buffer: ArrayBufferLike): void {
+    const users = this.users.get(buffer);
+    if (users !== undefined) this.users.set(buffer, users + 1);
+  }
+
   /** A kept burst was dropped. */
   forget(bytes: Uint8Array): void {
     this.bytes -= bytes.length;
