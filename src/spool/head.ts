@@ -234,8 +234,15 @@ export class Head {
         at = SEGMENT_HEADER_SIZE;
         if (at >= seg.size) continue;
       }
-      let payload = seg.ownFrame(at);
-      if (!payload) {
+      let buf: ArrayBufferLike;
+      let off: number;
+      let n: number;
+      const own = seg.ownRun(at);
+      if (own) {
+        buf = own.buffer;
+        off = own.byteOffset + seg.ownStart;
+        n = seg.ownLength;
+      } else {
         let f: FrameRead;
         try {
           f = readFrameAt(seg, at);
@@ -243,15 +250,15 @@ export class Head {
           break;
         }
         if (f.kind !== 'ok') break;
-        payload = f.payload;
+        buf = f.payload.buffer;
+        off = f.payload.byteOffset;
+        n = f.payload.length;
       }
-      const n = payload.length;
-      const off = payload.byteOffset;
       const last = spanBufs.length - 1;
-      if (last >= 0 && spanBufs[last] === payload.buffer && spanTo[last]! + FRAME_OVERHEAD === off) {
+      if (last >= 0 && spanBufs[last] === buf && spanTo[last]! + FRAME_OVERHEAD === off) {
         spanTo[last] = off + n;
       } else {
-        spanBufs.push(payload.buffer);
+        spanBufs.push(buf);
         spanFrom.push(off);
         spanTo.push(off + n);
       }

@@ -159,12 +159,18 @@ export class SpoolSegment {
     this.writtenBytes += bytes.length;
   }
 
+  /** Set by {@link ownRun}: where the frame's payload starts in the bytes it returned, and its length. */
+  ownStart = 0;
+  ownLength = 0;
+
   /**
-   * The payload of the frame at `at` when this process wrote it and still
-   * holds it (a view the caller copies), else undefined: read the file.
-   * `at` must be where a frame starts.
+   * The bytes of the run this process wrote that holds the whole frame at
+   * `at`, with the frame's payload at {@link ownStart} in them for
+   * {@link ownLength} bytes; undefined when no kept run holds it (read the
+   * file). `at` must be where a frame starts. No view is made: a pop of many
+   * records takes their positions straight from the run.
    */
-  ownFrame(at: number): Uint8Array | undefined {
+  ownRun(at: number): Uint8Array | undefined {
     const runs = this.written;
     let i = this.writtenHint < runs.length && runs[this.writtenHint]!.from <= at ? this.writtenHint : 0;
     for (; i < runs.length; i++) {
@@ -174,10 +180,23 @@ export class SpoolSegment {
       const b = run.bytes;
       if (rel >= b.length) continue;
       this.writtenHint = i;
-      const end = rel + FRAME_OVERHEAD + (((b[rel]! << 24) | (b[rel + 1]! << 16) | (b[rel + 2]! << 8) | b[rel + 3]!) >>> 0);
-      return end <= b.length ? b.subarray(rel + FRAME_OVERHEAD, end) : undefined;
+      const n = ((b[rel]! << 24) | (b[rel + 1]! << 16) | (b[rel + 2]! << 8) | b[rel + 3]!) >>> 0;
+      if (rel + FRAME_OVERHEAD + n > b.length) return undefined;
+      this.ownStart = rel + FRAME_OVERHEAD;
+      this.ownLength = n;
+      return b;
     }
     return undefined;
+  }
+
+  /**
+   * The payload of the frame at `at` when this process wrote it and still
+   * holds it (a view the caller copies), else undefined: read the file.
+   * `at` must be where a frame starts.
+   */
+  ownFrame(at: number): Uint8Array | undefined {
+    const b = this.ownRun(at);
+    return b && b.subarray(this.ownStart, this.ownStart + this.ownLength);
   }
 
   /** Drops the runs that end at or before `pos` (the head moved past them). */

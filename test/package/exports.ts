@@ -26,7 +26,7 @@ export const ENTRY_POINTS: Record<string, { source: string; values: readonly str
   'ferry/spool': {
     source: 'src/spool/index.ts',
     values: [
-      ...ERRORS, 'DEFAULT_MAX_BYTES', 'DEFAULT_SEGMENT_BYTES', 'FORMAT_VERSION', 'FRAME_OVERHEAD', 'MAX_RECORD_BYTES', 'Popped',
+      ...ERRORS, 'DEFAULT_MAX_BYTES', 'DEFAULT_SEGMENT_BYTES', 'FORMAT_VERSION', 'FRAME_OVERHEAD', 'MAX_RECORD_BYTES', 'Popped', 'PoppedRun',
       'Spool', 'UNBOUNDED', 'verifySpool',
     ].sort(),
   },
