@@ -1,3 +1,4 @@
+import { InvalidArgumentError } from '../errors.js';
 import type { Popped } from './popped.js';
 
 /**
@@ -40,8 +41,13 @@ export class PoppedRun {
     return this.starts.length;
   }
 
-  /** Record `k`'s bytes: a view into {@link bytes}. */
+  /**
+   * Record `k`'s bytes: a view into {@link bytes}.
+   *
+   * @throws InvalidArgumentError `k` is not an integer from 0 to `count − 1`.
+   */
   record(k: number): Uint8Array {
+    if (!Number.isInteger(k) || k < 0 || k >= this.starts.length) throw new InvalidArgumentError(`record ${String(k)} is not in this run of ${this.starts.length}`);
     const s = this.starts[k]!;
     return this.bytes.subarray(s, s + this.lengths[k]!);
   }

@@ -267,10 +267,11 @@ export class Spool implements AsyncDisposable {
    * the head, as without it.
    *
    * @throws as {@link pop}, for the first record of a batch from the head only.
-   * @throws InvalidArgumentError `max` is not a positive integer, or `after` is not a popped record.
+   * @throws InvalidArgumentError `max` is not a positive integer, `maxBytes` is not a number of bytes (0 or more, or Infinity), or `after` is not a popped record.
    */
   async popBatch(max: number, maxBytes = Infinity, after?: Popped): Promise<Popped[]> {
     if (!Number.isSafeInteger(max) || max < 1) throw new InvalidArgumentError(`max must be a positive integer, got ${shown(max)}`);
+    checkMaxBytes(maxBytes);
     if (after !== undefined && !(after instanceof Popped)) throw new InvalidArgumentError('after must be a record from pop or popBatch');
     this.checkOpen();
     this.written.consuming = true;
@@ -287,10 +288,11 @@ export class Spool implements AsyncDisposable {
    * {@link commitRuns}.
    *
    * @throws as {@link popBatch}.
-   * @throws InvalidArgumentError `max` is not a positive integer, or `after` is not a run from `popRun`.
+   * @throws InvalidArgumentError `max` is not a positive integer, `maxBytes` is not a number of bytes (0 or more, or Infinity), or `after` is not a run from `popRun`.
    */
   async popRun(max: number, maxBytes = Infinity, after?: PoppedRun): Promise<PoppedRun | undefined> {
     if (!Number.isSafeInteger(max) || max < 1) throw new InvalidArgumentError(`max must be a positive integer, got ${shown(max)}`);
+    checkMaxBytes(maxBytes);
     if (after !== undefined && !(after instanceof PoppedRun)) throw new InvalidArgumentError('after must be a run from popRun');
     this.checkOpen();
     this.written.consuming = true;
@@ -556,4 +558,9 @@ export class Spool implements AsyncDisposable {
     if (!this.turns.busy) return this.head.commit(seg, at, next, epoch);
     return this.turns.run(() => this.head.commit(seg, at, next, epoch));
   }
+}
+
+/** A batch's `maxBytes`: 0 or more (Infinity for no limit); a batch always holds at least its first record. */
+function checkMaxBytes(maxBytes: number): void {
+  if (typeof maxBytes !== 'number' || !(maxBytes >= 0)) throw new InvalidArgumentError(`maxBytes must be a number of bytes (0 or more, or Infinity), got ${shown(maxBytes)}`);
 }

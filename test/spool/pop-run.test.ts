@@ -66,7 +66,7 @@ describe('popRun', () => {
     }
   });
 
-  it('refuses a bad max or an `after` that is not a run', async () => {
+  it('refuses a bad max or maxBytes, an `after` that is not a run, and a record index outside the run', async () => {
     const s = await filled(new FaultyFileSystem(), 2);
     try {
       await assert.rejects(s.popRun(0), InvalidArgumentError);
@@ -74,6 +74,13 @@ describe('popRun', () => {
       await assert.rejects(s.popRun(1, Infinity, (await s.popBatch(1))[0] as unknown as PoppedRun), InvalidArgumentError);
       await assert.rejects(s.commitRuns('x' as unknown as PoppedRun[]), InvalidArgumentError);
       await assert.rejects(s.commitRuns([{}] as unknown as PoppedRun[]), InvalidArgumentError);
+      for (const bad of [-1, NaN, 'x' as unknown as number]) {
+        await assert.rejects(s.popRun(2, bad), InvalidArgumentError, `popRun maxBytes ${String(bad)}`);
+        await assert.rejects(s.popBatch(2, bad), InvalidArgumentError, `popBatch maxBytes ${String(bad)}`);
+      }
+      assert.deepEqual(values(await s.popRun(2, 0)), [range(0, 1)[0]], 'maxBytes 0: the first record alone');
+      const run = (await s.popRun(2))!;
+      for (const k of [-1, 2, 0.5]) assert.throws(() => run.record(k), InvalidArgumentError, `record(${k})`);
     } finally {
       await s.close();
     }
