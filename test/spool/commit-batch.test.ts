@@ -6,19 +6,12 @@
  */
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
-import { InvalidArgumentError, IOError, type Popped, type Spool } from '../../src/spool/index.js';
-import { FaultyFileSystem, appendAll, dec, drain, openS, range, REC_FRAME, segNumbers } from './helpers.js';
+import { InvalidArgumentError, IOError, type Popped } from '../../src/spool/index.js';
+import { FaultyFileSystem, cursorWrites, dec, drain, filled, openS, range, SEG4, seeded, segNumbers } from './helpers.js';
 
-/** Segments of four records each. */
-const SEG = 8 + 4 * REC_FRAME;
+const SEG = SEG4;
 
-const cursorWrites = (fs: FaultyFileSystem) => fs.trace.filter((t) => t.startsWith('write:cursor')).length;
 
-async function filled(fs: FaultyFileSystem, n: number): Promise<Spool> {
-  const s = await openS(fs, { segmentBytes: SEG });
-  await appendAll(s, 0, n);
-  return s;
-}
 
 describe('commitBatch', () => {
   it('commits a popBatch across segments with one cursor write; a reopen starts past all of it', async () => {
@@ -85,11 +78,7 @@ describe('commitBatch', () => {
 
   it('acts as the records own commits in turn: records not at the head by then are skipped, the rest retire', async () => {
     for (let seed = 1; seed <= 40; seed++) {
-      let rnd = seed;
-      const next = (m: number) => {
-        rnd = (rnd * 1103515245 + 12345) % 2 ** 31;
-        return rnd % m;
-      };
+      const next = seeded(seed);
       const fsA = new FaultyFileSystem();
       const fsB = new FaultyFileSystem();
       const a = await filled(fsA, 10);

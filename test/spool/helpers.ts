@@ -50,6 +50,28 @@ export async function appendAll(s: Spool, from: number, to: number): Promise<voi
 
 export const range = (from: number, to: number) => Array.from({ length: to - from }, (_, i) => rec(from + i));
 
+/** Segments of four records each (with {@link filled}). */
+export const SEG4 = 8 + 4 * REC_FRAME;
+
+/** A spool on `fs` holding records 0 to n − 1 (durable), on segments of four. */
+export async function filled(fs: FaultyFileSystem, n: number): Promise<Spool> {
+  const s = await openS(fs, { segmentBytes: SEG4 });
+  await appendAll(s, 0, n);
+  return s;
+}
+
+/** Writes of the cursor file so far. */
+export const cursorWrites = (fs: FaultyFileSystem) => fs.trace.filter((t) => t.startsWith('write:cursor')).length;
+
+/** A seeded pseudo-random `next(m)`: 0 to m − 1, the same sequence for the same seed. */
+export function seeded(seed: number): (m: number) => number {
+  let rnd = seed;
+  return (m) => {
+    rnd = (rnd * 1103515245 + 12345) % 2 ** 31;
+    return rnd % m;
+  };
+}
+
 /** Flips byte `pos` of a file, durably. */
 export function flip(fs: FaultyFileSystem, path: string, pos: number, mask = 0xff): void {
   const b = fs.readFile(path)!;

@@ -8,19 +8,12 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { GroupLostError, InvalidArgumentError, type PoppedRun, type Spool } from '../../src/spool/index.js';
-import { FaultyFileSystem, appendAll, dec, drain, enc, openS, range, REC_FRAME, segNumbers } from './helpers.js';
+import { FaultyFileSystem, appendAll, cursorWrites, dec, drain, enc, filled, openS, range, SEG4, seeded, segNumbers } from './helpers.js';
 
-/** Segments of four records each. */
-const SEG = 8 + 4 * REC_FRAME;
+const SEG = SEG4;
 
-const cursorWrites = (fs: FaultyFileSystem) => fs.trace.filter((t) => t.startsWith('write:cursor')).length;
 const values = (run: PoppedRun | undefined) => (run ? Array.from({ length: run.count }, (_, k) => dec(run.record(k))) : []);
 
-async function filled(fs: FaultyFileSystem, n: number): Promise<Spool> {
-  const s = await openS(fs, { segmentBytes: SEG });
-  await appendAll(s, 0, n);
-  return s;
-}
 
 describe('popRun', () => {
   it('holds what popBatch returns, from the head and after an earlier run, across segments and under maxBytes', async () => {
@@ -113,11 +106,7 @@ describe('commitRuns', () => {
 
   it('acts as commitBatch on the same records: a run not at the head by then is skipped, the ones at it retire', async () => {
     for (let seed = 1; seed <= 40; seed++) {
-      let rnd = seed;
-      const next = (m: number) => {
-        rnd = (rnd * 1103515245 + 12345) % 2 ** 31;
-        return rnd % m;
-      };
+      const next = seeded(seed);
       const a = await filled(new FaultyFileSystem(), 12);
       const b = await filled(new FaultyFileSystem(), 12);
       try {
