@@ -205,7 +205,9 @@ for (const factory of QUEUE_FACTORIES) {
       assert.deepEqual(r1.ids, r3.ids);
       assert.equal(new Set(r1.ids).size, 40);
       await waitFor(() => handled >= 40);
-      await sleep(100);
+      // The acks are written after the handlers return (in batches, and
+      // slowly on a busy ClickHouse): wait for them to land, not a fixed time.
+      await waitFor(async () => (await a.q.stats('src', 'g')).leased === 0, 5000, 'the acks to land');
       assert.equal(handled, 40);
       assert.deepEqual(counts(await a.q.stats('src', 'g')), { pending: 0, leased: 0, dead: 0 });
     });
