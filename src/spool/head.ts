@@ -290,7 +290,10 @@ export class Head {
   /** Whether `p` is the record at the head now, unchanged since it was popped. */
   holds(p: Popped): boolean {
     const h = this.host.segments[0];
-    return !!h && h.seq === p.seq && this.offset === p.offset && p.next <= h.size && h.intactSince(p.epoch, p.next);
+    // The segment by identity, as commits compare it: a record of another
+    // spool, or of this directory before a reopen, may name the same segment
+    // number and offset, and must not move this spool's head.
+    return !!h && p.segment === h && this.offset === p.offset && p.next <= h.size && h.intactSince(p.epoch, p.next);
   }
 
   /** Commits the record read at `at` in `seg` if it is still the head, and writes the cursor when the head moved. */

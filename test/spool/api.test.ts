@@ -198,6 +198,33 @@ describe('requeue', () => {
     await s.close();
   });
 
+  it("returns false and writes nothing for a record of another spool, or of this directory before a reopen, at the same place as this spool's head", async () => {
+    const fsA = new FaultyFileSystem();
+    const a = await openS(fsA);
+    const b = await openS(new FaultyFileSystem());
+    try {
+      await a.append(enc('AAA'));
+      await b.append(enc('BBB'));
+      await b.append(enc('CCC'));
+      const fromA = (await a.pop())!;
+      assert.equal(await b.requeue(fromA), false, "a's record names b's head segment number and offset");
+      assert.equal(b.stats().appended, 2, 'no copy was written');
+      assert.deepEqual((await drain(b)).values, ['BBB', 'CCC'], "b's head is still there");
+      await a.append(enc('AA2'));
+      await a.close();
+      const again = await openS(fsA);
+      try {
+        assert.equal(await again.requeue(fromA), false, 'a record popped before the close does nothing after it');
+        assert.deepEqual((await drain(again)).values, ['AAA', 'AA2']);
+      } finally {
+        await again.close();
+      }
+    } finally {
+      await a.close();
+      await b.close();
+    }
+  });
+
   it('rejects what pop did not return', async () => {
     const s = await openS(new FaultyFileSystem());
     await assert.rejects(s.requeue({ data: enc('x'), commit: async () => {} } as never), InvalidArgumentError);
