@@ -404,9 +404,14 @@ export class Spool implements AsyncDisposable {
    * so "pop found nothing, then wait" cannot miss an append in between.
    *
    * @throws ClosedError the spool closed; the signal's reason when it aborts.
+   * @throws InvalidArgumentError `opts.signal` is given and is not an `AbortSignal`.
    */
   signal(opts: { signal?: AbortSignal } = {}): Promise<void> {
-    return this.wake.wait(opts.signal);
+    const signal = opts?.signal;
+    if (signal !== undefined && !(signal instanceof AbortSignal)) {
+      return Promise.reject(new InvalidArgumentError(`signal must be an AbortSignal, got ${shown(signal)}`));
+    }
+    return this.wake.wait(signal);
   }
 
   // ------------------------------------------------------------ observing

@@ -233,6 +233,15 @@ describe('requeue', () => {
 });
 
 describe('signal', () => {
+  it('refuses a signal option that is not an AbortSignal', async () => {
+    const s = await openS(new FaultyFileSystem());
+    try {
+      for (const bad of [5, 'x', {}]) await assert.rejects(s.signal({ signal: bad as unknown as AbortSignal }), InvalidArgumentError, String(bad));
+    } finally {
+      await s.close();
+    }
+  });
+
   it('settles on the next append; one wake-up with nobody waiting is remembered, once', async () => {
     const s = await openS(new FaultyFileSystem());
     let woke = false;
