@@ -23,7 +23,7 @@ import type { Readable } from 'node:stream';
 import { isFerryError, LockedError } from '../errors.js';
 import { DEFAULT_MAX_BYTES, FRAME_OVERHEAD, Spool } from '../spool/index.js';
 import type { FileSystem } from '../storage/fs.js';
-import { CliError, EXIT_FAILED, EXIT_USAGE, describe, note, sleep, summaryLine } from './common.js';
+import { CliError, EXIT_FAILED, EXIT_USAGE, describe, note, summaryLine } from './common.js';
 import { EXIT_INTERRUPTED } from './drain-delivery.js';
 import { FramingError, recordLimit, recordSplitter } from './framing.js';
 import { BODY_FORMATS, execTarget, httpTarget, type BodyFormat } from './deliver.js';
@@ -51,6 +51,8 @@ export interface ForwardOptions {
   quiet?: boolean;
   /** @internal The spool's file system (tests inject faults through it). */
   fs?: FileSystem;
+  /** @internal Milliseconds a full intake waits for a commit before it tries again (default {@link FULL_POLL_MS}). */
+  fullPollMs?: number;
 }
 
 export const DEFAULT_FORWARD_BATCH = 1;
@@ -179,6 +181,45 @@ async function openPipe(file: string): Promise<{ stream: Readable; name: string;
   return { stream, name: file, close: async () => void stream.destroy() };
 }
 
+/** How long an intake that found the spool full waits for a commit before it tries again. */
+export const FULL_POLL_MS = 50;
+
+/**
+ * Room in a full spool: the sender calls `committed()` after each commit
+ * (the head moved), and an intake waiting for room wakes at once rather than
+ * at its next look (a full spool of 300 KB moved about 3 MB/s with a look
+ * every 50 ms). `commits` lets a waiter tell whether one came since it
+ * looked: `wait(seen)` resolves at once when it did.
+ */
+function roomForIntake(pollMs: number) {
+  let commits = 0;
+  let wake: (() => void) | undefined;
+  return {
+    get commits() {
+      return commits;
+    },
+    committed(): void {
+      commits++;
+      wake?.();
+    },
+    wait(seen: number, stop: AbortSignal): Promise<void> {
+      if (commits !== seen || stop.aborted) return Promise.resolve();
+      return new Promise<void>((resolve) => {
+        const done = () => {
+          clearTimeout(timer);
+          stop.removeEventListener('abort', done);
+          wake = undefined;
+          resolve();
+        };
+        const timer = setTimeout(done, pollMs);
+        stop.addEventListener('abort', done, { once: true });
+        wake = done;
+      });
+    },
+  };
+}
+type Room = ReturnType<typeof roomForIntake>;
+
 /** Syncs the intake may have started and not seen resolve before it waits for the oldest. */
 const SYNCS_AHEAD = 4;
 
@@ -190,7 +231,7 @@ const SYNCS_AHEAD = 4;
  * one runs share the next (group commit). A line is counted in `counts.in`
  * once a sync covering it resolved; the first failed sync ends the intake.
  */
-async function intake(spool: Spool, input: Readable, syncBatch: number, maxLineBytes: number, counts: Counts, stop: AbortSignal): Promise<void> {
+async function intake(spool: Spool, input: Readable, syncBatch: number, maxLineBytes: number, counts: Counts, stop: AbortSignal, room: Room): Promise<void> {
   const splitter = recordSplitter('lines', maxLineBytes);
   /** Lines appended and not yet covered by a sync that was started. */
   let pending = 0;
@@ -215,14 +256,18 @@ async function intake(spool: Spool, input: Readable, syncBatch: number, maxLineB
     await startSync();
     while (syncs.length > 0) await syncs.shift();
   };
-  /** Appends `line` after `appendNoSync` refused it with `err`: waits out a full spool. */
-  const putFull = async (line: Uint8Array, err: unknown) => {
+  /**
+   * Appends `line` after `appendNoSync` refused it with `err`: waits out a
+   * full spool. `seen` is the sender's commit count before the refused append.
+   */
+  const putFull = async (line: Uint8Array, err: unknown, seen: number) => {
     for (;;) {
       if (!isFerryError(err, 'ERR_FULL')) throw err; // not ERR_EXCEEDS_CAP: waiting cannot make that record fit
       // Backpressure: make what is pending durable, then wait for the sender to free space.
       await flush();
-      await sleep(50, stop);
+      await room.wait(seen, stop);
       if (stop.aborted) throw err;
+      seen = room.commits;
       try {
         await spool.appendNoSync(line);
         return;
@@ -237,6 +282,7 @@ async function intake(spool: Spool, input: Readable, syncBatch: number, maxLineB
   const putAll = async (lines: readonly Uint8Array[]) => {
     for (let i = 0; i < lines.length; ) {
       const group = lines.slice(i, i + Math.max(1, syncBatch - pending));
+      const seen = room.commits;
       try {
         await spool.appendBatchNoSync(group);
         i += group.length;
@@ -245,7 +291,7 @@ async function intake(spool: Spool, input: Readable, syncBatch: number, maxLineB
         const placed = isFerryError(err) ? (err.placed ?? 0) : 0;
         i += placed;
         pending += placed;
-        await putFull(lines[i]!, err);
+        await putFull(lines[i]!, err, seen);
         i++;
         pending++;
       }
@@ -350,14 +396,15 @@ export async function forward(file: string | undefined, o: ForwardOptions): Prom
   let done = false;
   let failure: CliError | undefined;
   try {
-    const producing = intake(spool, input.stream, o.syncBatch ?? DEFAULT_SYNC_BATCH, maxLineBytes, counts, stop.signal).then(
+    const room = roomForIntake(o.fullPollMs ?? FULL_POLL_MS);
+    const producing = intake(spool, input.stream, o.syncBatch ?? DEFAULT_SYNC_BATCH, maxLineBytes, counts, stop.signal, room).then(
       () => void (done = true),
       (err) => {
         done = true;
         failure = intakeFailure(err, input.name, o.dir, counts.in);
       },
     );
-    await runSender(spool, deliver, { batch: o.batch ?? DEFAULT_FORWARD_BATCH, concurrency, retryBaseMs: o.retryBaseMs ?? DEFAULT_RETRY_BASE_MS, retryMaxMs: o.retryMaxMs ?? DEFAULT_RETRY_MAX_MS }, counts, stop.signal, { done: () => done, ended: producing }, errorNotes(o.quiet === true || !process.stderr.isTTY), (err) => note(`ferry: skipped damaged data: ${describe(err)}`));
+    await runSender(spool, deliver, { batch: o.batch ?? DEFAULT_FORWARD_BATCH, concurrency, retryBaseMs: o.retryBaseMs ?? DEFAULT_RETRY_BASE_MS, retryMaxMs: o.retryMaxMs ?? DEFAULT_RETRY_MAX_MS }, counts, stop.signal, { done: () => done, ended: producing, committed: room.committed }, errorNotes(o.quiet === true || !process.stderr.isTTY), (err) => note(`ferry: skipped damaged data: ${describe(err)}`));
     if (stop.signal.aborted) input.stream.destroy();
     await producing;
   } catch (err) {

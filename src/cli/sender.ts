@@ -45,6 +45,8 @@ export interface SenderOptions {
 export interface SenderInput {
   /** True once nothing more will be appended. */
   done(): boolean;
+  /** Called after each commit: the head moved, so a full spool has room again. */
+  committed?(): void;
   /**
    * Settles once {@link done} turned true (or the input failed): wakes a
    * sender that found the spool empty, so the run ends when the last sync
@@ -126,7 +128,10 @@ export async function runSender(
     }
     // One commit for every record of the accepted prefix: the head moves at
     // once, and the cursor is written once (awaited at the end), not per record.
-    if (ready.length > 0) commits.push(spool.commitRuns(ready));
+    if (ready.length > 0) {
+      commits.push(spool.commitRuns(ready));
+      input.committed?.();
+    }
     if (commits.length > 1024) {
       const settled = Promise.all(commits.splice(0)).then(() => {});
       commits.push(settled);

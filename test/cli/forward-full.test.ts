@@ -12,6 +12,7 @@ import { FaultyFileSystem } from '../../src/storage/faulty.js';
 import { forward } from '../../src/cli/forward.js';
 import { CliError } from '../../src/cli/common.js';
 import { scratch } from './helpers.js';
+import { orHang } from '../stores/helpers.js';
 
 test('forward on a full disk delivers what it accepted, exits 1 and says the disk is full', { timeout: 60_000 }, async () => {
   const { dir, cleanup } = await scratch();
@@ -38,6 +39,28 @@ test('forward on a full disk delivers what it accepted, exits 1 and says the dis
     assert.ok(accepted > 0 && accepted < lines.length, `some lines were accepted: ${err.message}`);
     const delivered = readFileSync(out, 'utf8').split('\n').filter(Boolean);
     assert.deepEqual(delivered.slice(0, accepted), lines.slice(0, accepted), 'every accepted line was delivered, in order');
+  } finally {
+    await cleanup();
+  }
+});
+
+test('a full spool (--max-bytes) wakes its intake with each commit of the sender, not with its next look', { timeout: 120_000 }, async () => {
+  const { dir, cleanup } = await scratch();
+  try {
+    // 300 lines of 1 KiB through a spool capped at about 8 of them: the
+    // intake finds it full again and again. Its look for room comes only
+    // every 10 minutes here, so the run ends in time only if the sender's
+    // commits wake it.
+    const lines = Array.from({ length: 300 }, (_, i) => `line ${String(i).padStart(4, '0')} ${'x'.repeat(1014)}`);
+    const input = join(dir, 'in.txt');
+    writeFileSync(input, `${lines.join('\n')}\n`);
+    const out = join(dir, 'out.txt');
+    const status = await orHang(
+      forward(input, { dir: join(dir, 'spool'), exec: `cat >> ${out}`, batch: 4, maxBytes: 8 * 1040, segmentBytes: 4 * 1040, quiet: true, fullPollMs: 600_000 }),
+      'a forward whose full intake waits for commits',
+    );
+    assert.equal(status, 0);
+    assert.deepEqual(readFileSync(out, 'utf8').split('\n').filter(Boolean), lines, 'every line, once, in order');
   } finally {
     await cleanup();
   }
