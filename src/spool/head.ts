@@ -41,9 +41,10 @@ export interface HeadHost {
 
 /** What {@link Head.gather} collected: see there. */
 interface Gathered {
+  /** The first record as `pop` returned it, when the batch starts at the head. */
   first: Popped | undefined;
   copy: Uint8Array;
-  /** Per record after `first`: its payload's position in `copy`, its length, its segment's index, its file position. */
+  /** Per record (`first` included): its payload's position in `copy`, its length, its segment's index, its file position. */
   recPos: number[];
   recLen: number[];
   recSeg: number[];
@@ -129,7 +130,7 @@ export class Head {
     if (!g) return [];
     const out: Popped[] = g.first ? [g.first] : [];
     const segs = this.host.segments;
-    for (let k = 0; k < g.recLen.length; k++) {
+    for (let k = out.length; k < g.recLen.length; k++) {
       const pos = g.recPos[k]!;
       const n = g.recLen[k]!;
       out.push(this.handOutCopy(segs[g.recSeg[k]!]!, g.recAt[k]!, g.recAt[k]! + FRAME_OVERHEAD + n, g.copy.subarray(pos, pos + n)));
@@ -146,29 +147,14 @@ export class Head {
    */
   popRun(max: number, maxBytes: number, after: Popped | undefined): PoppedRun | undefined {
     const g = this.gather(max, maxBytes, after);
-    if (!g) return undefined;
+    const n = g ? g.recLen.length : 0;
+    if (!g || n === 0) return undefined; // nothing at the head, or nothing whole after `after`
     const segs = this.host.segments;
-    const first = g.first;
-    const n = g.recLen.length;
-    if (!first && n === 0) return undefined; // nothing whole after `after`
-    let bytes = g.copy;
-    let starts = g.recPos;
-    let lengths = g.recLen;
+    // The records by segment, for the commit.
     const pieces: RunPiece[] = [];
     let seg: SpoolSegment | undefined;
     let ats: number[] = [];
-    if (first) {
-      // The first record came from `pop`, in a copy of its own: put it in front.
-      bytes = new Uint8Array(first.data.length + g.copy.length);
-      bytes.set(first.data, 0);
-      bytes.set(g.copy, first.data.length);
-      starts = [0];
-      for (let k = 0; k < n; k++) starts.push(g.recPos[k]! + first.data.length);
-      lengths = [first.data.length, ...g.recLen];
-      seg = first.segment as SpoolSegment;
-      ats.push(first.offset);
-    }
-    let end = first ? first.next : 0;
+    let end = 0;
     for (let k = 0; k < n; k++) {
       const s = segs[g.recSeg[k]!]!;
       if (s !== seg) {
@@ -180,18 +166,20 @@ export class Head {
       end = g.recAt[k]! + FRAME_OVERHEAD + g.recLen[k]!;
     }
     pieces.push({ segment: seg!, epoch: seg!.epoch, ats, end });
-    this.host.counters.popped += n;
+    // `first` was counted by `pop`.
+    this.host.counters.popped += g.first ? n - 1 : n;
     // The run's last record, for a later pop to start after (a view, not a copy of its own).
-    const k = starts.length - 1;
-    const last = n > 0 ? new Popped(bytes.subarray(starts[k]!, starts[k]! + lengths[k]!), this.host, seg!.seq, g.recAt[n - 1]!, end, seg!.epoch, seg!) : first!;
-    return new PoppedRun(bytes, starts, lengths, last, pieces);
+    const pos = g.recPos[n - 1]!;
+    const last = g.first && n === 1 ? g.first : new Popped(g.copy.subarray(pos, pos + g.recLen[n - 1]!), this.host, seg!.seq, g.recAt[n - 1]!, end, seg!.epoch, seg!);
+    return new PoppedRun(g.copy, g.recPos, g.recLen, last, pieces);
   }
 
   /**
-   * What {@link popBatch} and {@link popRun} hand out: the first record when
-   * it came from the head (through {@link pop}), and the records after it, or
-   * after `after`, as positions in one copy of their bytes. Undefined when
-   * there is no record.
+   * What {@link popBatch} and {@link popRun} hand out: every record as a
+   * position in one copy of their bytes, from the head or from after
+   * `after`; when the batch starts at the head, its first record also as
+   * the `Popped` that {@link pop} returned (it reports damage there).
+   * Undefined when there is no record at the head.
    */
   private gather(max: number, maxBytes: number, after: Popped | undefined): Gathered | undefined {
     const segs = this.host.segments;
@@ -205,7 +193,6 @@ export class Head {
     } else {
       first = this.pop();
       if (!first) return undefined;
-      bytes = first.data.length;
       i = 0;
       at = first.next;
     }
@@ -224,8 +211,20 @@ export class Head {
     const recLen: number[] = [];
     const recSeg: number[] = [];
     const recAt: number[] = [];
-    const taken = first ? 1 : 0;
-    while (taken + recLen.length < max && bytes < maxBytes) {
+    if (first) {
+      // Record 0, in the copy of its own `pop` made: a span of its own.
+      const d = first.data;
+      spanBufs.push(d.buffer);
+      spanFrom.push(d.byteOffset);
+      spanTo.push(d.byteOffset + d.length);
+      recSpan.push(0);
+      recOff.push(d.byteOffset);
+      recLen.push(d.length);
+      recSeg.push(segs.indexOf(first.segment as SpoolSegment));
+      recAt.push(first.offset);
+      bytes = d.length;
+    }
+    while (recLen.length < max && bytes < maxBytes) {
       let seg = segs[i]!;
       if (at >= seg.size) {
         if (i + 1 >= segs.length) break;
