@@ -78,7 +78,8 @@ const WORKLOADS: Array<{ id: string; title: string; text: string }> = [
     title: '2. Deep backlog',
     text:
       'Each system gets B pending 1 KiB jobs through its own bulk path (ferry: SQL into its tables; graphile-worker: its `add_jobs` over ' +
-      '`generate_series`; pg-boss: `insert` in chunks of 5,000; BullMQ: `addBulk` in chunks of 1,000), then one consumer process (concurrency 16, ' +
+      '`generate_series`; pg-boss: `insert` in chunks of 5,000; BullMQ: `addBulk` in chunks of 1,000). The Postgres server is then settled alike for every ' +
+      'system (`VACUUM ANALYZE` of the database, then `CHECKPOINT`), as autovacuum and the checkpointer would settle it after a bulk load. Then one consumer process (concurrency 16, ' +
       'no-op handler) handles the first N. `of_empty` is that figure over the same system\'s `jobqueue.p1.noop.consume` (empty table).',
   },
   {
