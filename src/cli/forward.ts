@@ -5,7 +5,7 @@
  * - the intake reads lines from FILE (or stdin), appends each with
  *   `appendNoSync`, and makes every batch durable with one `sync`, which
  *   runs while the next batches are read: a line counts as accepted only
- *   after that sync;
+ *   after that sync and every earlier one;
  * - the sender (./sender.ts) pops batches, keeps up to `--concurrency`
  *   deliveries outstanding, and commits records in spool order once the
  *   target accepted them and everything before them; a failed delivery is
@@ -107,7 +107,7 @@ function intakeFailure(err: unknown, input: string, dir: string, accepted: numbe
   if (code === 'ENOSPC' || code === 'EDQUOT') {
     const what = code === 'ENOSPC' ? 'the disk holding the spool is full' : 'the disk quota of the spool is used up';
     return new CliError(
-      `${dir}: ${what} (${code}); reading ${input} stopped, and ${accepted} lines were accepted before it (the ones after were not stored). ` +
+      `${dir}: ${what} (${code}); reading ${input} stopped, and the first ${accepted} lines were accepted (some after them may have been stored and delivered too). ` +
         `Free some space there, or give --dir a spool on another disk, then run the same command again (lines already delivered may arrive twice)`,
       EXIT_FAILED,
     );
@@ -229,7 +229,8 @@ const SYNCS_AHEAD = 4;
  * sync only when {@link SYNCS_AHEAD} are outstanding, so fdatasyncs overlap
  * the appends instead of taking turns with them, and syncs asked for while
  * one runs share the next (group commit). A line is counted in `counts.in`
- * once a sync covering it resolved; the first failed sync ends the intake.
+ * once a sync covering it, and every older one, resolved; the first failed
+ * sync ends the intake.
  */
 async function intake(spool: Spool, input: Readable, syncBatch: number, maxLineBytes: number, counts: Counts, stop: AbortSignal, room: Room): Promise<void> {
   const splitter = recordSplitter('lines', maxLineBytes);
@@ -237,12 +238,23 @@ async function intake(spool: Spool, input: Readable, syncBatch: number, maxLineB
   let pending = 0;
   /** Syncs started and not yet waited for, oldest first. */
   const syncs: Promise<void>[] = [];
-  /** Starts a sync for the pending lines. */
+  /** The newest sync's outcome, counted: it settles after every older one. */
+  let counted: Promise<void> = Promise.resolve();
+  /**
+   * Starts a sync for the pending lines. Its lines count as accepted once it
+   * and every older sync resolved: a failed sync cuts its group, but a sync
+   * after it can still land the groups read ahead behind it, and counting
+   * those would make the count more than a prefix of the input (a rerun from
+   * it would skip the cut lines). Such a later sync rejects here too.
+   */
   const queueSync = () => {
     if (pending === 0) return;
     const n = pending;
     pending = 0;
-    const p = spool.sync().then(() => void (counts.in += n));
+    // Settles after its own sync, so the failure path's wait covers every sync.
+    const older = counted;
+    const p = spool.sync().then(() => older).then(() => void (counts.in += n));
+    counted = p;
     // Waited for by startSync, flush() or the failure path; until then its failure is not unhandled.
     p.catch(() => {});
     syncs.push(p);
