@@ -45,7 +45,7 @@ export function buildProgram(status: { code: number }): Command {
     .option('--raw', 'input is length-prefixed records (u32 big-endian length, then the bytes) instead of lines')
     .option('--sync-every <n>', 'flush once every N operations instead of every batch', integer(0))
     .option('--no-sync', 'never flush until the end (survives a crash of ferry, not a power cut)')
-    .option('--segment-size <bytes>', 'segment size for a new queue (default 8 MiB; an existing queue keeps its own)', integer(1))
+    .option('--segment-size <bytes>', 'segment size for a new queue, rounded up to a multiple of 4096 (default 8 MiB; an existing queue keeps its own)', integer(1))
     .option('--max-segments <n>', 'most segment files; 0 = no limit (default 32)', integer(0))
     .option('--max-bytes <bytes>', 'cap on the backlog in bytes; 0 = none', integer(0))
     .option('--batch <n>', `records per durable batch (default ${DEFAULT_PUSH_BATCH})`, integer(1))
