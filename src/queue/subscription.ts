@@ -9,6 +9,7 @@ import { GuardedStore, armCloseDeadline, settledBefore, stopController } from '.
 import { Attempt, type AttemptRegistry, type LossCause } from './attempt.js';
 import { equalJitterBackoffMs } from '../backoff.js';
 import { deadLetterCopy, errorText } from './dead-letter.js';
+import { deliveryOf } from './delivery-of.js';
 import type { DuePoller } from './due-poller.js';
 import type { DeadLetterReason, DeliveryEvent, LeaseLostEvent, QueueEvents } from './events.js';
 import { takesSignal } from './handler-signal.js';
@@ -465,7 +466,7 @@ export class StoreSubscription implements Subscription {
         return;
       }
     }
-    const delivery: Delivery<unknown> = { ...c.message, payload, deliveryId: c.deliveryId, group: c.group, attempt: c.attempt };
+    const delivery = deliveryOf(c.message, payload, c.deliveryId, c.group, c.attempt);
     let failed = false;
     let failure: unknown;
     const started = performance.now();
@@ -501,12 +502,17 @@ export class StoreSubscription implements Subscription {
     return this.#signalled ? this.#handler(delivery, job.ctrl.signal) : (this.#handler as (d: Delivery<unknown>) => Promise<void>)(delivery);
   }
 
+  /**
+   * The fields every delivery event has, as a new object literal: an event's
+   * own fields are added with `Object.assign`, since a spread followed by new
+   * fields cost about 5 µs per object on Node 20 (delivery-of.ts).
+   */
   #describe(c: Claimed): DeliveryEvent {
     return { topic: this.topic, group: this.group, deliveryId: c.deliveryId, messageId: c.message.id, attempt: c.attempt };
   }
 
   #leaseLost(job: Job, op: LeaseLostEvent['op']): void {
-    this.#host.emit('leaseLost', { ...this.#describe(job.c), op });
+    this.#host.emit('leaseLost', Object.assign(this.#describe(job.c), { op }));
   }
 
   #ack(job: Job): Promise<void> {
@@ -585,7 +591,7 @@ export class StoreSubscription implements Subscription {
       const heard = this.#host.hears('completed');
       for (const { job } of batch) {
         if (held.has(job.c.deliveryId)) {
-          if (heard) this.#host.emit('completed', { ...this.#describe(job.c), durationMs: job.durationMs ?? 0 });
+          if (heard) this.#host.emit('completed', Object.assign(this.#describe(job.c), { durationMs: job.durationMs ?? 0 }));
         } else if (job.state !== 'lost') {
           // Marked lost, so a claim of the same call that took the delivery back reports no second loss.
           job.state = 'lost';
@@ -620,7 +626,7 @@ export class StoreSubscription implements Subscription {
       if (!this.#stop.signal.aborted) this.#host.onError(err, 'retry');
       return;
     }
-    if (held) this.#host.emit('retrying', { ...this.#describe(job.c), delayMs, error, durationMs: job.durationMs ?? 0 });
+    if (held) this.#host.emit('retrying', Object.assign(this.#describe(job.c), { delayMs, error, durationMs: job.durationMs ?? 0 }));
     else if (job.state !== 'lost') this.#leaseLost(job, 'retry');
   }
 
@@ -654,7 +660,7 @@ export class StoreSubscription implements Subscription {
     }
     if (held) {
       // The attempts that ran: one less than the claim's when it was claimed only to die.
-      const event: QueueEvents['deadLettered'][0] = { ...this.#describe(job.c), attempt: ran, reason: cause.reason, error: cause.error };
+      const event: QueueEvents['deadLettered'][0] = Object.assign(this.#describe(job.c), { attempt: ran, reason: cause.reason, error: cause.error });
       if (job.durationMs !== undefined) event.durationMs = job.durationMs;
       if (dlq !== undefined) event.deadLetterTopic = dlq;
       this.#host.emit('deadLettered', event);

@@ -33,10 +33,11 @@ import type { Codec } from '../../../codecs.js';
 import { CodecError } from '../../../errors.js';
 import { MAX_ERROR_BYTES, deadLetterCopy, errorText } from '../../dead-letter.js';
 import { deliveryId } from '../../delivery-id.js';
+import { deliveryOf } from '../../delivery-of.js';
 import type { DeadLetterReason, QueueSignals } from '../../events.js';
 import { checkCloseOptions, type CloseOptions, type ResolvedSubscribeOptions } from '../../options.js';
 import { isPermanent } from '../../permanent.js';
-import type { Delivery, Handler, StoredMessage, Subscription } from '../../types.js';
+import type { Handler, StoredMessage, Subscription } from '../../types.js';
 import { AttemptConflict, type AttemptLedger } from './attempt-ledger.js';
 import { attemptKey, beginAttempt, markCompleted, superseded, wasCompleted } from './attempts.js';
 import { RunAlone } from './run-alone.js';
@@ -289,7 +290,7 @@ export class NatsSubscription implements Subscription {
           return;
         }
       }
-      const delivery: Delivery<unknown> = { ...stored, payload, deliveryId: did, group: this.group, attempt };
+      const delivery = deliveryOf(stored, payload, did, this.group, attempt);
       const started = performance.now();
       let failure: { err: unknown } | undefined;
       try {
