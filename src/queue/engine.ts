@@ -536,7 +536,7 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
     }
     this.#closePromise ??= this.#close(opts);
     const leases = [...this.#subs].map((s) => s.leaseDurationMs);
-    armCloseDeadline(this.#stop, opts, Math.max(DEFAULT_LEASE_DURATION_MS, ...leases), this.#closePromise);
+    armCloseDeadline(this.#stop, opts, leases.length > 0 ? Math.max(...leases) : DEFAULT_LEASE_DURATION_MS, this.#closePromise);
     return this.#closePromise;
   }
 
@@ -549,7 +549,8 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
    * `signal`) all of it keeps that one deadline: at the deadline every store
    * call still in flight is given up, so a hung store cannot hold close past
    * it. Without one, each subscription waits its own lease and the rest at
-   * most the longest of those (or the default lease). A later `close` call
+   * most the longest of those (the default lease when there is no
+   * subscription). A later `close` call
    * with an earlier deadline brings it forward (armCloseDeadline). Once closed,
    * any call still waiting on the store rejects with `ClosedError`.
    */

@@ -142,6 +142,23 @@ for (const factory of STORE_FACTORIES) {
       }
     });
 
+    it('close without timeoutMs gives a hung publish the longest subscription lease, not the 30 s default lease', async () => {
+      const { q, store } = await t.instance();
+      const sub = await q.subscribe('t', 'g', async () => undefined, FAST); // a 2 s lease
+      const h = hang(store, 'append');
+      try {
+        const publish = q.publish({ topic: 't', payload: enc('x') });
+        assert.equal(await settles(h.entered), 'resolved');
+        // HUNG_MS (20 s) is below the default lease: under that bound, close
+        // would count as hung here.
+        assert.equal(await settles(q.close()), 'resolved');
+        await assert.rejects(publish, ClosedError);
+        assert.equal(await settles(sub.close()), 'resolved');
+      } finally {
+        h.release();
+      }
+    });
+
     it('a second close with an earlier deadline brings the first one\'s forward, for the subscription and the queue', async () => {
       const { q, store } = await t.instance();
       const h = hang(store, 'ack');
