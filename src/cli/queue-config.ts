@@ -11,6 +11,7 @@ import { readFile } from 'node:fs/promises';
 import { createQueue, type QueueConfig } from '../queue/index.js';
 import type { Queue } from '../queue/types.js';
 import { DEFAULT_POSTGRES_SCHEMA, poolConfig } from '../queue/stores/postgres/connection.js';
+import { quoteSchema } from '../queue/stores/postgres/sql.js';
 import { CliError, EXIT_USAGE, describe } from './common.js';
 
 /**
@@ -81,13 +82,18 @@ function refuseEmpty(path: string, config: QueueConfig): void {
  * A `postgres` config whose schema does not exist yet: opening would create
  * and migrate it, and show an empty queue where a mistyped schema name was
  * meant. A database that cannot be reached is left for `createQueue` to
- * report.
+ * report, and so is a schema name the store refuses.
  */
 async function refuseMissingSchema(path: string, config: QueueConfig): Promise<void> {
   if (typeof config !== 'object' || config === null || config.enabled === false || config.type !== 'postgres') return;
   const block = config.config as { connectionString?: unknown; schema?: unknown } | undefined;
   if (typeof block?.connectionString !== 'string' || block.connectionString === '') return;
   const schema = typeof block.schema === 'string' ? block.schema : DEFAULT_POSTGRES_SCHEMA;
+  try {
+    quoteSchema(schema);
+  } catch {
+    return; // a name the store refuses: createQueue says why, which "does not exist" would hide
+  }
   const { default: pg } = await import('pg');
   const client = new pg.Client(poolConfig(pg, block.connectionString, 1));
   let found: boolean;

@@ -317,6 +317,14 @@ test('usage: --queue on either side of the subcommand, required; configs that co
     await probe.end();
   }
 
+  // A schema name the store refuses is reported as such, not as a missing schema.
+  const pgBad = join(tmp.dir, 'pg-bad.json');
+  await writeFile(pgBad, JSON.stringify({ enabled: true, type: 'postgres', config: { connectionString: POSTGRES_URL, schema: 'Bad-Name' } }));
+  const badSchema = await ferry(['queue', '--queue', pgBad, 'groups']);
+  assert.equal(badSchema.code, 2, badSchema.stderr);
+  assert.match(oneLine(badSchema), /schema "Bad-Name" must match/);
+  assert.doesNotMatch(oneLine(badSchema), /does not exist/);
+
   const off = join(tmp.dir, 'off.json');
   await writeFile(off, '{"enabled": false, "type": "sqlite"}');
   const disabled = await ferry(['queue', '--queue', off, 'groups']);
