@@ -199,6 +199,11 @@ function withOptions(cfg: pg.PoolConfig, options: string): void {
   cfg.options = env ? `${options} ${env}` : options;
 }
 
+/** Destroys `client`'s socket at once (pg's own `end` first waits for the server). */
+export function destroySocket(client: pg.Client): void {
+  (client as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
+}
+
 /**
  * Ends a client that may sit on a connection nobody answers: a polite end
  * first, then, after `graceMs`, the socket is destroyed. Never rejects.
@@ -209,7 +214,7 @@ export async function endClient(client: pg.Client, graceMs: number): Promise<voi
   const late = new Promise<'late'>((resolve) => (timer = setTimeout(() => resolve('late'), graceMs)));
   try {
     if ((await Promise.race([ended, late])) === 'late') {
-      (client as unknown as { connection?: { stream?: { destroy(): void } } }).connection?.stream?.destroy();
+      destroySocket(client);
       await ended;
     }
   } finally {

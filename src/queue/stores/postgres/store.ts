@@ -19,7 +19,7 @@ import { parseSeqCursor } from '../seq-cursor.js';
 import type { ScheduleRecord } from '../../schedules/types.js';
 import type { AckAndClaimed, ClaimRequest, Claimed, ConsumerGroup, KillOptions, MessagePage, PurgePolicy, StartFrom, Store, StoreCapabilities, StoreStats, StoredMessage } from '../../types.js';
 import { postgresTransient } from '../transient.js';
-import { DEFAULT_POSTGRES_SCHEMA, poolConfig, resolveTimeouts, POSTGRES_SESSION_OPTIONS } from './connection.js';
+import { DEFAULT_POSTGRES_SCHEMA, destroySocket, poolConfig, resolveTimeouts, POSTGRES_SESSION_OPTIONS } from './connection.js';
 import type { PostgresTimeouts } from './connection.js';
 import { claimLimit } from './claim-limit.js';
 import type { BudgetRow } from './claim-limit.js';
@@ -127,6 +127,9 @@ const REMOVE_GROUP_RETRY = new Set(['55P03', '40P01']);
 const SOURCE: IOErrorSource = { name: 'postgres store', withCode: true, transient: postgresTransient };
 
 /** The error of a call whose `signal` aborted: the queue's close deadline passed. */
+/** How long `close()` lets calls still running end before it cuts their connections, ms. */
+const CLOSE_GRACE_MS = 1000;
+
 function aborted(what: string): ClosedError {
   return new ClosedError(`postgres store: ${what} abandoned: its signal aborted (the queue is closing)`);
 }
@@ -159,6 +162,8 @@ export class PostgresStore implements Store {
   readonly #timeouts: PostgresTimeouts;
   /** The PIDs of this store's connections, whose notifications its listener skips (own-notifications.ts). */
   readonly #own: OwnNotifications;
+  /** Connections checked out by calls still running (#withClient), each with its call's end. */
+  readonly #busy = new Map<pg.PoolClient, Promise<unknown>>();
   /** The groups of topics this store published to, for one-statement appends. */
   readonly #topicGroups = new TopicGroupsCache();
   /** `duePairs`' last frozen pairs and their encoded parameters. */
@@ -257,10 +262,13 @@ export class PostgresStore implements Store {
 
   /**
    * Runs `fn` on a pooled connection. When `signal` aborts first the call
-   * rejects at once with `ClosedError` and the connection is destroyed (the
-   * server sees it close and ends its statement); a connection whose
-   * statement failed other than by the server's answer (a timeout, a dropped
-   * socket) is destroyed too, never handed to the next caller.
+   * rejects at once with `ClosedError` and the connection's socket is
+   * destroyed at once: releasing it with an error would only end it politely,
+   * and a server still waiting in its statement (on a lock, say) reads
+   * nothing until the statement ends, so the socket, and the process with
+   * it, stayed open until then. A connection whose statement failed other
+   * than by the server's answer (a timeout, a dropped socket) is destroyed
+   * too, never handed to the next caller.
    */
   async #withClient<T>(what: string, signal: AbortSignal | undefined, fn: (c: pg.PoolClient) => Promise<T>, onServerError?: (c: pg.PoolClient) => Promise<void>): Promise<T> {
     this.#assertOpen();
@@ -281,6 +289,7 @@ export class PostgresStore implements Store {
     const release = (err?: Error) => {
       if (released || client === undefined) return;
       released = true;
+      this.#busy.delete(client);
       client.release(err);
       client.removeListener('error', ignore);
     };
@@ -297,6 +306,7 @@ export class PostgresStore implements Store {
       this.#own.checkedOut(client);
       const running = fn(client);
       running.catch(() => undefined);
+      this.#busy.set(client, running);
       try {
         const out = await (abort ? Promise.race([running, abort]) : running);
         release();
@@ -304,6 +314,7 @@ export class PostgresStore implements Store {
       } catch (err) {
         if (err instanceof ClosedError || !(err instanceof this.#driver.DatabaseError)) {
           // Aborted, timed out, or the socket failed: the connection's state is unknown.
+          if (err instanceof ClosedError) destroySocket(client);
           release(err instanceof Error ? err : new Error(String(err)));
         } else {
           let broken: Error | undefined;
@@ -313,6 +324,8 @@ export class PostgresStore implements Store {
         throw err;
       }
     } catch (err) {
+      // Cut off by close() (below): the call was given up, as an aborted one is.
+      if (this.#closed && !(err instanceof ClosedError)) throw new ClosedError(`postgres store: ${what} abandoned: the store closed`, { cause: err });
       throw asIOError(what, err, SOURCE);
     } finally {
       if (onAbort) signal!.removeEventListener('abort', onAbort);
@@ -685,11 +698,26 @@ export class PostgresStore implements Store {
     return { ...options, connectionTimeoutMillis: options.connectionTimeoutMillis || this.#timeouts.connectTimeoutMs };
   }
 
-  /** Stops listeners and ends the pool when the store opened it; a borrowed pool stays open. Idempotent. */
+  /**
+   * Stops listeners and ends the pool when the store opened it; a borrowed
+   * pool stays open. Calls still running get {@link CLOSE_GRACE_MS} to end;
+   * then their connections' sockets are destroyed and they reject with
+   * `ClosedError`. (The engine closes its store last, once its own calls
+   * ended or were given up at its deadline.) Ending such a connection
+   * politely would wait for a server that reads nothing until its statement
+   * ends, on a lock say, and keep the process alive until then. Idempotent.
+   */
   async close(): Promise<void> {
     if (this.#closed) return;
     this.#closed = true;
     for (const stop of this.#listeners) stop();
+    if (this.#busy.size > 0) {
+      let timer: NodeJS.Timeout | undefined;
+      const grace = new Promise<void>((resolve) => (timer = setTimeout(resolve, CLOSE_GRACE_MS)));
+      await Promise.race([Promise.allSettled(this.#busy.values()), grace]);
+      clearTimeout(timer);
+      for (const client of this.#busy.keys()) destroySocket(client);
+    }
     this.#own.close();
     if (this.#ownsPool) await this.#pool.end().catch(() => undefined);
   }
