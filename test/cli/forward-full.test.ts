@@ -10,7 +10,7 @@ import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { FaultyFileSystem } from '../../src/storage/faulty.js';
 import { forward } from '../../src/cli/forward.js';
-import { CliError } from '../../src/cli/common.js';
+import { forwardFailing } from './forward-failing.js';
 import { scratch } from './helpers.js';
 import { orHang } from '../stores/helpers.js';
 
@@ -18,26 +18,15 @@ test('forward on a full disk delivers what it accepted, exits 1 and says the dis
   const { dir, cleanup } = await scratch();
   try {
     const lines = Array.from({ length: 400 }, (_, i) => `line ${String(i).padStart(4, '0')} ${'x'.repeat(40)}`);
-    const input = join(dir, 'in.txt');
-    writeFileSync(input, `${lines.join('\n')}\n`);
-    const out = join(dir, 'out.txt');
     const fs = new FaultyFileSystem();
     fs.capacity = 8 * 1024; // room for the cursor, the header and about a hundred lines
-    let err: unknown;
-    try {
-      await forward(input, { dir: '/spool', exec: `cat >> ${out}`, batch: 50, syncBatch: 20, quiet: true, fs });
-    } catch (e) {
-      err = e;
-    }
-    assert.ok(err instanceof CliError, `a CliError, got ${err}`);
-    assert.equal(err.exitCode, 1);
+    const { err, delivered } = await forwardFailing(dir, lines, fs, 20);
     assert.match(err.message, /ENOSPC/);
     assert.match(err.message, /\/spool/);
     assert.match(err.message, /disk .*full|no space/i);
     assert.match(err.message, /free (some )?space/i, 'says what to do');
     const accepted = Number(/(\d+) lines were accepted/.exec(err.message)?.[1]);
     assert.ok(accepted > 0 && accepted < lines.length, `some lines were accepted: ${err.message}`);
-    const delivered = readFileSync(out, 'utf8').split('\n').filter(Boolean);
     assert.deepEqual(delivered.slice(0, accepted), lines.slice(0, accepted), 'every accepted line was delivered, in order');
   } finally {
     await cleanup();
