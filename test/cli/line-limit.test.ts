@@ -8,7 +8,7 @@
  */
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { spawnChild } from '../helpers/children.js';
+import { killChild, spawnShell } from '../helpers/children.js';
 import { writeFile } from 'node:fs/promises';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -39,11 +39,12 @@ const push = (dir: string) => `${q(process.execPath)} --import tsx ${q(MAIN)} pu
 
 function sh(script: string): Promise<{ code: number | null; stderr: string }> {
   return new Promise((resolve, reject) => {
-    const child = spawnChild('/bin/sh', ['-c', script], { cwd: ROOT, env: { ...process.env, [TEST_LIMIT_ENV]: String(LIMIT) }, stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawnShell(script, { cwd: ROOT, env: { ...process.env, [TEST_LIMIT_ENV]: String(LIMIT) }, stdio: ['ignore', 'ignore', 'pipe'] });
     let stderr = '';
-    child.stderr.on('data', (b: Buffer) => (stderr += b.toString()));
+    child.stderr!.on('data', (b: Buffer) => (stderr += b.toString()));
     child.on('error', reject);
-    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
+    // The whole script: killing only the shell would leave the ferry it started running.
+    const timer = setTimeout(() => killChild(child), 60_000);
     child.on('close', (code) => {
       clearTimeout(timer);
       resolve({ code, stderr });

@@ -17,10 +17,24 @@ import { afterEach } from 'node:test';
 
 const running = new Set<ChildProcess>();
 
-function killAll(): void {
-  for (const c of running) {
-    if (c.exitCode === null && c.signalCode === null) c.kill('SIGKILL');
+/** Shells started by {@link spawnShell}: each leads a process group of its own, killed whole. */
+const groups = new WeakSet<ChildProcess>();
+
+/** SIGKILLs `child`, and for a {@link spawnShell} shell every process of its group (the commands it started outlive the shell otherwise). */
+export function killChild(child: ChildProcess): void {
+  if (groups.has(child) && child.pid !== undefined) {
+    try {
+      process.kill(-child.pid, 'SIGKILL');
+    } catch {
+      /* the group is gone already */
+    }
+  } else if (child.exitCode === null && child.signalCode === null) {
+    child.kill('SIGKILL');
   }
+}
+
+function killAll(): void {
+  for (const c of running) killChild(c);
   running.clear();
 }
 
@@ -32,14 +46,15 @@ process.once('exit', killAll);
  * detached shell checks both once a second and ends when either has. For
  * children that must not outlive the test process (workers, private servers).
  */
-export function reapWithParent(pid: number | undefined): void {
+export function reapWithParent(pid: number | undefined, group = false): void {
   if (pid === undefined) return;
-  const watch = `while kill -0 ${process.pid} 2>/dev/null && kill -0 ${pid} 2>/dev/null; do sleep 1; done; kill -9 ${pid} 2>/dev/null`;
+  const target = group ? `-- -${pid}` : String(pid);
+  const watch = `while kill -0 ${process.pid} 2>/dev/null && kill -0 ${pid} 2>/dev/null; do sleep 1; done; kill -9 ${target} 2>/dev/null`;
   spawn('/bin/sh', ['-c', watch], { detached: true, stdio: 'ignore' }).unref();
 }
 
 function track<C extends ChildProcess>(child: C): C {
-  reapWithParent(child.pid);
+  reapWithParent(child.pid, groups.has(child));
   running.add(child);
   child.once('exit', () => running.delete(child));
   return child;
@@ -57,6 +72,17 @@ export function alive(pid: number): boolean {
 
 /** Like `spawn` (same overloads), but the child is SIGKILLed when the current test ends if it is still running. */
 export const spawnChild: typeof spawn = ((...args: Parameters<typeof spawn>) => track(spawn(...args))) as typeof spawn;
+
+/**
+ * `/bin/sh -c script` as the leader of a process group of its own, tracked
+ * like `spawnChild`, except that killing it ({@link killChild}, the end of its
+ * test, this process's exit) kills every command the script started too.
+ */
+export function spawnShell(script: string, options: SpawnOptions = {}): ChildProcess {
+  const child = spawn('/bin/sh', ['-c', script], { ...options, detached: true });
+  groups.add(child);
+  return track(child);
+}
 
 /** `node --import tsx <script> ...args`, tracked like `spawnChild`. */
 export function spawnTsx(script: string, args: readonly string[], options: SpawnOptions = {}): ChildProcess {
