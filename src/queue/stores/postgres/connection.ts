@@ -17,6 +17,8 @@ export const DEFAULT_CONNECT_TIMEOUT_MS = 10_000;
 export const DEFAULT_STATEMENT_TIMEOUT_MS = 10_000;
 /** Default of `queryTimeoutMs`: the store gives up on an answer that has not come, and drops the connection. */
 export const DEFAULT_QUERY_TIMEOUT_MS = 15_000;
+/** Default of `closeGraceMs`: how long `close()` lets calls still running end before it cuts their connections. */
+export const DEFAULT_CLOSE_GRACE_MS = 1000;
 /** Largest timeout accepted (the longest Node timer). */
 const MAX_TIMEOUT_MS = 2 ** 31 - 1;
 
@@ -25,6 +27,7 @@ export interface PostgresTimeouts {
   connectTimeoutMs: number;
   statementTimeoutMs: number;
   queryTimeoutMs: number;
+  closeGraceMs: number;
 }
 
 /**
@@ -44,6 +47,7 @@ export function resolveTimeouts(opts: Partial<Record<keyof PostgresTimeouts, unk
     connectTimeoutMs: one('connectTimeoutMs', DEFAULT_CONNECT_TIMEOUT_MS, 1),
     statementTimeoutMs: one('statementTimeoutMs', DEFAULT_STATEMENT_TIMEOUT_MS, 0),
     queryTimeoutMs: one('queryTimeoutMs', DEFAULT_QUERY_TIMEOUT_MS, 0),
+    closeGraceMs: one('closeGraceMs', DEFAULT_CLOSE_GRACE_MS, 0),
   };
 }
 

@@ -74,6 +74,13 @@ export interface PostgresStoreOptions {
    * holds. Applies to a borrowed `pool` too. Default 15000.
    */
   queryTimeoutMs?: number;
+  /**
+   * How long `close()` lets calls still running end, ms; 0 for not at all.
+   * Past it their connections' sockets are destroyed and the calls reject
+   * with `ClosedError` (a statement the server was still running may yet
+   * finish there). Default 1000.
+   */
+  closeGraceMs?: number;
 }
 
 /**
@@ -127,9 +134,6 @@ const REMOVE_GROUP_RETRY = new Set(['55P03', '40P01']);
 const SOURCE: IOErrorSource = { name: 'postgres store', withCode: true, transient: postgresTransient };
 
 /** The error of a call whose `signal` aborted: the queue's close deadline passed. */
-/** How long `close()` lets calls still running end before it cuts their connections, ms. */
-const CLOSE_GRACE_MS = 1000;
-
 function aborted(what: string): ClosedError {
   return new ClosedError(`postgres store: ${what} abandoned: its signal aborted (the queue is closing)`);
 }
@@ -171,6 +175,8 @@ export class PostgresStore implements Store {
   /** `listen` calls running. */
   #listenerCount = 0;
   #closed = false;
+  /** The running `close()`, which every later call returns. */
+  #closing: Promise<void> | undefined;
 
   private constructor(driverModule: typeof pg, pool: pg.Pool, ownsPool: boolean, schema: string, quoted: string, timeouts: PostgresTimeouts) {
     this.#driver = driverModule;
@@ -700,20 +706,25 @@ export class PostgresStore implements Store {
 
   /**
    * Stops listeners and ends the pool when the store opened it; a borrowed
-   * pool stays open. Calls still running get {@link CLOSE_GRACE_MS} to end;
-   * then their connections' sockets are destroyed and they reject with
+   * pool stays open. Calls still running get `closeGraceMs` to end; then
+   * their connections' sockets are destroyed and they reject with
    * `ClosedError`. (The engine closes its store last, once its own calls
    * ended or were given up at its deadline.) Ending such a connection
    * politely would wait for a server that reads nothing until its statement
-   * ends, on a lock say, and keep the process alive until then. Idempotent.
+   * ends, on a lock say, and keep the process alive until then. Idempotent:
+   * a call made while another runs resolves when that one does.
    */
-  async close(): Promise<void> {
-    if (this.#closed) return;
+  close(): Promise<void> {
+    this.#closing ??= this.#close();
+    return this.#closing;
+  }
+
+  async #close(): Promise<void> {
     this.#closed = true;
     for (const stop of this.#listeners) stop();
     if (this.#busy.size > 0) {
       let timer: NodeJS.Timeout | undefined;
-      const grace = new Promise<void>((resolve) => (timer = setTimeout(resolve, CLOSE_GRACE_MS)));
+      const grace = new Promise<void>((resolve) => (timer = setTimeout(resolve, this.#timeouts.closeGraceMs)));
       await Promise.race([Promise.allSettled(this.#busy.values()), grace]);
       clearTimeout(timer);
       for (const client of this.#busy.keys()) destroySocket(client);
