@@ -59,6 +59,8 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
 
   private readonly flusher: Flusher;
   private closed = false;
+  /** The first `close()`'s run, which every call returns. */
+  private closing: Promise<void> | undefined;
   private commitMoved = false;
   private timer: NodeJS.Timeout | undefined;
   /** Fully committed segments taken out of the queue whose unlink failed; retried on each reclaim. */
@@ -434,10 +436,16 @@ export class DiskQueue<T = Uint8Array> implements AsyncDisposable {
   /**
    * Flushes, closes every file and releases the directory lock. Resolves once
    * closed; rejects with `IOError` when the final flush failed or the queue was
-   * latched (it is closed all the same). Closing twice is a no-op.
+   * latched (it is closed all the same). Idempotent: every call, made while
+   * the first runs or after it, returns the first one's outcome (the lock is
+   * released when any of them settles).
    */
-  async close(): Promise<void> {
-    if (this.closed) return;
+  close(): Promise<void> {
+    this.closing ??= this.shutdown();
+    return this.closing;
+  }
+
+  private async shutdown(): Promise<void> {
     this.closed = true;
     clearInterval(this.timer);
     this.published.closeAll();

@@ -13,6 +13,23 @@ test('a second open of the same directory in this process is LockedError; close 
   await q2.close();
 });
 
+test('two closes at once: the lock is free when either resolves, and both see the same outcome', async () => {
+  const dir = tempDir();
+  const q = await DiskQueue.open(dir);
+  await q.add(new Uint8Array([1]));
+  // Reopening at each close's resolution: the second call used to resolve at
+  // once, while the first still flushed and held the lock (ERR_LOCKED).
+  const reopenAt = (closing: Promise<void>) => closing.then(async () => (await DiskQueue.open(dir)).close());
+  const [first, second] = [q.close(), q.close()];
+  assert.equal(first, second, 'a close made while one runs returns the running one');
+  await reopenAt(second);
+  await first;
+  const again = await DiskQueue.open(dir);
+  const got = await again.reader().tryTake();
+  assert.deepEqual(got?.value, new Uint8Array([1]));
+  await again.close();
+});
+
 test('a lock held by another process excludes us, and does not outlive that process when it is killed', async () => {
   const dir = tempDir();
   const child = spawnChild(

@@ -231,6 +231,13 @@ describe('clickhouse store', { skip: CLICKHOUSE_SKIP }, () => {
     }
   });
 
+  it('two closes at once: the second resolves with the first, not before it (it returned while the client still closed)', async () => {
+    const a = await ClickHouseStore.open({ url: CLICKHOUSE_URL, database: db(), locker: new ProcessLocker() });
+    const order: string[] = [];
+    await Promise.all([a.close().then(() => order.push('first')), a.close().then(() => order.push('second'))]);
+    assert.deepEqual(order, ['first', 'second']);
+  });
+
   it('kill with unrun takes back the attempt its claim added', async () => {
     const s = await ClickHouseStore.open({ url: CLICKHOUSE_URL, database: db(), locker: new ProcessLocker() });
     try {

@@ -152,3 +152,24 @@ for (const kind of kinds) {
     });
   });
 }
+
+/**
+ * Two closes at once: a close made while another runs must not resolve
+ * before it (it used to return at once, while the pool or the connection was
+ * still ending).
+ */
+for (const kind of kinds.filter((k) => k.name !== 'process')) {
+  describe(`locker: ${kind.name}, close ‖ close`, { skip: kind.skip }, () => {
+    it('the second call resolves with the first, not before it', async () => {
+      const [locker, , closeBoth] = await kind.pair(`ferry-test:${process.pid}:close2:`);
+      const a = locker as DistributedLocker & { close(): Promise<void> };
+      try {
+        const order: string[] = [];
+        await Promise.all([a.close().then(() => order.push('first')), a.close().then(() => order.push('second'))]);
+        assert.deepEqual(order, ['first', 'second']);
+      } finally {
+        await closeBoth();
+      }
+    });
+  });
+}

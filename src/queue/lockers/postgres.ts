@@ -56,6 +56,8 @@ export class PostgresLocker implements DistributedLocker {
   readonly #owns: boolean;
   readonly #prefix: string;
   #closed = false;
+  /** The first `close()`'s run, which every call returns. */
+  #closing: Promise<void> | undefined;
 
   private constructor(pool: pg.Pool, owns: boolean, prefix: string) {
     this.#pool = pool;
@@ -150,9 +152,13 @@ export class PostgresLocker implements DistributedLocker {
     return { key, fence, expiresAt, release: free };
   }
 
-  /** Ends the pool the locker opened (held locks are freed with their connections); a borrowed pool stays open. Idempotent. */
-  async close(): Promise<void> {
-    if (this.#closed) return;
+  /** Ends the pool the locker opened (held locks are freed with their connections); a borrowed pool stays open. Idempotent: a call made while another runs resolves when that one does. */
+  close(): Promise<void> {
+    this.#closing ??= this.#close();
+    return this.#closing;
+  }
+
+  async #close(): Promise<void> {
     this.#closed = true;
     if (this.#owns) await this.#pool.end().catch(() => undefined);
   }

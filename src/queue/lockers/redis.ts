@@ -53,6 +53,8 @@ export class RedisLocker implements DistributedLocker {
   readonly #owns: boolean;
   readonly #prefix: string;
   #closed = false;
+  /** The first `close()`'s run, which every call returns. */
+  #closing: Promise<void> | undefined;
 
   private constructor(client: Redis, owns: boolean, prefix: string) {
     this.#client = client;
@@ -127,9 +129,13 @@ export class RedisLocker implements DistributedLocker {
     };
   }
 
-  /** Closes the connection the locker opened; a borrowed client stays open. Held locks lapse at their TTL. Idempotent. */
-  async close(): Promise<void> {
-    if (this.#closed) return;
+  /** Closes the connection the locker opened; a borrowed client stays open. Held locks lapse at their TTL. Idempotent: a call made while another runs resolves when that one does. */
+  close(): Promise<void> {
+    this.#closing ??= this.#close();
+    return this.#closing;
+  }
+
+  async #close(): Promise<void> {
     this.#closed = true;
     if (this.#owns) await this.#client.quit().catch(() => this.#client.disconnect());
   }

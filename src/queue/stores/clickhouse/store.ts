@@ -108,6 +108,8 @@ export class ClickHouseStore implements Store {
   readonly #channel: string;
   /** Aborts on close: ends `listen`. */
   readonly #closing = new AbortController();
+  /** The first `close()`'s run, which every call returns. */
+  #shutdown: Promise<void> | undefined;
 
   private constructor(conn: Connection, owns: boolean, channel: string) {
     this.#conn = conn;
@@ -542,9 +544,17 @@ export class ClickHouseStore implements Store {
     });
   }
 
-  /** Closes the client when the store opened it; a borrowed client (and the locker) stay open. Idempotent. */
-  async close(): Promise<void> {
-    if (this.#conn.closed) return;
+  /**
+   * Closes the client when the store opened it; a borrowed client (and the
+   * locker) stay open. Idempotent: a call made while another runs resolves
+   * when that one does.
+   */
+  close(): Promise<void> {
+    this.#shutdown ??= this.#close();
+    return this.#shutdown;
+  }
+
+  async #close(): Promise<void> {
     const closing = this.#conn.close();
     this.#closing.abort();
     await closing;
