@@ -28,6 +28,7 @@ import { EXIT_INTERRUPTED } from './drain-delivery.js';
 import { FramingError, recordLimit, recordSplitter } from './framing.js';
 import { BODY_FORMATS, execTarget, httpTarget, type BodyFormat } from './deliver.js';
 import { runSender } from './sender.js';
+import { OrderedSyncs } from './ordered-syncs.js';
 import { noteOpenLosses } from './spool-dir.js';
 
 /** Options of `ferry forward`, as parsed from the command line. */
@@ -229,44 +230,27 @@ const SYNCS_AHEAD = 4;
  * sync only when {@link SYNCS_AHEAD} are outstanding, so fdatasyncs overlap
  * the appends instead of taking turns with them, and syncs asked for while
  * one runs share the next (group commit). A line is counted in `counts.in`
- * once a sync covering it, and every older one, resolved; the first failed
- * sync ends the intake.
+ * once a sync covering it, and every older one, resolved (OrderedSyncs);
+ * the first failed sync ends the intake.
  */
 async function intake(spool: Spool, input: Readable, syncBatch: number, maxLineBytes: number, counts: Counts, stop: AbortSignal, room: Room): Promise<void> {
   const splitter = recordSplitter('lines', maxLineBytes);
   /** Lines appended and not yet covered by a sync that was started. */
   let pending = 0;
-  /** Syncs started and not yet waited for, oldest first. */
-  const syncs: Promise<void>[] = [];
-  /** The newest sync's outcome, counted: it settles after every older one. */
-  let counted: Promise<void> = Promise.resolve();
-  /**
-   * Starts a sync for the pending lines. Its lines count as accepted once it
-   * and every older sync resolved: a failed sync cuts its group, but a sync
-   * after it can still land the groups read ahead behind it, and counting
-   * those would make the count more than a prefix of the input (a rerun from
-   * it would skip the cut lines). Such a later sync rejects here too.
-   */
+  const syncs = new OrderedSyncs(() => spool.sync(), (n) => void (counts.in += n), SYNCS_AHEAD);
+  /** Starts a sync for the pending lines. */
   const queueSync = () => {
-    if (pending === 0) return;
-    const n = pending;
+    syncs.start(pending);
     pending = 0;
-    // Settles after its own sync, so the failure path's wait covers every sync.
-    const older = counted;
-    const p = spool.sync().then(() => older).then(() => void (counts.in += n));
-    counted = p;
-    // Waited for by startSync, flush() or the failure path; until then its failure is not unhandled.
-    p.catch(() => {});
-    syncs.push(p);
   };
   /** Starts a sync for the pending lines; waits for the oldest one while too many are outstanding. */
   const startSync = async () => {
     queueSync();
-    while (syncs.length > SYNCS_AHEAD) await syncs.shift();
+    await syncs.throttle();
   };
   const flush = async () => {
-    await startSync();
-    while (syncs.length > 0) await syncs.shift();
+    queueSync();
+    await syncs.drain();
   };
   /**
    * Appends `line` after `appendNoSync` refused it with `err`: waits out a
@@ -339,7 +323,7 @@ async function intake(spool: Spool, input: Readable, syncBatch: number, maxLineB
     // lands counts as accepted before the failure is reported: the sender
     // may deliver them already.
     queueSync();
-    await Promise.allSettled(syncs);
+    await syncs.settle();
     throw err;
   }
 }
