@@ -20,13 +20,13 @@ const message = () => ({ id: randomUUID(), topic: 't', payload: new Uint8Array([
  * session and starts an append that waits on the lock; hands both to `fn`
  * and cleans up on every path.
  */
-async function withBlockedAppend(tag: string, closeGraceMs: number, fn: (ctx: { store: PostgresStore; append: Promise<void>; id: string; unlock: () => Promise<unknown>; schema: string }) => Promise<void>): Promise<void> {
+async function withBlockedAppend(tag: string, closeGraceMs: number, poolSize: number, fn: (ctx: { store: PostgresStore; append: Promise<void>; id: string; unlock: () => Promise<unknown>; schema: string }) => Promise<void>): Promise<void> {
   const schema = testSchema(tag);
   const holder = new pg.Client({ connectionString: POSTGRES_DIRECT_URL });
   await holder.connect();
   let store: PostgresStore | undefined;
   try {
-    store = await PostgresStore.open({ connectionString: POSTGRES_DIRECT_URL, schema, statementTimeoutMs: 0, queryTimeoutMs: 0, closeGraceMs });
+    store = await PostgresStore.open({ connectionString: POSTGRES_DIRECT_URL, schema, statementTimeoutMs: 0, queryTimeoutMs: 0, closeGraceMs, poolSize });
     const holderPid = (await holder.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
     await holder.query('BEGIN');
     await holder.query(`LOCK TABLE "${schema}".messages IN ACCESS EXCLUSIVE MODE`);
@@ -51,7 +51,7 @@ describe('PostgresStore.close beside other calls', { skip: POSTGRES_SKIP }, () =
   });
 
   it('two closes at once: neither resolves before the other, the running call is cut with ClosedError, later calls are refused', { timeout: HANG_MS }, async () => {
-    await withBlockedAppend('close2', 0, async ({ store, append }) => {
+    await withBlockedAppend('close2', 0, 10, async ({ store, append }) => {
       const order: string[] = [];
       const closes = [store.close().then(() => order.push('first')), store.close().then(() => order.push('second'))];
       await Promise.all(closes);
@@ -65,9 +65,27 @@ describe('PostgresStore.close beside other calls', { skip: POSTGRES_SKIP }, () =
     });
   });
 
+  it('calls waiting for a pooled connection are cut by close too, not left to the connect timeout', { timeout: HANG_MS }, async () => {
+    // One connection, held by the append that waits on the lock: the stats calls wait for it in the pool.
+    await withBlockedAppend('closewait', 0, 1, async ({ store, append }) => {
+      const settled: boolean[] = [];
+      const waiting = Array.from({ length: 5 }, (_, i) => {
+        settled[i] = false;
+        const p = store.stats('t', 'g');
+        p.then(() => (settled[i] = true), () => (settled[i] = true));
+        return p;
+      });
+      await store.close();
+      // Every call had ended when close resolved (the pool's connect timeout is 10 s; the test's deadline only catches a hang).
+      assert.deepEqual(settled, [true, true, true, true, true]);
+      for (const p of waiting) await assert.rejects(p, ClosedError);
+      await assert.rejects(append, ClosedError);
+    });
+  });
+
   it('a call that ends during the grace keeps its result, and close resolves after it', { timeout: HANG_MS }, async () => {
     // The grace outlasts the test's hang deadline: only the call's end lets close finish.
-    await withBlockedAppend('closegrace', HANG_MS * 2, async ({ store, append, id, unlock, schema }) => {
+    await withBlockedAppend('closegrace', HANG_MS * 2, 10, async ({ store, append, id, unlock, schema }) => {
       const order: string[] = [];
       const closing = store.close().then(() => order.push('close'));
       const appended = append.then(() => order.push('append'));

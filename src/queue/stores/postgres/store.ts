@@ -168,6 +168,11 @@ export class PostgresStore implements Store {
   readonly #own: OwnNotifications;
   /** Connections checked out by calls still running (#withClient), each with its call's end. */
   readonly #busy = new Map<pg.PoolClient, Promise<unknown>>();
+  /** Calls waiting for a pooled connection, each by the function that cuts it off (close()). */
+  readonly #waiting = new Set<(err: Error) => void>();
+  /** Calls inside #withClient, and what close() runs when the last one ends. */
+  #running = 0;
+  #idle: (() => void) | undefined;
   /** The groups of topics this store published to, for one-statement appends. */
   readonly #topicGroups = new TopicGroupsCache();
   /** `duePairs`' last frozen pairs and their encoded parameters. */
@@ -299,14 +304,23 @@ export class PostgresStore implements Store {
       client.release(err);
       client.removeListener('error', ignore);
     };
+    this.#running++;
     try {
       const connecting = this.#pool.connect();
+      // close() cuts a call still waiting here once its grace ends: the pool
+      // serves no waiter once it is ending, and the call would hang until
+      // connectTimeoutMs, or for good once nothing else kept the process up.
+      let cut!: (err: Error) => void;
+      const cutting = new Promise<never>((_, reject) => (cut = reject));
+      this.#waiting.add(cut);
       try {
-        client = await (abort ? Promise.race([connecting, abort]) : connecting);
+        client = await Promise.race(abort ? [connecting, abort, cutting] : [connecting, cutting]);
       } catch (err) {
-        // A connection that arrives after the abort goes straight back.
-        if (abort) void connecting.then((c) => c.release(), () => undefined);
+        // A connection that arrives after the abort or the cut goes straight back.
+        void connecting.then((c) => c.release(), () => undefined);
         throw err;
+      } finally {
+        this.#waiting.delete(cut);
       }
       client.on('error', ignore);
       this.#own.checkedOut(client);
@@ -335,6 +349,7 @@ export class PostgresStore implements Store {
       throw asIOError(what, err, SOURCE);
     } finally {
       if (onAbort) signal!.removeEventListener('abort', onAbort);
+      if (--this.#running === 0) this.#idle?.();
     }
   }
 
@@ -707,7 +722,8 @@ export class PostgresStore implements Store {
   /**
    * Stops listeners and ends the pool when the store opened it; a borrowed
    * pool stays open. Calls still running get `closeGraceMs` to end; then
-   * their connections' sockets are destroyed and they reject with
+   * their connections' sockets are destroyed, calls still waiting for a
+   * pooled connection are cut off, and all of them reject with
    * `ClosedError`. (The engine closes its store last, once its own calls
    * ended or were given up at its deadline.) Ending such a connection
    * politely would wait for a server that reads nothing until its statement
@@ -722,12 +738,16 @@ export class PostgresStore implements Store {
   async #close(): Promise<void> {
     this.#closed = true;
     for (const stop of this.#listeners) stop();
-    if (this.#busy.size > 0) {
+    if (this.#running > 0) {
       let timer: NodeJS.Timeout | undefined;
-      const grace = new Promise<void>((resolve) => (timer = setTimeout(resolve, this.#timeouts.closeGraceMs)));
-      await Promise.race([Promise.allSettled(this.#busy.values()), grace]);
+      await new Promise<void>((resolve) => {
+        this.#idle = resolve;
+        timer = setTimeout(resolve, this.#timeouts.closeGraceMs);
+      });
       clearTimeout(timer);
+      this.#idle = undefined;
       for (const client of this.#busy.keys()) destroySocket(client);
+      for (const cut of this.#waiting) cut(new ClosedError('postgres store: a call waiting for a connection was abandoned: the store closed'));
     }
     this.#own.close();
     if (this.#ownsPool) await this.#pool.end().catch(() => undefined);
