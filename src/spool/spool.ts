@@ -28,6 +28,7 @@ import { Appender } from './appender.js';
 import { CursorFile } from './cursor.js';
 import { Flusher } from './flusher.js';
 import { Head } from './head.js';
+import { SEGMENT_HEADER_SIZE } from './format.js';
 import { resolveSpoolOptions, type ResolvedSpoolOptions, type SpoolOptions } from './options.js';
 import { Popped } from './popped.js';
 import { PoppedRun } from './popped-run.js';
@@ -143,6 +144,15 @@ export class Spool implements AsyncDisposable {
       const cursor = new CursorFile(fs, abs, opts.commitSync);
       const rec = recover(fs, abs, cursor.load());
       s = new Spool(abs, opts, lock, rec.segments, rec.headOffset, rec.nextSeq, rec.counts, rec.events, cursor);
+      // The only segment, all of it consumed, goes before the next is made:
+      // its space comes back now, not once it has filled, which on a disk
+      // the spool itself filled is never (and then no room is left for even
+      // a new segment's header). A crash in between leaves no segment and
+      // the cursor, from which the next open numbers on.
+      if (s.segs.length === 1 && s.segs[0]!.size > SEGMENT_HEADER_SIZE && s.head.offset >= s.segs[0]!.size) {
+        s.head.retire();
+        await s.head.retired;
+      }
       if (s.segs.length === 0) s.addSegment();
       cursor.ensure();
       // Bytes and names a previous process left in the page cache are not

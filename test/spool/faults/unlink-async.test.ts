@@ -94,8 +94,12 @@ describe('retired spool segments unlinked off the event loop', () => {
       await s.close();
     }
     assert.deepEqual(segNumbers(fs), [10]);
-    const again = await openS(fs, { segmentBytes: SEGMENT_BYTES });
+    // The open retires segment 10, all of it consumed, and waits for its unlink.
+    const opening = openS(fs, { segmentBytes: SEGMENT_BYTES });
+    while (!(await settled(opening))) for (const h of fs.held.splice(0)) h.release();
+    const again = await opening;
     try {
+      assert.deepEqual(segNumbers(fs), [11]);
       assert.deepEqual((await drain(again)).values, []);
     } finally {
       await again.close();
