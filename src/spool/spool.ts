@@ -149,12 +149,15 @@ export class Spool implements AsyncDisposable {
       // the spool itself filled is never (and then no room is left for even
       // a new segment's header). A crash in between leaves no segment and
       // the cursor, from which the next open numbers on.
-      if (s.segs.length === 1 && s.segs[0]!.size > SEGMENT_HEADER_SIZE && s.head.offset >= s.segs[0]!.size) {
+      const reclaim = s.segs.length === 1 && s.segs[0]!.size > SEGMENT_HEADER_SIZE && s.head.offset >= s.segs[0]!.size;
+      if (reclaim) {
         s.head.retire();
         await s.head.retired;
       }
       if (s.segs.length === 0) s.addSegment();
       cursor.ensure();
+      // The cursor names the new segment (a failure is counted, as a commit's is).
+      if (reclaim) await cursor.write({ seq: s.segs[0]!.seq, offset: SEGMENT_HEADER_SIZE });
       // Bytes and names a previous process left in the page cache are not
       // known to be durable, yet this spool will deliver them. A failure
       // fails the open; it never deletes what is there.

@@ -5,6 +5,7 @@
  */
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
+import { createServer, connect, type Socket } from 'node:net';
 import { describe, it } from 'node:test';
 import pg from 'pg';
 import { ClosedError, InvalidArgumentError } from '../../src/errors.js';
@@ -81,6 +82,63 @@ describe('PostgresStore.close beside other calls', { skip: POSTGRES_SKIP }, () =
       for (const p of waiting) await assert.rejects(p, ClosedError);
       await assert.rejects(append, ClosedError);
     });
+  });
+
+  it('a connection the pool is still opening does not hold close until connectTimeoutMs', { timeout: HANG_MS }, async () => {
+    // A proxy to the server that forwards the connections made while the
+    // store opens, then holds every later one unanswered: a server slow to accept.
+    const target = new URL(POSTGRES_DIRECT_URL);
+    const held: Socket[] = [];
+    let hold = false;
+    let forwarded = 0;
+    const proxy = createServer((inbound) => {
+      if (hold) {
+        held.push(inbound);
+        inbound.on('error', () => undefined);
+        inbound.resume(); // read (and drop) what the client sends, so its end is seen
+        return;
+      }
+      forwarded++;
+      const outbound = connect(Number(target.port || 5432), target.hostname || '127.0.0.1');
+      inbound.pipe(outbound).pipe(inbound);
+      inbound.on('error', () => outbound.destroy());
+      outbound.on('error', () => inbound.destroy());
+    });
+    await new Promise<void>((resolve) => proxy.listen(0, '127.0.0.1', resolve));
+    const via = new URL(POSTGRES_DIRECT_URL);
+    via.hostname = '127.0.0.1';
+    via.port = String((proxy.address() as { port: number }).port);
+    const schema = testSchema('closeconn');
+    const holder = new pg.Client({ connectionString: POSTGRES_DIRECT_URL });
+    await holder.connect();
+    let store: PostgresStore | undefined;
+    try {
+      // The connect timeout outlasts the test's deadline: only close can end the held connection.
+      store = await PostgresStore.open({ connectionString: via.toString(), schema, poolSize: 4, statementTimeoutMs: 0, queryTimeoutMs: 0, connectTimeoutMs: HANG_MS * 2, closeGraceMs: 0 });
+      hold = true;
+      const open = forwarded; // the connections the open left in the pool
+      assert.ok(open < 4, `the open used ${open} connections`);
+      const holderPid = (await holder.query<{ pid: number }>('SELECT pg_backend_pid() AS pid')).rows[0]!.pid;
+      await holder.query('BEGIN');
+      await holder.query(`LOCK TABLE "${schema}".messages IN ACCESS EXCLUSIVE MODE`);
+      // As many calls as the pool has open connections wait on the lock; the next waits for a new one the proxy holds.
+      const appends = Array.from({ length: open }, () => store!.append([message()]));
+      await waitFor(async () => (await blockedBy(holderPid)).length >= open, 0, 'the appends waiting on the lock');
+      const stats = store.stats('t', 'g');
+      for (const p of [...appends, stats]) p.catch(() => undefined);
+      await waitFor(() => held.length === 1, 0, 'the pool opening another connection');
+      const heldClosed = new Promise<void>((resolve) => held[0]!.on('close', () => resolve()));
+      await store.close();
+      for (const p of [...appends, stats]) await assert.rejects(p, ClosedError);
+      await heldClosed;
+    } finally {
+      for (const s of held) s.destroy();
+      await holder.query('ROLLBACK').catch(() => undefined);
+      await holder.end();
+      await store?.close();
+      await new Promise((resolve) => proxy.close(resolve));
+      await dropSchema(schema);
+    }
   });
 
   it('a call that ends during the grace keeps its result, and close resolves after it', { timeout: HANG_MS }, async () => {

@@ -9,7 +9,8 @@ import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { FaultyFileSystem } from '../../src/storage/faulty.js';
 import { FerryError } from '../../src/errors.js';
-import { appendAll, drain, enc, openS, range, rec, segNumbers } from './helpers.js';
+import { decodeCursor } from '../../src/spool/format.js';
+import { appendAll, CURSOR, drain, enc, openS, range, rec, segNumbers } from './helpers.js';
 
 /** Appends records from `from` until the disk refuses one; returns how many went in. */
 async function fillDisk(s: Awaited<ReturnType<typeof openS>>, from: number): Promise<number> {
@@ -44,6 +45,7 @@ describe('spool: a consumed segment is reclaimed at open', () => {
     const again = await openS(fs);
     try {
       assert.deepEqual(segNumbers(fs), [2], 'segment 1 retired, segment 2 started');
+      assert.deepEqual(decodeCursor(fs.readFile(CURSOR)!), { seq: 2, offset: 8 }, 'the cursor names the new segment');
       assert.equal(again.stats().backlogBytes, 0);
       const second = await fillDisk(again, first);
       assert.ok(second >= first - 1, `the whole disk is free for records again (${second} of ${first})`);

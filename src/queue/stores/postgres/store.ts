@@ -749,8 +749,23 @@ export class PostgresStore implements Store {
       for (const client of this.#busy.keys()) destroySocket(client);
       for (const cut of this.#waiting) cut(new ClosedError('postgres store: a call waiting for a connection was abandoned: the store closed'));
     }
+    if (this.#ownsPool) this.#dropConnecting();
     this.#own.close();
     if (this.#ownsPool) await this.#pool.end().catch(() => undefined);
+  }
+
+  /**
+   * Destroys the sockets of connections the pool is still opening, for calls
+   * close() cut or that were aborted: pool.end() waits for each of them to
+   * connect or to reach connectTimeoutMs, which on a server slow to accept
+   * held close (and the process) that long. Reads pg-pool's own lists: every
+   * client of the pool that is not idle, once no call holds one.
+   */
+  #dropConnecting(): void {
+    const pool = this.#pool as unknown as { _clients?: pg.Client[]; _idle?: Array<{ client: pg.Client }> };
+    if (!Array.isArray(pool._clients) || !Array.isArray(pool._idle)) return;
+    const idle = new Set(pool._idle.map((i) => i.client));
+    for (const client of pool._clients) if (!idle.has(client)) destroySocket(client);
   }
 
   [Symbol.asyncDispose](): Promise<void> {
