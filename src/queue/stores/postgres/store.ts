@@ -76,9 +76,10 @@ export interface PostgresStoreOptions {
   queryTimeoutMs?: number;
   /**
    * How long `close()` lets calls still running end, ms; 0 for not at all.
-   * Past it their connections' sockets are destroyed and the calls reject
-   * with `ClosedError` (a statement the server was still running may yet
-   * finish there). Default 1000.
+   * Past it their connections' sockets are destroyed, calls still waiting
+   * for a pooled connection are cut off, and all of them reject with
+   * `ClosedError` (a statement the server was still running may yet finish
+   * there). Default 1000.
    */
   closeGraceMs?: number;
 }
