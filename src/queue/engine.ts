@@ -86,7 +86,7 @@ import { QueueSignals } from './events.js';
 import type { QueueEvents, QueueListener } from './events.js';
 import { Janitor } from './janitor.js';
 import { uuidV7 } from './message-id.js';
-import { validateId, validateMessageTime, validateName } from './names.js';
+import { MAX_HEADER_BYTES, validateId, validateMessageTime, validateName } from './names.js';
 import { PublishBatcher } from './publish-batcher.js';
 import { shown } from '../show-value.js';
 import { DEFAULT_LEASE_DURATION_MS, checkCloseOptions, checkCodec, hoursToMs, resolveEngineConfig, resolveSubscribeOptions } from './options.js';
@@ -289,9 +289,12 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
       if (typeof m.headers !== 'object' || m.headers === null || Array.isArray(m.headers)) {
         throw new InvalidArgumentError('message headers must be an object of strings');
       }
+      let bytes = 0;
       for (const [k, v] of Object.entries(m.headers)) {
         if (typeof v !== 'string') throw new InvalidArgumentError(`header ${JSON.stringify(k)} is not a string`);
+        bytes += Buffer.byteLength(k) + Buffer.byteLength(v);
       }
+      if (bytes > MAX_HEADER_BYTES) throw new PayloadTooLargeError(`message headers take ${bytes} bytes (names and values in UTF-8), more than ${MAX_HEADER_BYTES}`);
     }
     if (m.priority !== undefined && m.priority !== 0) {
       if (!Number.isInteger(m.priority) || m.priority < MIN_PRIORITY || m.priority > MAX_PRIORITY) {

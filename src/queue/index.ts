@@ -45,7 +45,7 @@ export type {
   QueueLogger,
   RetryingEvent,
 } from './events.js';
-export { MAX_ID_LENGTH, MAX_NAME_LENGTH, validateName } from './names.js';
+export { MAX_HEADER_BYTES, MAX_ID_LENGTH, MAX_NAME_LENGTH, validateName } from './names.js';
 export { DELIVERY_ID_NAMESPACE, deliveryId } from './delivery-id.js';
 export { isPermanent, permanent } from './permanent.js';
 export {

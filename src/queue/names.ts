@@ -14,6 +14,14 @@ export const MAX_NAME_LENGTH = 200;
 /** Longest caller-supplied message ID or key, in UTF-16 code units. Bifrost's `MaxIDLength`. */
 export const MAX_ID_LENGTH = 255;
 
+/**
+ * Most bytes a message's headers may take, names and values in UTF-8
+ * (64 KiB). The NATS queue carries less (4 KiB). Headers travel with every
+ * delivery, dead-letter copy and redrive, so without a bound they would
+ * slip past `maxPayloadBytes`.
+ */
+export const MAX_HEADER_BYTES = 65_536;
+
 const NAME_RE = /^[A-Za-z0-9._-]+$/;
 
 /**

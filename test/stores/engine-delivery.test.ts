@@ -19,6 +19,7 @@ import {
 } from '../../src/queue/dead-letter.js';
 import { deliveryId } from '../../src/queue/delivery-id.js';
 import { permanent } from '../../src/queue/permanent.js';
+import { MAX_HEADER_BYTES } from '../../src/queue/names.js';
 import type { Delivery, Handler, Store } from '../../src/queue/types.js';
 import { dec, enc, engineHarness, FAST } from './engine-harness.js';
 import { QUEUE_FACTORIES, conformanceIt, keyed } from './factories.js';
@@ -306,8 +307,15 @@ for (const factory of QUEUE_FACTORIES) {
       await assert.rejects(q.publish({ topic: 't', id: 'i'.repeat(256), payload: enc('x') }), InvalidArgumentError);
       await assert.rejects(q.publish({ topic: 't', key: 'k'.repeat(256), payload: enc('x') }), InvalidArgumentError);
       await assert.rejects(q.publish({ topic: 't', payload: enc('ok') }, { topic: 't', payload: new Uint8Array(17) }), PayloadTooLargeError);
+      // Headers: MAX_HEADER_BYTES of names and values in UTF-8, whatever maxPayloadBytes is (a 2-byte character counts 2).
+      const atLimit = { h: 'é'.repeat(32_767) + 'x' }; // 1 + 2 × 32,767 + 1 bytes
+      assert.equal(MAX_HEADER_BYTES, 65_536);
+      await assert.rejects(q.publish({ topic: 't', payload: enc('x'), headers: { ...atLimit, i: '' } }), PayloadTooLargeError);
+      await assert.rejects(q.publish({ topic: 't', payload: enc('x'), headers: { big: 'x'.repeat(20 << 20) } }), PayloadTooLargeError);
       assert.deepEqual(counts(await q.stats('t', 'nobody')), { pending: 0, leased: 0, dead: 0 });
       await q.publish({ topic: 't', payload: new Uint8Array(16) });
+      // The NATS queue carries 4 KiB of headers, less than the stores' limit.
+      if (factory.name !== 'nats') await q.publish({ topic: 't', payload: enc('x'), headers: atLimit });
       await assert.rejects(q.subscribe('t', 'g/1', noop), InvalidNameError);
       await assert.rejects(q.subscribe('t', 'g', noop, { deadLetterTopic: 't' }), DeadLetterLoopError);
       await assert.rejects(q.subscribe('t', 'g', noop, { deadLetterTopic: 'no spaces' }), InvalidNameError);
