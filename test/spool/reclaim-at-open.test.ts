@@ -25,6 +25,29 @@ async function fillDisk(s: Awaited<ReturnType<typeof openS>>, from: number): Pro
   }
 }
 
+/** A spool on a new file system that took records 0 to 3 and delivered them all, closed. */
+async function drained(): Promise<FaultyFileSystem> {
+  const fs = new FaultyFileSystem();
+  const s = await openS(fs);
+  await appendAll(s, 0, 4);
+  assert.deepEqual((await drain(s)).values, range(0, 4));
+  await s.close();
+  return fs;
+}
+
+/** Reopens `fs`'s spool: segment 2 replaced segment 1, nothing is delivered again, and records 4 and 5 go through. */
+async function reopenedTakesMore(fs: FaultyFileSystem): Promise<void> {
+  const again = await openS(fs);
+  try {
+    assert.deepEqual(segNumbers(fs), [2]);
+    assert.deepEqual((await drain(again)).values, []);
+    await appendAll(again, 4, 6);
+    assert.deepEqual((await drain(again)).values, range(4, 6));
+  } finally {
+    await again.close();
+  }
+}
+
 describe('spool: a consumed segment is reclaimed at open', () => {
   it('a disk the spool filled takes records again after the backlog is delivered and the spool reopened', async () => {
     const fs = new FaultyFileSystem();
@@ -72,42 +95,19 @@ describe('spool: a consumed segment is reclaimed at open', () => {
   });
 
   it('a disk left with no room at all: the consumed segment goes first, then the new one is made', async () => {
-    const fs = new FaultyFileSystem();
-    const s = await openS(fs);
-    await appendAll(s, 0, 4);
-    assert.deepEqual((await drain(s)).values, range(0, 4));
-    await s.close();
+    const fs = await drained();
     fs.capacity = fs.usedBytes();
-    const again = await openS(fs);
-    try {
-      assert.deepEqual(segNumbers(fs), [2]);
-      await appendAll(again, 4, 6);
-      assert.deepEqual((await drain(again)).values, range(4, 6));
-    } finally {
-      await again.close();
-    }
+    await reopenedTakesMore(fs);
   });
 
   it('a crash between the old segment\'s removal and the new one\'s creation: the next open numbers on from the cursor', async () => {
-    const fs = new FaultyFileSystem();
-    const s = await openS(fs);
-    await appendAll(s, 0, 4);
-    assert.deepEqual((await drain(s)).values, range(0, 4));
-    await s.close();
+    const fs = await drained();
     // The new segment cannot be made: the open fails after the removal.
     fs.inject({ step: 'open', error: 'EACCES', path: '00000000000000000002' });
     await assert.rejects(openS(fs), FerryError);
     fs.clearFaults();
     assert.deepEqual(segNumbers(fs), []);
-    const again = await openS(fs);
-    try {
-      assert.deepEqual(segNumbers(fs), [2]);
-      assert.deepEqual((await drain(again)).values, []);
-      await appendAll(again, 4, 6);
-      assert.deepEqual((await drain(again)).values, range(4, 6));
-    } finally {
-      await again.close();
-    }
+    await reopenedTakesMore(fs);
   });
 
   it('an empty spool (only a header) is not rotated at each open', async () => {
