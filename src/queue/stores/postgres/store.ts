@@ -167,8 +167,8 @@ export class PostgresStore implements Store {
   readonly #timeouts: PostgresTimeouts;
   /** The PIDs of this store's connections, whose notifications its listener skips (own-notifications.ts). */
   readonly #own: OwnNotifications;
-  /** Connections checked out by calls still running (#withClient), each with its call's end. */
-  readonly #busy = new Map<pg.PoolClient, Promise<unknown>>();
+  /** Connections checked out by calls still running (#withClient). */
+  readonly #busy = new Set<pg.PoolClient>();
   /** Calls waiting for a pooled connection, each by the function that cuts it off (close()). */
   readonly #waiting = new Set<(err: Error) => void>();
   /** Calls inside #withClient, and what close() runs when the last one ends. */
@@ -327,7 +327,7 @@ export class PostgresStore implements Store {
       this.#own.checkedOut(client);
       const running = fn(client);
       running.catch(() => undefined);
-      this.#busy.set(client, running);
+      this.#busy.add(client);
       try {
         const out = await (abort ? Promise.race([running, abort]) : running);
         release();
@@ -747,7 +747,7 @@ export class PostgresStore implements Store {
       });
       clearTimeout(timer);
       this.#idle = undefined;
-      for (const client of this.#busy.keys()) destroySocket(client);
+      for (const client of this.#busy) destroySocket(client);
       for (const cut of this.#waiting) cut(new ClosedError('postgres store: a call waiting for a connection was abandoned: the store closed'));
     }
     if (this.#ownsPool) this.#dropConnecting();
