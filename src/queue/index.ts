@@ -60,6 +60,7 @@ export {
   DEFAULT_MAX_PAYLOAD_BYTES,
   DEFAULT_POLL_INTERVAL_MS,
   DEFAULT_RETENTION_HOURS,
+  MAX_RETENTION_HOURS,
 } from './options.js';
 export type { EngineConfig, ErrorReporter, SubscribeOptions } from './options.js';
 export type { ProcessOutcome } from './tracing.js';

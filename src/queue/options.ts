@@ -167,7 +167,7 @@ export function resolveSubscribeOptions<T>(opts: SubscribeOptions<T> = {}): Reso
     maxInFlight: check('maxInFlight', opts.maxInFlight ?? 0, 0),
     startFrom: opts.startFrom ?? 'latest',
     prefetch: check('prefetch', opts.prefetch ?? 0, 0),
-    deadLetterTopic: opts.deadLetterTopic || undefined,
+    deadLetterTopic: opts.deadLetterTopic,
     codec: checkCodec(opts.codec, 'codec'),
   };
   if (r.codec === undefined) delete r.codec;
@@ -185,6 +185,13 @@ export function resolveSubscribeOptions<T>(opts: SubscribeOptions<T> = {}): Reso
 
 /** Default retention of dead-lettered deliveries, hours. Bifrost's `DefaultRetentionHours`. */
 export const DEFAULT_RETENTION_HOURS = 168;
+/**
+ * Longest `retentionHours` or `ackedRetentionHours`: 100 years of hours. A
+ * store computes its purge cutoff as now minus the retention, in its own
+ * time type; Postgres's timestamps and ClickHouse's DateTime64 (from 1900)
+ * hold that, where a larger figure made every janitor pass fail.
+ */
+export const MAX_RETENTION_HOURS = 100 * 365 * 24;
 /** Default retention of finished messages, hours. Bifrost's `DefaultAckedRetentionHours`. */
 export const DEFAULT_ACKED_RETENTION_HOURS = 24;
 /** Default time between janitor passes, ms (10 minutes). Bifrost's `DefaultJanitorInterval`. */
@@ -314,9 +321,10 @@ const HOUR_MS = 3_600_000;
 export function resolveEngineConfig<T>(cfg: EngineConfig<T> = {}): ResolvedEngineConfig {
   rejectUnknownKeys('engine config key', cfg, ENGINE_CONFIG_KEYS);
   if (cfg.onError !== undefined && typeof cfg.onError !== 'function') throw new InvalidArgumentError('onError must be a function');
-  const positive = (name: string, v: number, integer: boolean): number => {
-    check(name, v, 0, integer);
-    if (v === 0) throw new InvalidArgumentError(`${name} must be > 0`);
+  const positive = (name: string, v: number, integer: boolean, max = Number.MAX_SAFE_INTEGER): number => {
+    if (typeof v !== 'number' || !Number.isFinite(v) || v <= 0 || v > max || (integer && !Number.isInteger(v))) {
+      throw new InvalidArgumentError(`${name} must be ${integer ? 'an integer' : 'a number'} above 0 and at most ${max}, got ${shown(v)}`);
+    }
     return v;
   };
   if (cfg.onError !== undefined && typeof cfg.onError !== 'function') throw new InvalidArgumentError('onError must be a function');
@@ -325,8 +333,8 @@ export function resolveEngineConfig<T>(cfg: EngineConfig<T> = {}): ResolvedEngin
     throw new InvalidArgumentError('logger must have debug, info, warn and error functions');
   }
   const r: ResolvedEngineConfig = {
-    retentionHours: positive('retentionHours', cfg.retentionHours ?? DEFAULT_RETENTION_HOURS, false),
-    ackedRetentionHours: positive('ackedRetentionHours', cfg.ackedRetentionHours ?? DEFAULT_ACKED_RETENTION_HOURS, false),
+    retentionHours: positive('retentionHours', cfg.retentionHours ?? DEFAULT_RETENTION_HOURS, false, MAX_RETENTION_HOURS),
+    ackedRetentionHours: positive('ackedRetentionHours', cfg.ackedRetentionHours ?? DEFAULT_ACKED_RETENTION_HOURS, false, MAX_RETENTION_HOURS),
     janitorIntervalMs: checkTimer('janitorIntervalMs', positive('janitorIntervalMs', cfg.janitorIntervalMs ?? DEFAULT_JANITOR_INTERVAL_MS, false)),
     maxPayloadBytes: positive('maxPayloadBytes', cfg.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES, true),
     fireSchedules: cfg.fireSchedules ?? true,

@@ -8,7 +8,7 @@
  */
 import type { Codec } from '../codecs.js';
 import { UnsupportedError, InvalidArgumentError } from '../errors.js';
-import { knownKeys, rejectUnknownKeys } from '../known-keys.js';
+import { knownKeys, nearKey, rejectUnknownKeys } from '../known-keys.js';
 import { createStoreQueue } from './engine.js';
 import type { QueueLogger } from './events.js';
 import type { EngineConfig, ErrorReporter } from './options.js';
@@ -69,6 +69,23 @@ export function engineFromDeps(deps: QueueDependencies<unknown>): EngineConfig<u
   return out;
 }
 
+/** The `deps` names ferry's own types read. */
+const DEPS_KEYS = ['onError', 'codec', 'logger', 'tracing', 'fireSchedules', 'pool', 'locker'] as const satisfies readonly (keyof QueueDependencies)[];
+
+/**
+ * Checks `deps`: an object, and no key that looks like a slip of one ferry
+ * reads (`fireSchedule`, `onerror`), which would otherwise be passed over
+ * in silence. Other names pass: a registered type may read its own.
+ */
+function checkDeps(deps: unknown): void {
+  if (typeof deps !== 'object' || deps === null || Array.isArray(deps)) throw new InvalidArgumentError('createQueue deps must be an object');
+  for (const key of Object.keys(deps)) {
+    if ((DEPS_KEYS as readonly string[]).includes(key)) continue;
+    const near = nearKey(key, DEPS_KEYS);
+    if (near !== undefined) throw new InvalidArgumentError(`createQueue deps key ${JSON.stringify(key)} is not one ferry reads: did you mean ${JSON.stringify(near)}?`);
+  }
+}
+
 /** Every key of `QueueConfig`; anything else is refused. */
 const QUEUE_CONFIG_KEYS = knownKeys<QueueConfig>({ enabled: true, type: true, config: true });
 
@@ -115,8 +132,9 @@ export type CreatedQueue<C, T = Uint8Array> = 0 extends 1 & C
  * `undefined`) or says `enabled: false`; with `enabled` omitted or `true` it
  * builds the queue. Rejects with `UnsupportedError` for an unregistered type,
  * `InvalidArgumentError` for a malformed config (not an object, `enabled` not
- * a boolean, an unknown or mistyped setting), or the factory's error.
- * Bifrost's `NewQueue`. Giving `T` explicitly (`createQueue<Job>(…)`) leaves
+ * a boolean, an unknown or mistyped setting, `deps` not an object or with a
+ * key that looks like a misspelling of one ferry reads), or the factory's
+ * error. Bifrost's `NewQueue`. Giving `T` explicitly (`createQueue<Job>(…)`) leaves
  * `C` at its default, so the result is then `Queue<Job> | undefined`.
  */
 export function createQueue<T = Uint8Array, C extends QueueConfig | null | undefined = QueueConfig | null | undefined>(
@@ -127,6 +145,7 @@ export async function createQueue(config: QueueConfig | null | undefined, deps: 
   if (config === null || config === undefined) return undefined;
   if (typeof config !== 'object' || Array.isArray(config)) throw new InvalidArgumentError('queue config must be an object');
   rejectUnknownKeys('queue config key', config, QUEUE_CONFIG_KEYS);
+  checkDeps(deps);
   if (config.enabled !== undefined && typeof config.enabled !== 'boolean') {
     throw new InvalidArgumentError(`queue config: enabled must be a boolean, got ${JSON.stringify(config.enabled)}`);
   }

@@ -38,7 +38,7 @@ export const ENTRY_POINTS: Record<string, { source: string; values: readonly str
       'DEFAULT_MAX_PAYLOAD_BYTES', 'DEFAULT_POLL_INTERVAL_MS', 'DEFAULT_RETENTION_HOURS', 'DELIVERY_ID_NAMESPACE',
       'DIAGNOSTICS_CHANNEL_PREFIX', 'HEADER_DLQ_ATTEMPTS', 'HEADER_DLQ_DELIVERY_ID', 'HEADER_DLQ_ERROR', 'HEADER_DLQ_GROUP',
       'HEADER_DLQ_MESSAGE_ID', 'HEADER_DLQ_SOURCE_TOPIC', 'HEADER_REDRIVE_FROM', 'HEADER_SCHEDULE', 'HEADER_SCHEDULE_TICK', 'MAX_ERROR_BYTES', 'MAX_HEADER_BYTES', 'MAX_ID_LENGTH',
-      'MAX_MESSAGE_TIME', 'MAX_NAME_LENGTH', 'MAX_PRIORITY', 'MIN_MESSAGE_TIME', 'MIN_PRIORITY', 'MemoryBacking', 'MemoryStore', 'POSTGRES_SESSION_OPTIONS', 'PostgresLocker', 'PostgresStore', 'ProcessLocker',
+      'MAX_MESSAGE_TIME', 'MAX_NAME_LENGTH', 'MAX_PRIORITY', 'MAX_RETENTION_HOURS', 'MIN_MESSAGE_TIME', 'MIN_PRIORITY', 'MemoryBacking', 'MemoryStore', 'POSTGRES_SESSION_OPTIONS', 'PostgresLocker', 'PostgresStore', 'ProcessLocker',
       'REDRIVE_ID_NAMESPACE', 'RedisLocker', 'SCHEDULE_ID_NAMESPACE', 'scheduleTickId', 'SqliteStore', 'StoreQueue', 'codecs', 'createQueue', 'createStoreQueue',
       'deliveryId', 'engineFromDeps', 'isPermanent', 'permanent', 'redriveId', 'registerQueueType', 'registeredQueueTypes',
       'validateName',

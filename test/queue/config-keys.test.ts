@@ -4,8 +4,8 @@
  */
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
-import { InvalidArgumentError } from '../../src/errors.js';
-import { codecs, createQueue, createStoreQueue, MemoryStore, type SubscribeOptions } from '../../src/queue/index.js';
+import { InvalidArgumentError, InvalidNameError } from '../../src/errors.js';
+import { codecs, createQueue, createStoreQueue, MAX_RETENTION_HOURS, MemoryStore, type SubscribeOptions } from '../../src/queue/index.js';
 import { counts } from '../stores/helpers.js';
 import { CLOSE_OPTION_KEYS, ENGINE_CONFIG_KEYS, SUBSCRIBE_OPTION_KEYS } from '../../src/queue/options.js';
 
@@ -77,6 +77,44 @@ describe('unknown option keys', () => {
       await q.close();
     }
     assert.throws(() => createStoreQueue(new MemoryStore(), { janitorIntervalMs: 1e12 }), invalid(/janitorIntervalMs/));
+  });
+
+  it('createQueue refuses a deps key a letter or two away from one ferry reads, and lets other names through', async () => {
+    for (const deps of [{ fireSchedule: false }, { onerror: () => {} }, { OnError: () => {} }, { loger: console }, { Codec: codecs.json }, { lockers: {} }]) {
+      const key = Object.keys(deps)[0]!;
+      await assert.rejects(createQueue({ type: 'memory' }, deps as never), invalid(new RegExp(`deps key "${key}" is not one ferry reads: did you mean`)), key);
+    }
+    await assert.rejects(createQueue({ type: 'memory' }, null as never), invalid(/deps must be an object/));
+    // A name of a type's own passes through, beside the ones ferry reads.
+    const q = (await createQueue({ type: 'memory' }, { fireSchedules: false, myConnection: {}, region: 'eu' }))!;
+    try {
+      assert.deepEqual(await q.publish({ topic: 't', payload: new Uint8Array([1]) }).then((ids) => ids.length), 1);
+    } finally {
+      await q.close();
+    }
+  });
+
+  it('retention longer than MAX_RETENTION_HOURS is refused, so no store gets a purge cutoff it cannot represent; 0 says "above 0"', () => {
+    assert.equal(MAX_RETENTION_HOURS, 876_000);
+    for (const key of ['retentionHours', 'ackedRetentionHours'] as const) {
+      assert.throws(() => createStoreQueue(new MemoryStore(), { [key]: 1e9 }), invalid(new RegExp(`${key} must be a number above 0 and at most 876000, got 1000000000`)));
+      assert.throws(() => createStoreQueue(new MemoryStore(), { [key]: MAX_RETENTION_HOURS + 1 }), invalid(new RegExp(key)));
+      assert.throws(() => createStoreQueue(new MemoryStore(), { [key]: 0 }), invalid(new RegExp(`${key} must be a number above 0 and at most`)));
+      assert.throws(() => createStoreQueue(new MemoryStore(), { [key]: -1 }), invalid(new RegExp(`${key} must be a number above 0`)));
+    }
+    assert.throws(() => createStoreQueue(new MemoryStore(), { maxPayloadBytes: 0 }), invalid(/maxPayloadBytes must be an integer above 0/));
+  });
+
+  it('an empty deadLetterTopic is refused like any invalid name, not read as "none"', async () => {
+    const q = createStoreQueue(new MemoryStore());
+    try {
+      await assert.rejects(q.subscribe('t', 'g', noop, { deadLetterTopic: '' }), (e) => e instanceof InvalidNameError && e.code === 'ERR_INVALID_NAME' && /dead-letter topic name is empty/.test(e.message));
+      await assert.rejects(q.subscribe('t', 'g', noop, { deadLetterTopic: null as never }), InvalidNameError);
+      const sub = await q.subscribe('t', 'g', noop, { deadLetterTopic: undefined });
+      await sub.close();
+    } finally {
+      await q.close();
+    }
   });
 
   it('a JSON queue config refuses an unknown setting in its block', async () => {

@@ -6,6 +6,8 @@ import assert from 'node:assert/strict';
 import { describe } from 'node:test';
 import { ClosedError, ScheduleTooFarError } from '../../src/errors.js';
 import { PUBLISH_RETRIES } from '../../src/queue/engine.js';
+import { MAX_RETENTION_HOURS } from '../../src/queue/options.js';
+import { permanent } from '../../src/queue/permanent.js';
 import type { Handler } from '../../src/queue/types.js';
 import { enc, engineHarness, FAST } from './engine-harness.js';
 import { QUEUE_FACTORIES, conformanceIt } from './factories.js';
@@ -310,6 +312,19 @@ for (const factory of QUEUE_FACTORIES) {
         await q.publish({ id: 'gone', topic: 't', payload: enc('x') });
         return done >= 2;
       }, 5000);
+    });
+
+    it('a janitor pass works at the longest retentions the config accepts (a cutoff a century back)', async () => {
+      const { q } = await t.instance({ retentionHours: MAX_RETENTION_HOURS, ackedRetentionHours: MAX_RETENTION_HOURS, janitorIntervalMs: 3_600_000 });
+      let done = 0;
+      await q.subscribe('t', 'g', async (d) => {
+        done++;
+        if (d.attempt === 1 && d.key === 'dead') throw permanent(new Error('dead on purpose'));
+      }, FAST);
+      await q.publish({ topic: 't', payload: enc('a') }, { topic: 't', key: 'dead', payload: enc('b') });
+      await waitFor(() => done === 2);
+      assert.equal(await q.runJanitor(), 0, 'nothing is old enough to purge');
+      assert.deepEqual(t.errors.filter((e) => e.op === 'janitor' || e.op === 'purge'), []);
     });
 
     it('the janitor runs on one instance at a time', async () => {

@@ -86,6 +86,7 @@ export const natsFactory: StoreFactory = {
     'lifecycle 13': 'deliverAt is refused (UnsupportedError)',
     'lifecycle: the janitor purges on its timer': 'no janitor: a stream drops messages past its max age (retentionHours)',
     'lifecycle: the janitor runs on one instance at a time': 'no janitor',
+    'lifecycle: a janitor pass works at the longest retentions the config accepts (a cutoff a century back)': 'no janitor',
     'admin: redrive skips and counts copies it cannot republish; limit and filter choose among the rest': 'publishes keyed copies and reads the store directly',
     'admin: redrive pages through more than 256 copies in publish order': 'counts store calls',
     'admin: a redrive at once with publishes to the dead-letter topic: each copy republished once, the late ones by the next run': 'reads the store directly',

@@ -11,6 +11,7 @@
  */
 import { InvalidArgumentError } from '../../../errors.js';
 import { knownKeys, rejectUnknownKeys } from '../../../known-keys.js';
+import { MAX_RETENTION_HOURS } from '../../options.js';
 
 /** Default prefix of stream names and subjects. */
 export const DEFAULT_STREAM_PREFIX = 'FERRY';
@@ -116,7 +117,7 @@ export function resolveNatsConfig(block: unknown): ResolvedNatsConfig {
     streamPrefix,
     replicas: c.replicas === undefined ? 1 : num('replicas', c.replicas, 1, 5, true),
     duplicateWindowMs: c.duplicateWindowMs === undefined ? DEFAULT_DUPLICATE_WINDOW_MS : num('duplicateWindowMs', c.duplicateWindowMs, 100, 7 * 24 * 3_600_000, true),
-    retentionHours: c.retentionHours === undefined ? 168 : num('retentionHours', c.retentionHours, 0.001, 100 * 365 * 24, false),
+    retentionHours: c.retentionHours === undefined ? 168 : num('retentionHours', c.retentionHours, 0.001, MAX_RETENTION_HOURS, false),
     name: c.name === undefined ? 'ferry' : str('name', c.name),
   };
   if (c.user !== undefined) out.user = str('user', c.user);
