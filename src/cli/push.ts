@@ -12,7 +12,7 @@
 import { open, type FileHandle } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
 import { FerryError } from '../diskqueue/index.js';
-import { isSpoolDir, openSpool, spoolSink } from './spool-dir.js';
+import { isSpoolDir, openSpool, spoolSink, type PartialBatch } from './spool-dir.js';
 import { CliError, EXIT_FAILED, EXIT_USAGE, describe, note, noteOpenLoss, openQueue, summaryLine, BATCH_BYTES } from './common.js';
 import { FramingError, recordSplitter, type Framing } from './framing.js';
 import { startProgress } from './progress.js';
@@ -81,6 +81,8 @@ export async function push(dir: string, file: string | undefined, o: PushOptions
   let q: { addBatch(records: Uint8Array[]): Promise<number>; close(): Promise<void> } | undefined;
   let stored = 0;
   let storedBytes = 0;
+  /** Records after `stored` that may be stored too: a failed batch's sync failed (see `spoolSink`). */
+  let unsure = 0;
   const progress = startProgress('push', input.size ?? 0, 'bytes', !o.quiet);
   let failure: CliError | undefined;
   try {
@@ -115,6 +117,7 @@ export async function push(dir: string, file: string | undefined, o: PushOptions
         await queue.addBatch(records);
       } catch (err) {
         const placed = (err as { placed?: number }).placed ?? 0;
+        unsure = (err as PartialBatch).unsure ?? 0;
         stored += placed;
         for (let i = 0; i < placed; i++) storedBytes += records[i]!.length;
         throw err;
@@ -167,7 +170,7 @@ export async function push(dir: string, file: string | undefined, o: PushOptions
     await store();
     if (fault) throw fault;
   } catch (err) {
-    failure = pushFailure(err, input.name, stored);
+    failure = pushFailure(err, input.name, stored, unsure);
   } finally {
     progress.stop();
     // Under --no-sync or --sync-every, this final flush is what makes the records durable.
@@ -181,11 +184,13 @@ export async function push(dir: string, file: string | undefined, o: PushOptions
   return 0;
 }
 
-function pushFailure(err: unknown, input: string, stored: number): CliError {
+function pushFailure(err: unknown, input: string, stored: number, unsure: number): CliError {
+  const kept =
+    `${stored} records before it were stored` +
+    (unsure > 0 ? `, and up to ${unsure} after them may be too (the sync of their batch failed, so a rerun from there may store some twice)` : '');
   if (err instanceof CliError) {
-    return err.exitCode === EXIT_USAGE ? err : new CliError(`${err.message}; ${stored} records before it were stored`, err.exitCode);
+    return err.exitCode === EXIT_USAGE ? err : new CliError(`${err.message}; ${kept}`, err.exitCode);
   }
-  const kept = `${stored} records before it were stored`;
   if (err instanceof FramingError) return new CliError(`${input}: ${err.message} (at input byte ${err.inputOffset}); ${kept}`);
   if (err instanceof FerryError) return new CliError(`${describe(err)} (${err.code}); ${kept}`);
   return new CliError(`push failed: ${describe(err)}; ${kept}`);

@@ -3,7 +3,7 @@
  * directory by its files, and opening one the way a command line means it.
  */
 import { readdir } from 'node:fs/promises';
-import { Spool, LockedError, FullError, UNBOUNDED } from '../spool/index.js';
+import { Spool, LockedError, FerryError, UNBOUNDED } from '../spool/index.js';
 import { filesOf } from '../storage/format-guard.js';
 import { CliError, EXIT_USAGE, describe, note, sleep } from './common.js';
 
@@ -57,11 +57,17 @@ export async function openSpool(dir: string, lockTimeoutMs = 0, signal?: AbortSi
   }
 }
 
+/** What a batch that stopped part-way says of its records (`placed` is `FerryError`'s own). */
+export interface PartialBatch {
+  /** Records after the `placed` ones that may be stored too: their sync failed, so the spool kept some or none of them. */
+  unsure?: number;
+}
+
 /**
  * A spool dressed as the part of a DiskQueue that `ferry push` uses: a batch
- * is appended without syncing and made durable with one `sync`. When the cap
- * stops it part-way, the records before are synced and the error's `placed`
- * says how many.
+ * is appended without syncing and made durable with one `sync`. When an
+ * error (the cap, a full disk) stops it part-way, the records before are
+ * synced and the error's `placed` says how many are durable.
  */
 export function spoolSink(s: Spool): { addBatch(records: Uint8Array[]): Promise<number>; close(): Promise<void> } {
   return {
@@ -73,8 +79,20 @@ export function spoolSink(s: Spool): { addBatch(records: Uint8Array[]): Promise<
           placed++;
         }
       } catch (err) {
-        await s.sync();
-        if (err instanceof FullError) err.placed = placed;
+        // The records placed before the failure are made durable and counted,
+        // whatever stopped the batch (the cap, or a write the disk refused).
+        // When that sync fails too, the spool rolled back what it had not
+        // yet synced of them, which may be some or all: none counts as
+        // stored, `unsure` says how many may be, and the first failure is
+        // still the one reported.
+        const synced = await s.sync().then(
+          () => true,
+          () => false,
+        );
+        if (err instanceof FerryError) {
+          err.placed = synced ? placed : 0;
+          if (!synced && placed > 0) (err as PartialBatch).unsure = placed;
+        }
         throw err;
       }
       await s.sync();
