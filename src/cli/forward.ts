@@ -354,6 +354,10 @@ export async function forward(file: string | undefined, o: ForwardOptions): Prom
   if (o.format !== undefined && !BODY_FORMATS.includes(o.format as BodyFormat)) {
     throw new CliError(`--format must be one of ${BODY_FORMATS.join(', ')}: got ${JSON.stringify(o.format)}`, EXIT_USAGE);
   }
+  // A cap below one frame's overhead holds no line at all, not even an empty one.
+  if (o.maxBytes !== undefined && o.maxBytes !== 0 && o.maxBytes < FRAME_OVERHEAD + 1) {
+    throw new CliError(`--max-bytes must be 0 (the default cap) or at least ${FRAME_OVERHEAD + 1}, room for a one-byte line and its ${FRAME_OVERHEAD}-byte frame: got ${o.maxBytes}`, EXIT_USAGE);
+  }
   const started = performance.now();
   const input = await openInput(file);
   let spool: Spool;

@@ -9,6 +9,7 @@ import { test, after, before } from 'node:test';
 import assert from 'node:assert/strict';
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
+import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { ferry, scratch } from './helpers.js';
 
@@ -101,3 +102,14 @@ test('--format with another value is a usage error', async () => {
   assert.equal(res.code, 2, res.stderr);
   assert.match(res.stderr, /--format must be one of lines, json: got "xml"/);
 });
+
+test('--max-bytes below one frame of a one-byte line is a usage error, before anything is read or made', async () => {
+  for (const v of ['5', '12']) {
+    const dir = join(tmp.dir, `tiny-cap-${v}`);
+    const res = await ferry(['forward', '--dir', dir, '--http', url, '--max-bytes', v], { input: 'a\n', timeoutMs: 20_000 });
+    assert.equal(res.code, 2, res.stderr);
+    assert.match(res.stderr, new RegExp(`--max-bytes must be 0 \\(the default cap\\) or at least 13, .*: got ${v}`));
+    assert.equal(existsSync(dir), false, 'no spool was made');
+  }
+});
+
