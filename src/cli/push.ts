@@ -75,6 +75,8 @@ async function openInput(file: string | undefined): Promise<Input> {
 
 /** Runs `ferry push`; resolves to the exit status. */
 export async function push(dir: string, file: string | undefined, o: PushOptions): Promise<number> {
+  // Two answers to one question (when to flush): refused rather than one silently winning.
+  if (o.sync === false && o.syncEvery !== undefined) throw new CliError('give at most one of --no-sync and --sync-every', EXIT_USAGE);
   const started = performance.now();
   const framing: Framing = o.raw ? 'raw' : 'lines';
   const input = await openInput(file);

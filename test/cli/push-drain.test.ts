@@ -98,6 +98,14 @@ test('--no-sync and --sync-every still leave every record stored after push retu
   assert.equal(drained.stdout.toString(), '1\n2\n3\n4\n5\n6\n');
 });
 
+test('--no-sync with --sync-every is a usage error, and nothing is stored', async () => {
+  const q = queueDir();
+  const res = await ferry(['push', q, '--no-sync', '--sync-every', '3'], { input: '1\n2\n' });
+  assert.equal(res.code, 2, res.stderr);
+  assert.match(res.stderr, /give at most one of --no-sync and --sync-every/);
+  assert.equal((await ferry(['drain', q, '-q'])).stdout.toString(), '');
+});
+
 test('a queue made with another --segment-size is reopened with its own size', async () => {
   const q = queueDir();
   assert.equal((await ferry(['push', q, '--segment-size', '4096', '-q'], { input: 'x'.repeat(3000) + '\n' + 'y'.repeat(3000) + '\n' })).code, 0);
