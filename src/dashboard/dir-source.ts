@@ -1,11 +1,15 @@
 /**
  * `ferry dashboard --dir DIR`: what the page shows for a DiskQueue or spool
  * directory. Each look first runs the read-only check (`verifyQueue` or
- * `verifySpool`: segments, intact records, damaged spans), then opens the
- * directory just long enough to read `stats()` and closes it again, as
- * `ferry verify` and `ferry stats` do. Opening applies the open-time repairs
- * and takes the directory's lock for that moment, so a directory another
- * process has open is shown as locked rather than waited for.
+ * `verifySpool`: segments, intact records, damaged spans), then, when that
+ * found no damage, opens the directory just long enough to read `stats()`
+ * and closes it again, as `ferry stats` does. Opening applies the open-time
+ * repairs, which cut damage away: done by the dashboard, the loss would be
+ * shown for one look and then be gone, and the consumer that reads the
+ * directory next would never hear of it. So a damaged directory is shown
+ * from the check alone and left as it is for its reader. Both steps take the
+ * directory's lock while they run, so a directory another process has open
+ * is shown as locked rather than waited for.
  */
 import { DiskQueue, LockedError, SegmentSizeMismatchError, verifyQueue, type VerifyReport } from '../diskqueue/index.js';
 import { readdir } from 'node:fs/promises';
@@ -20,7 +24,7 @@ export interface DirView {
   at: number;
   /** Another process holds the directory: neither stats nor verify could run. */
   locked: boolean;
-  /** `stats()` of the open queue or spool, or null when it could not be opened. */
+  /** `stats()` of the open queue or spool, or null when it could not be opened or was left closed (the check found damage). */
   stats: Record<string, number> | null;
   /** The read-only check's report, or null when it could not run. */
   verify: VerifyReport | SpoolVerifyReport | null;
@@ -46,6 +50,8 @@ export async function lookAtDir(dir: string): Promise<DirView> {
     }
     view.error = message(err);
   }
+  // Damage is left for the directory's reader to hear of (see above).
+  if (view.verify === null || !view.verify.ok) return view;
   try {
     if (spool) {
       const s = await Spool.open(dir, { maxBytes: 0 }); // as `ferry stats`: the spool's default cap

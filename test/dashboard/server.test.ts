@@ -9,7 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { request } from 'node:http';
 import { DiskQueue, LockedError } from '../../src/diskqueue/index.js';
-import { InvalidArgumentError } from '../../src/errors.js';
+import { CorruptError, InvalidArgumentError } from '../../src/errors.js';
 import { createQueue, permanent, type Queue } from '../../src/queue/index.js';
 import { startDashboard, type Dashboard } from '../../src/dashboard/server.js';
 import { ferry } from '../cli/helpers.js';
@@ -175,13 +175,13 @@ test('--dir: a DiskQueue\'s stats, segments and damage', async () => {
   for (const w of ['alpha', 'bravo', 'charlie']) await q.add(Buffer.from(w));
   await q.close();
   const d = await startDashboard({ dir, refreshMs: 100 });
-  type View = { dir: { format: string; locked: boolean; stats: Record<string, number>; verify: { ok: boolean; segments: number; records: number; damage: unknown[] } } };
+  type View = { dir: { at: number; format: string; locked: boolean; stats: Record<string, number> | null; verify: { ok: boolean; segments: number; records: number; damage: unknown[] } } };
   const view = async () => ((await (await fetch(new URL('/api/overview', d.url))).json()) as View).dir;
   try {
     const v = await view();
     assert.equal(v.format, 'diskqueue');
     assert.equal(v.locked, false);
-    assert.equal(v.stats.backlog, 3);
+    assert.equal(v.stats?.backlog, 3);
     assert.deepEqual([v.verify.ok, v.verify.segments, v.verify.records, v.verify.damage.length], [true, 1, 3, 0]);
     // A process holding the queue: shown as locked, not waited for.
     // Each look opens the directory for a moment, so this open can meet it: retry.
@@ -210,9 +210,35 @@ test('--dir: a DiskQueue\'s stats, segments and damage', async () => {
     assert.equal(damaged.verify.ok, false);
     assert.equal(damaged.verify.damage.length, 1);
     assert.equal(damaged.locked, false);
+    assert.equal(damaged.stats, null, 'a damaged directory is not opened');
+    // Looks after it leave the damage in place: opening would have cut it away.
+    const seen = new Set<number>();
+    await waitFor(async () => {
+      const later = await view();
+      assert.equal(later.verify.ok, false, 'the damage is still there at every later look');
+      seen.add(later.at);
+      return seen.size >= 3;
+    }, 120_000, 'three more samples');
     assert.equal((await fetch(new URL('/api/throughput', d.url))).status, 404);
   } finally {
     await d.close();
+  }
+  // So the directory's reader hears of the loss: one error, between the records around it.
+  const q2 = await DiskQueue.open<Uint8Array>(dir, { segmentSize: 4096 });
+  try {
+    const r = q2.reader();
+    const got: string[] = [];
+    for (let i = 0; i < 3; i++) {
+      got.push(
+        await r.tryTake().then(
+          (v) => (v === undefined ? 'empty' : Buffer.from(v.value).toString()),
+          (err: unknown) => (err instanceof CorruptError ? 'CorruptError' : `other: ${String(err)}`),
+        ),
+      );
+    }
+    assert.deepEqual(got, ['alpha', 'CorruptError', 'charlie']);
+  } finally {
+    await q2.close();
   }
 });
 
