@@ -5,7 +5,7 @@
  * schedules (see queue-config.ts).
  */
 import type { Queue } from '../queue/types.js';
-import { startDashboard } from '../dashboard/server.js';
+import { checkBinding, startDashboard } from '../dashboard/server.js';
 import { CliError, EXIT_USAGE, describe, note, requireDirectory } from './common.js';
 import { openConfiguredQueue } from './queue-config.js';
 
@@ -24,10 +24,17 @@ export interface DashboardCommandOptions {
 export async function dashboard(o: DashboardCommandOptions): Promise<number> {
   if ((o.queue === undefined) === (o.dir === undefined)) throw new CliError('give either --queue CONFIG.json or --dir DIR', EXIT_USAGE);
   const token = o.token ?? process.env.FERRY_DASHBOARD_TOKEN;
+  try {
+    checkBinding(o.host ?? '127.0.0.1', token);
+  } catch (err) {
+    throw new CliError(`cannot start the dashboard: ${describe(err)}`, EXIT_USAGE);
+  }
   let queue: Queue | undefined;
   if (o.queue !== undefined) {
-    // A watcher, not an instance of the application: it fires no schedules.
-    queue = await openConfiguredQueue(o.queue, { existing: false });
+    // A watcher, not an instance of the application: it fires no schedules,
+    // and it opens only a queue that exists (a mistyped SQLite path or
+    // Postgres schema would otherwise be created and shown empty).
+    queue = await openConfiguredQueue(o.queue, { existing: true });
   } else {
     await requireDirectory(o.dir!);
   }

@@ -147,6 +147,17 @@ function statusOf(err: unknown): number {
 }
 
 /**
+ * Throws `InvalidArgumentError` for a token shorter than 8 characters or
+ * holding whitespace, or a `host` that is not loopback without a token.
+ * `startDashboard` checks this; `ferry dashboard` also checks it before it
+ * opens the queue, so a bad bind is the error reported whatever the queue.
+ */
+export function checkBinding(host: string, token: string | undefined): void {
+  if (token !== undefined && (token.length < 8 || /\s/.test(token))) throw new InvalidArgumentError('the token must be at least 8 characters, without whitespace');
+  if (!isLoopback(host) && token === undefined) throw new InvalidArgumentError(`binding to ${host} (not a loopback address) requires a token`);
+}
+
+/**
  * Starts a dashboard and resolves once it listens.
  *
  * @throws InvalidArgumentError neither or both of `queue` and `dir`; a non-loopback `host` without `token`; an empty token; a bad port or interval.
@@ -154,8 +165,7 @@ function statusOf(err: unknown): number {
 export async function startDashboard(o: DashboardOptions): Promise<Dashboard> {
   if ((o.queue === undefined) === (o.dir === undefined)) throw new InvalidArgumentError('give either a queue or a directory');
   const host = o.host ?? '127.0.0.1';
-  if (o.token !== undefined && (o.token.length < 8 || /\s/.test(o.token))) throw new InvalidArgumentError('the token must be at least 8 characters, without whitespace');
-  if (!isLoopback(host) && o.token === undefined) throw new InvalidArgumentError(`binding to ${host} (not a loopback address) requires a token`);
+  checkBinding(host, o.token);
   const port = o.port ?? 0;
   if (!Number.isInteger(port) || port < 0 || port > 65535) throw new InvalidArgumentError(`port must be 0 to 65535, got ${port}`);
   const refreshMs = o.refreshMs ?? (o.dir !== undefined ? 5000 : 2000);

@@ -5,6 +5,7 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdtemp, readFile, rm, open, writeFile } from 'node:fs/promises';
+import { existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { request } from 'node:http';
@@ -258,6 +259,11 @@ test('ferry dashboard refuses a non-loopback bind without a token, and a config 
   const open0 = await ferry(['dashboard', '--queue', sqlite, '--host', '0.0.0.0', '--port', '0']);
   assert.equal(open0.code, 2);
   assert.match(open0.stderr, /requires a token/);
+  // A mistyped path is refused, not created and shown as an empty queue.
+  const missing = await ferry(['dashboard', '--queue', sqlite, '--port', '0']);
+  assert.equal(missing.code, 2, missing.stderr);
+  assert.match(missing.stderr, /no queue at .*cli\.db.*the SQLite file does not exist/);
+  assert.equal(existsSync(join(work, 'cli.db')), false, 'no database was made');
 });
 
 test('ferry dashboard serves a queue from its config file until SIGTERM', async () => {
