@@ -263,7 +263,7 @@ export async function startDashboard(o: DashboardOptions): Promise<Dashboard> {
     if (path === '/api/remove-group') {
       const topic = name('topic', body.topic);
       const group = name('group', body.group);
-      await source.removeGroup(topic, group);
+      if (!(await source.removeGroup(topic, group))) throw new HttpError(404, `no group ${group} on topic ${topic}`);
       void sample();
       return json(res, 200, { removed: { topic, group } });
     }
@@ -281,7 +281,13 @@ export async function startDashboard(o: DashboardOptions): Promise<Dashboard> {
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     if (!guard.hostOk(req)) return send(res, 403, 'unexpected Host header', 'text/plain; charset=utf-8');
-    const url = new URL(req.url ?? '/', 'http://dashboard.invalid');
+    // A request target the URL parser refuses (`//`, `http://[`) is the client's error.
+    let url: URL;
+    try {
+      url = new URL(req.url ?? '/', 'http://dashboard.invalid');
+    } catch {
+      return send(res, 400, 'malformed request target', 'text/plain; charset=utf-8');
+    }
     if (req.method === 'GET' && url.pathname === '/' && url.searchParams.has('token') && guard.tokenRequired) {
       if (!guard.tokenMatches(url.searchParams.get('token')!)) return send(res, 401, 'wrong token', 'text/plain; charset=utf-8');
       return send(res, 303, '', 'text/plain; charset=utf-8', { location: '/', 'set-cookie': guard.tokenCookie() });

@@ -185,10 +185,10 @@ export class QueueSource {
     return typeof res === 'number' ? res : (res.ids?.length ?? 0);
   }
 
-  /** Removes `group` from `topic` with its deliveries. */
-  async removeGroup(topic: string, group: string): Promise<void> {
+  /** Removes `group` from `topic` with its deliveries; resolves whether there was such a group. */
+  async removeGroup(topic: string, group: string): Promise<boolean> {
     if (!this.#removeGroup) throw new UnsupportedError('this queue cannot remove a group');
-    await (this.#removeGroup as (t: string, g: string) => Promise<unknown>)(topic, group);
+    return (await (this.#removeGroup as (t: string, g: string) => Promise<unknown>)(topic, group)) === true;
   }
 
   /**

@@ -81,7 +81,7 @@ test('a group that is not registered is 404, and nothing is registered', { timeo
   const d = await startDashboard({ queue });
   try {
     const csrf = await csrfOf(d);
-    for (const path of ['/api/pause-group', '/api/resume-group']) {
+    for (const path of ['/api/pause-group', '/api/resume-group', '/api/remove-group']) {
       const res = await post(d, path, { topic: 'jobs', group: 'nobody' }, { 'x-csrf-token': csrf });
       assert.equal(res.status, 404, `${path}: ${JSON.stringify(res.body)}`);
       assert.equal(res.body.error, 'no group nobody on topic jobs');

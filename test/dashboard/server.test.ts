@@ -161,12 +161,33 @@ test('actions at once: the same redrive twice republishes once; redrives and a g
     await new Promise((r) => setTimeout(r, 200));
     assert.deepEqual(got, ['a'], 'redriven twice at once, delivered once; b stayed dead');
     assert.deepEqual(await queue.listGroups('jobs'), [{ topic: 'jobs', group: 'w' }]);
-    // Removing a group that is gone is harmless.
-    assert.equal((await post(d, '/api/remove-group', { topic: 'jobs', group: 'idle' }, csrf)).status, 200);
+    // Removing a group that is gone says so, as pause does, and changes nothing.
+    assert.equal((await post(d, '/api/remove-group', { topic: 'jobs', group: 'idle' }, csrf)).status, 404);
+    assert.deepEqual(await queue.listGroups('jobs'), [{ topic: 'jobs', group: 'w' }]);
   } finally {
     await d.close();
     await sub.close();
     await queue.close();
+  }
+});
+
+test('a request target the URL parser refuses is a 400, before and after the token', async () => {
+  const d = await startDashboard({ dir: work, token: 'target-token-1' });
+  try {
+    const { port } = new URL(d.url);
+    for (const target of ['//', '//?token=x', 'http://[']) {
+      const status = await new Promise<number>((resolve, reject) => {
+        const req = request({ host: '127.0.0.1', port, path: target, headers: { host: `127.0.0.1:${port}` } }, (res) => {
+          res.resume();
+          resolve(res.statusCode!);
+        });
+        req.on('error', reject);
+        req.end();
+      });
+      assert.equal(status, 400, target);
+    }
+  } finally {
+    await d.close();
   }
 });
 
