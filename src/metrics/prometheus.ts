@@ -11,6 +11,9 @@ import type { MetricsSource, ObservedGroups } from './source.js';
 
 type PromClient = typeof import('prom-client');
 
+/** What a Prometheus metric name may hold; a prefix is its start. */
+const METRIC_NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
+
 /** Default buckets of the handler-duration histogram, seconds: 1 ms to 60 s. */
 export const DEFAULT_DURATION_BUCKETS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 
@@ -58,6 +61,13 @@ export async function prometheusMetrics(queue: MetricsSource, opts: PrometheusMe
     throw new InvalidArgumentError('prometheusMetrics: registry must be a prom-client Registry');
   }
   const prefix = opts.prefix ?? 'ferry_queue_';
+  if (typeof prefix !== 'string' || !METRIC_NAME.test(prefix)) {
+    throw new InvalidArgumentError(`prometheusMetrics: prefix must start a Prometheus metric name ([a-zA-Z_:][a-zA-Z0-9_:]*), got ${JSON.stringify(prefix)}`);
+  }
+  const buckets = opts.buckets ?? DEFAULT_DURATION_BUCKETS;
+  if (!Array.isArray(buckets) || buckets.length === 0 || !buckets.every((b, i) => typeof b === 'number' && Number.isFinite(b) && (i === 0 || b > buckets[i - 1]!))) {
+    throw new InvalidArgumentError('prometheusMetrics: buckets must be a non-empty list of finite numbers in increasing order (seconds)');
+  }
   const { registry } = opts;
   const client: PromClient = opts.client ?? (await import('prom-client'));
   const names = ['pending', 'leased', 'dead', 'oldest_pending_age_seconds', 'completed_total', 'retried_total', 'dead_lettered_total', 'leases_lost_total', 'handler_duration_seconds'].map((n) => prefix + n);
@@ -95,7 +105,7 @@ export async function prometheusMetrics(queue: MetricsSource, opts: PrometheusMe
     name: `${prefix}handler_duration_seconds`,
     help: 'Time handlers ran, seconds, by outcome.',
     labelNames: ['topic', 'group', 'outcome'] as const,
-    buckets: opts.buckets ?? DEFAULT_DURATION_BUCKETS,
+    buckets,
     registers,
   });
 

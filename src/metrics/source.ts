@@ -43,11 +43,14 @@ export function checkSource(source: unknown): MetricsSource {
  * gauges, never as a failed scrape.
  */
 export function snapshotter(source: MetricsSource, groups: ObservedGroups): () => Promise<GroupSnapshot[]> {
+  // A list given as such is checked now: a bad one would otherwise fail every
+  // scrape of the whole registry, not only this queue's part of it.
+  if (typeof groups !== 'function') checkGroups(groups);
   let inflight: Promise<GroupSnapshot[]> | undefined;
   // A scrape whose `groups` function throws fails alone: the next one asks again.
   const read = async (): Promise<GroupSnapshot[]> => {
     const list = await (typeof groups === 'function' ? groups() : groups);
-    if (!Array.isArray(list)) throw new InvalidArgumentError('metrics groups must be an array of { topic, group }, or a function returning one');
+    checkGroups(list);
     return Promise.all(
       list.map(async ({ topic, group }) => ({ topic, group, stats: await source.stats(topic, group).catch(() => undefined) })),
     );
@@ -60,6 +63,12 @@ export function snapshotter(source: MetricsSource, groups: ObservedGroups): () =
     inflight = p;
     return p;
   };
+}
+
+/** Throws `InvalidArgumentError` unless `list` is an array of `{ topic, group }` with string names. */
+function checkGroups(list: unknown): asserts list is readonly ObservedGroup[] {
+  const ok = Array.isArray(list) && list.every((g: unknown) => typeof g === 'object' && g !== null && typeof (g as ObservedGroup).topic === 'string' && typeof (g as ObservedGroup).group === 'string');
+  if (!ok) throw new InvalidArgumentError('metrics groups must be an array of { topic, group }, or a function returning one');
 }
 
 /** Handler time of an event in seconds, or undefined when the handler did not run. */

@@ -7,6 +7,7 @@ import { describe, it } from 'node:test';
 import { AggregationTemporality, InMemoryMetricExporter, MeterProvider, PeriodicExportingMetricReader } from '@opentelemetry/sdk-metrics';
 import type { DataPoint, Histogram } from '@opentelemetry/sdk-metrics';
 import { openTelemetryMetrics } from '../../src/metrics/index.js';
+import { InvalidArgumentError } from '../../src/errors.js';
 import { MemoryStore, createStoreQueue, permanent } from '../../src/queue/index.js';
 import { FAST, enc } from '../stores/engine-harness.js';
 import { waitFor } from '../stores/helpers.js';
@@ -53,5 +54,19 @@ describe('openTelemetryMetrics', () => {
     metrics.close();
     await q.close();
     await provider.shutdown();
+  });
+
+  it('refuses a groups list of the wrong shape at once', async () => {
+    const q = createStoreQueue(new MemoryStore());
+    const provider = new MeterProvider();
+    try {
+      const meter = provider.getMeter('t');
+      for (const groups of ['nope', [{ topic: 't' }], [null]]) {
+        assert.throws(() => openTelemetryMetrics(q, { meter, groups } as never), (e) => e instanceof InvalidArgumentError && /groups must be an array of \{ topic, group \}/.test(e.message), JSON.stringify(groups));
+      }
+    } finally {
+      await q.close();
+      await provider.shutdown();
+    }
   });
 });

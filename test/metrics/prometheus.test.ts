@@ -115,4 +115,27 @@ describe('prometheusMetrics', () => {
     await prometheusMetrics(q, { registry, prefix: 'other_' });
     await q.close();
   });
+
+  it('refuses a bad prefix, bad buckets and a groups list of the wrong shape at once, and registers nothing', async () => {
+    const q = createStoreQueue(new MemoryStore());
+    try {
+      const registry = new Registry();
+      const bad: Array<[Record<string, unknown>, RegExp]> = [
+        [{ prefix: 'ferry-queue_' }, /prefix must start a Prometheus metric name/],
+        [{ prefix: '1x_' }, /prefix/],
+        [{ buckets: [1, 'x'] }, /buckets must be/],
+        [{ buckets: [2, 1] }, /increasing/],
+        [{ buckets: [] }, /buckets/],
+        [{ groups: 'nope' }, /groups must be an array of \{ topic, group \}/],
+        [{ groups: [{ topic: 't' }] }, /groups must be/],
+      ];
+      for (const [opts, message] of bad) {
+        await assert.rejects(prometheusMetrics(q, { registry, ...opts } as never), (e) => e instanceof InvalidArgumentError && message.test(e.message), JSON.stringify(opts));
+      }
+      assert.equal((await registry.getMetricsAsJSON()).length, 0, 'nothing registered');
+      assert.equal((await registry.metrics()).trim(), '', 'the scrape still works');
+    } finally {
+      await q.close();
+    }
+  });
 });
