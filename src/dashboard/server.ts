@@ -311,6 +311,9 @@ export async function startDashboard(o: DashboardOptions): Promise<Dashboard> {
       const code = err instanceof FerryError ? err.code : undefined;
       const message = status === 500 ? `internal error: ${err instanceof Error ? err.message : String(err)}` : (err as Error).message;
       if (res.headersSent) return void res.end();
+      // The rest of a body too large to read is never read: the connection
+      // cannot carry another request, so the answer says it closes.
+      if (status === 413) res.setHeader('connection', 'close');
       if (req.url?.startsWith('/api/')) json(res, status, { error: message, ...(code ? { code } : {}) });
       else send(res, status, message, 'text/plain; charset=utf-8');
     });

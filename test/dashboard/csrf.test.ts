@@ -74,3 +74,30 @@ test('a refused change says which check refused it', { timeout: 60_000 }, async 
     await queue.close();
   }
 });
+
+test('a body over 64 KiB is a 413 that says the connection closes; fetch goes on with the next request', { timeout: 60_000 }, async () => {
+  const queue = (await createQueue({ enabled: true, type: 'memory' }))!;
+  const d = await startDashboard({ queue });
+  try {
+    const csrf = await csrfOf(d);
+    const big = await new Promise<{ status: number; connection: string | undefined }>((resolve, reject) => {
+      const req = request(new URL('/api/redrive', d.url), { method: 'POST', headers: { 'content-type': 'application/json', 'x-csrf-token': csrf } }, (res) => {
+        res.resume();
+        resolve({ status: res.statusCode!, connection: res.headers.connection });
+      });
+      req.on('error', reject);
+      req.end(JSON.stringify({ topic: 'dlq', ids: ['x'.repeat(200 * 1024)] }));
+    });
+    assert.deepEqual(big, { status: 413, connection: 'close' });
+    // Through fetch's pool: the refused request, then ordinary ones.
+    const refused = await fetch(new URL('/api/redrive', d.url), { method: 'POST', headers: { 'content-type': 'application/json', 'x-csrf-token': csrf }, body: JSON.stringify({ topic: 'dlq', ids: ['x'.repeat(200 * 1024)] }) }).then(
+      (r) => r.status,
+      (err: unknown) => `rejected: ${String(err)}`,
+    );
+    assert.ok(refused === 413 || String(refused).includes('rejected'), `413, or the refused request's own connection reset (${refused})`);
+    for (let i = 0; i < 3; i++) assert.equal((await fetch(new URL('/api/overview', d.url))).status, 200, `request ${i} after it`);
+  } finally {
+    await d.close();
+    await queue.close();
+  }
+});
