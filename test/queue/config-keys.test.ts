@@ -80,13 +80,13 @@ describe('unknown option keys', () => {
   });
 
   it('createQueue refuses a deps key a letter or two away from one ferry reads, and lets other names through', async () => {
-    for (const deps of [{ fireSchedule: false }, { onerror: () => {} }, { OnError: () => {} }, { loger: console }, { Codec: codecs.json }, { lockers: {} }]) {
+    for (const deps of [{ fireSchedule: false }, { onerror: () => {} }, { OnError: () => {} }, { loger: console }, { Codec: codecs.json }, { lockers: {} }, { fireSchedle: false }]) {
       const key = Object.keys(deps)[0]!;
       await assert.rejects(createQueue({ type: 'memory' }, deps as never), invalid(new RegExp(`deps key "${key}" is not one ferry reads: did you mean`)), key);
     }
     await assert.rejects(createQueue({ type: 'memory' }, null as never), invalid(/deps must be an object/));
     // A name of a type's own passes through, beside the ones ferry reads.
-    const q = (await createQueue({ type: 'memory' }, { fireSchedules: false, myConnection: {}, region: 'eu' }))!;
+    const q = (await createQueue({ type: 'memory' }, { fireSchedules: false, myConnection: {}, region: 'eu', lock: {}, logs: [] }))!;
     try {
       assert.deepEqual(await q.publish({ topic: 't', payload: new Uint8Array([1]) }).then((ids) => ids.length), 1);
     } finally {
