@@ -38,7 +38,14 @@ function message(err: unknown): string {
 
 /** Looks at `dir` once. Never throws for a locked or damaged directory; the view says what went wrong. */
 export async function lookAtDir(dir: string): Promise<DirView> {
-  const spool = looksLikeSpool(await readdir(dir));
+  let names: string[];
+  try {
+    names = await readdir(dir);
+  } catch (err) {
+    // Gone or unreadable: nothing of an earlier look is shown beside the error.
+    return { dir, format: 'diskqueue', at: Date.now(), locked: false, stats: null, verify: null, error: message(err) };
+  }
+  const spool = looksLikeSpool(names);
   const view: DirView = { dir, format: spool ? 'spool' : 'diskqueue', at: Date.now(), locked: false, stats: null, verify: null, error: null };
   try {
     view.verify = spool ? verifySpool(dir) : await verifyQueue(dir);

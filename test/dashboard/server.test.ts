@@ -171,6 +171,25 @@ test('actions at once: the same redrive twice republishes once; redrives and a g
   }
 });
 
+test('--dir: a directory deleted under the dashboard shows the error alone, not the last stats beside it', async () => {
+  const dir = join(work, 'gone');
+  const q = await DiskQueue.open(dir, { segmentSize: 4096 });
+  await q.add(Buffer.from('x'));
+  await q.close();
+  const d = await startDashboard({ dir, refreshMs: 100 });
+  type View = { dir: { stats: Record<string, number> | null; verify: unknown; error: string | null } };
+  const view = async () => ((await (await fetch(new URL('/api/overview', d.url))).json()) as View).dir;
+  try {
+    assert.equal((await view()).stats?.backlog, 1);
+    await rm(dir, { recursive: true, force: true });
+    await waitFor(async () => /ENOENT/.test((await view()).error ?? ''), 120_000, 'a sample that finds the directory gone');
+    const v = await view();
+    assert.deepEqual([v.stats, v.verify], [null, null]);
+  } finally {
+    await d.close();
+  }
+});
+
 test('a request target the URL parser refuses is a 400, before and after the token', async () => {
   const d = await startDashboard({ dir: work, token: 'target-token-1' });
   try {
