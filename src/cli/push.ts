@@ -189,7 +189,7 @@ export async function push(dir: string, file: string | undefined, o: PushOptions
 function pushFailure(err: unknown, input: string, stored: number, unsure: number): CliError {
   const kept =
     `${stored} records before it were stored` +
-    (unsure > 0 ? `, and up to ${unsure} after them may be too (the sync of their batch failed, so a rerun from there may store some twice)` : '');
+    (unsure > 0 ? `, and up to ${unsure} after them may be too (a failed write or sync cut part of their batch: a rerun from there may store some twice)` : '');
   if (err instanceof CliError) {
     return err.exitCode === EXIT_USAGE ? err : new CliError(`${err.message}; ${kept}`, err.exitCode);
   }

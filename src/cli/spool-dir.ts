@@ -3,7 +3,7 @@
  * directory by its files, and opening one the way a command line means it.
  */
 import { readdir } from 'node:fs/promises';
-import { Spool, LockedError, FerryError, UNBOUNDED } from '../spool/index.js';
+import { Spool, LockedError, FerryError, GroupLostError, UNBOUNDED } from '../spool/index.js';
 import { filesOf } from '../storage/format-guard.js';
 import { CliError, EXIT_USAGE, describe, note, sleep } from './common.js';
 
@@ -81,17 +81,20 @@ export function spoolSink(s: Spool): { addBatch(records: Uint8Array[]): Promise<
       } catch (err) {
         // The records placed before the failure are made durable and counted,
         // whatever stopped the batch (the cap, or a write the disk refused).
-        // When that sync fails too, the spool rolled back what it had not
-        // yet synced of them, which may be some or all: none counts as
-        // stored, `unsure` says how many may be, and the first failure is
-        // still the one reported.
+        // When that sync fails too, or the failure was the group's loss, the
+        // spool cut some or all of them: none counts as stored, `unsure`
+        // says how many may be, and the first failure is still the one
+        // reported.
         const synced = await s.sync().then(
           () => true,
           () => false,
         );
+        // A lost group (a staged write failed) cut some of the placed records
+        // already, whatever this sync did with the rest.
+        const known = synced && !(err instanceof GroupLostError);
         if (err instanceof FerryError) {
-          err.placed = synced ? placed : 0;
-          if (!synced && placed > 0) (err as PartialBatch).unsure = placed;
+          err.placed = known ? placed : 0;
+          if (!known && placed > 0) (err as PartialBatch).unsure = placed;
         }
         throw err;
       }

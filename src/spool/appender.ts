@@ -64,6 +64,7 @@ export class Appender {
     if (!(data instanceof Uint8Array)) throw new InvalidArgumentError('a record must be a Uint8Array');
     if (data.length > MAX_RECORD_BYTES) throw new RecordTooLargeError(`record of ${data.length} bytes exceeds MAX_RECORD_BYTES`);
     const size = FRAME_OVERHEAD + data.length;
+    this.refuseAfterLostGroup(ignoreCap);
     const segs = this.host.segments;
     if (segs.length === 0) this.host.addSegment();
     let tail = segs[segs.length - 1]!;
@@ -82,6 +83,7 @@ export class Appender {
     }
     if (rotate) {
       this.writeStaged();
+      this.refuseAfterLostGroup(ignoreCap);
       const sealed = tail;
       tail = this.host.addSegment();
       if (headAtTailEnd) this.host.retireHead();
@@ -91,6 +93,7 @@ export class Appender {
     if (room < 0) {
       // Staged frames go first; a failure there cuts them and moves the end.
       this.writeStaged();
+      this.refuseAfterLostGroup(ignoreCap);
       if (noSync) room = this.behind.reserve(tail, tail.size, size);
     }
     const at = tail.size;
@@ -114,6 +117,17 @@ export class Appender {
     this.flusher.wrote(noSync);
     this.host.counters.appended++;
     this.host.placed();
+  }
+
+  /**
+   * Throws the lost group's `GroupLostError` (reporting it, instead of the
+   * next `sync()`) when frames of it were cut since the last sync: a record
+   * placed now would land where the cut ones were, ahead of their re-append,
+   * and a reader would get it out of order, after a gap. A requeue's copy
+   * (`ignoreCap`) is not the producer's and goes through.
+   */
+  private refuseAfterLostGroup(ignoreCap: boolean): void {
+    if (!ignoreCap && this.flusher.lostGroup) throw this.flusher.takeLostGroup();
   }
 
   /**

@@ -97,6 +97,16 @@ export class Flusher {
     this.groupLostCause ??= err;
   }
 
+  /** Whether an `appendNoSync` group was lost (a staged write or an fdatasync failed) and no `sync()` has reported it yet. */
+  get lostGroup(): boolean {
+    return this.groupLost;
+  }
+
+  /** Reports the lost group (see {@link lostGroup}) as the error to throw: once, so the next `sync()` has nothing more to report. */
+  takeLostGroup(): GroupLostError {
+    return this.reportGroupLost(undefined);
+  }
+
   /** Bytes written and not yet covered by a completed fdatasync. */
   unsyncedBytes(): number {
     let n = 0;

@@ -180,6 +180,7 @@ export class Spool implements AsyncDisposable {
    * @throws ExceedsCapError the record can never fit: `data.length > maxBytes − 12`.
    * @throws RecordTooLargeError `data.length > MAX_RECORD_BYTES`.
    * @throws IOError the write or the fdatasync failed; the record (and everything unsynced) was rolled back.
+   * @throws GroupLostError an `appendNoSync` group was lost since the last `sync()` and not yet reported: nothing was placed; re-append the group, then this record.
    * @throws ClosedError the spool was closed.
    */
   async append(data: Uint8Array): Promise<void> {
@@ -194,7 +195,10 @@ export class Spool implements AsyncDisposable {
    * the end of this event-loop turn, or before the next pop, sync or
    * rotation), but a crash may take it until a later `sync()` resolves. Same
    * errors as {@link append}, minus the fdatasync; a failed write of the
-   * burst shows as `GroupLostError` from the next `sync()`.
+   * burst shows as `GroupLostError` from the next call that adds a record,
+   * or else from the next `sync()`.
+   *
+   * @throws GroupLostError an earlier record of the group since the last `sync()` was lost (a failed write or fdatasync): nothing was placed; re-append the group, this record with it.
    */
   async appendNoSync(data: Uint8Array): Promise<void> {
     this.checkOpen();
@@ -208,7 +212,7 @@ export class Spool implements AsyncDisposable {
    * be placed; the ones before it are placed (readable, and made durable by
    * the next `sync()`), it and the ones after it are not.
    *
-   * @throws FullError, ExceedsCapError, RecordTooLargeError, IOError as {@link append} (for the
+   * @throws FullError, ExceedsCapError, RecordTooLargeError, IOError, GroupLostError as {@link append} (for the
    *   first record that could not be placed), with `placed` set to how many leading records were.
    * @throws InvalidArgumentError `records` is not an array, or a record is not a Uint8Array (`placed` as above).
    * @throws ClosedError the spool was closed; nothing was placed.

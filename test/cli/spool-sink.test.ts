@@ -8,7 +8,7 @@
 import { describe, it } from 'node:test';
 import assert from 'node:assert/strict';
 import { FaultyFileSystem } from '../../src/storage/faulty.js';
-import { FerryError, FullError, IOError } from '../../src/errors.js';
+import { FerryError, FullError, GroupLostError, IOError } from '../../src/errors.js';
 import { spoolSink, type PartialBatch } from '../../src/cli/spool-dir.js';
 import { drain, enc, openS, range } from '../spool/helpers.js';
 
@@ -66,6 +66,25 @@ describe('spoolSink: what a failed batch says it stored', () => {
     const kept = await stored(fs);
     assert.ok(kept.length <= unsure, `at most unsure (${unsure}) are stored, found ${kept.length}`);
     assert.deepEqual(kept, range(0, kept.length), 'a prefix of the batch, in order');
+  });
+
+  it('a staged write that fails mid-batch: the group is lost, none of the batch counts, and what is stored is a gapless prefix within unsure', async () => {
+    const fs = new FaultyFileSystem();
+    const sink = spoolSink(await openS(fs));
+    assert.equal(await sink.addBatch(records(0, 5)), 5);
+    // The batch's first burst is written when the write-behind buffer fills or the turn ends: that write fails.
+    fs.inject({ step: 'write:record', error: 'ENOSPC' });
+    const big = Array.from({ length: 5000 }, (_, i) => enc(`r${String(5 + i).padStart(4, '0')}${'x'.repeat(40)}`));
+    const err = await failure(sink.addBatch(big));
+    assert.ok(err instanceof GroupLostError, `GroupLostError, got ${String(err)}`);
+    assert.equal(err.placed, 0);
+    const unsure = (err as PartialBatch).unsure ?? 0;
+    await sink.close();
+    fs.powerCut();
+    const kept = await stored(fs);
+    assert.deepEqual(kept.slice(0, 5), range(0, 5), 'the earlier batch');
+    assert.ok(kept.length - 5 <= unsure, `no more than unsure (${unsure}) of the batch: ${kept.length - 5}`);
+    kept.slice(5).forEach((v, i) => assert.equal(v.slice(0, 5), `r${String(5 + i).padStart(4, '0')}`, 'a gapless prefix of the batch'));
   });
 
   it('the cap: placed counts the records before it, as before', async () => {

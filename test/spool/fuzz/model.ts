@@ -263,6 +263,18 @@ export async function runScheduled(s: Scheduler, p: Program): Promise<void> {
     switch (c.op) {
       case 'append':
       case 'appendNoSync': {
+        if (model.unreported()) {
+          // A lost group not yet reported: the call reports it and places
+          // nothing, so no record lands ahead of the group's re-append.
+          const bytes = new TextEncoder().encode('refused');
+          const call = c.op === 'append' ? spool.append(bytes) : spool.appendNoSync(bytes);
+          model.reported();
+          return watch(
+            call,
+            () => expect(false, `${tag} resolved while a lost group was unreported`),
+            (e) => expect(e instanceof GroupLostError, `${tag} rejected with ${String(e)}, not the lost group`),
+          );
+        }
         const r = model.add(c.op === 'appendNoSync');
         const call = c.op === 'append' ? spool.append(new TextEncoder().encode(r.payload)) : spool.appendNoSync(new TextEncoder().encode(r.payload));
         return watch(
