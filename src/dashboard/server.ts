@@ -281,7 +281,7 @@ export async function startDashboard(o: DashboardOptions): Promise<Dashboard> {
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     if (!guard.hostOk(req)) return send(res, 403, 'unexpected Host header', 'text/plain; charset=utf-8');
-    // A request target the URL parser refuses (`//`, `http://[`) is the client's error.
+    // A request target the URL parser refuses (`http://[`, a bare `//`) is the client's error.
     let url: URL;
     try {
       url = new URL(req.url ?? '/', 'http://dashboard.invalid');

@@ -4,7 +4,8 @@
  * OpenTelemetry meter. Neither is imposed: both are optional peer
  * dependencies, loaded only by the adapter that uses them. See docs/QUEUE.md.
  */
-export { DEFAULT_DURATION_BUCKETS, prometheusMetrics } from './prometheus.js';
+export { prometheusMetrics } from './prometheus.js';
+export { DEFAULT_DURATION_BUCKETS } from './source.js';
 export type { PrometheusMetricsOptions, QueueMetrics } from './prometheus.js';
 export { openTelemetryMetrics } from './opentelemetry.js';
 export type { OpenTelemetryMetricsOptions } from './opentelemetry.js';

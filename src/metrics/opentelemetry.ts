@@ -6,7 +6,8 @@ import type { Attributes, BatchObservableCallback, Meter, Observable } from '@op
 import { InvalidArgumentError } from '../errors.js';
 import type { CompletedEvent, DeadLetteredEvent, LeaseLostEvent, RetryingEvent } from '../queue/events.js';
 import type { QueueMetrics } from './prometheus.js';
-import { checkSource, seconds, snapshotter } from './source.js';
+import { knownKeys, rejectUnknownKeys } from '../known-keys.js';
+import { checkBuckets, checkSource, seconds, snapshotter } from './source.js';
 import type { MetricsSource, ObservedGroups } from './source.js';
 
 /** Options of `openTelemetryMetrics`. */
@@ -15,9 +16,17 @@ export interface OpenTelemetryMetricsOptions {
   meter: Meter;
   /** Pairs whose gauges are reported, read with `queue.stats` at each collection. Default none. */
   groups?: ObservedGroups;
-  /** Prefix of every instrument name. Default `ferry.queue.`. */
+  /** Prefix of every instrument name: empty, or a letter then letters, digits, `_`, `.`, `-` or `/`. Default `ferry.queue.`. */
   prefix?: string;
+  /** Bucket boundaries of the handler-duration histogram, seconds, given to the SDK as advice. Default `DEFAULT_DURATION_BUCKETS`. */
+  buckets?: number[];
 }
+
+/** Every key of `OpenTelemetryMetricsOptions`; anything else is refused. */
+const OTEL_OPTION_KEYS = knownKeys<OpenTelemetryMetricsOptions>({ meter: true, groups: true, prefix: true, buckets: true });
+
+/** What may start an OpenTelemetry instrument name (the empty prefix included). */
+const INSTRUMENT_PREFIX = /^(?:[A-Za-z][A-Za-z0-9_.\-/]*)?$/;
 
 /** The attributes naming a (topic, group), after OpenTelemetry's messaging conventions. */
 function attrs(topic: string, group: string): Attributes {
@@ -46,7 +55,12 @@ export function openTelemetryMetrics(queue: MetricsSource, opts: OpenTelemetryMe
   if (typeof meter?.createCounter !== 'function' || typeof meter.addBatchObservableCallback !== 'function') {
     throw new InvalidArgumentError('openTelemetryMetrics: meter must be an OpenTelemetry Meter');
   }
+  rejectUnknownKeys('openTelemetryMetrics option', opts, OTEL_OPTION_KEYS);
   const p = opts.prefix ?? 'ferry.queue.';
+  if (typeof p !== 'string' || !INSTRUMENT_PREFIX.test(p)) {
+    throw new InvalidArgumentError(`openTelemetryMetrics: prefix must start an instrument name (a letter, then letters, digits, _ . - /), got ${JSON.stringify(p)}`);
+  }
+  const buckets = checkBuckets('openTelemetryMetrics', opts.buckets);
   const snapshot = snapshotter(source, opts.groups ?? []);
   const pending = meter.createObservableGauge(`${p}pending`, { description: 'Deliveries waiting to be claimed.', unit: '{delivery}' });
   const leased = meter.createObservableGauge(`${p}leased`, { description: 'Deliveries held under an unexpired lease.', unit: '{delivery}' });
@@ -69,7 +83,9 @@ export function openTelemetryMetrics(queue: MetricsSource, opts: OpenTelemetryMe
   const retried = meter.createCounter(`${p}retried`, { description: 'Failed handler runs scheduled for a retry by this process.', unit: '{delivery}' });
   const dead = meter.createCounter(`${p}dead_lettered`, { description: 'Deliveries dead-lettered by this process.', unit: '{delivery}' });
   const lost = meter.createCounter(`${p}leases_lost`, { description: 'Leases this process lost while holding a delivery.', unit: '{delivery}' });
-  const duration = meter.createHistogram(`${p}handler.duration`, { description: 'Time handlers ran, by outcome.', unit: 's' });
+  // The SDK's own default boundaries (0, 5, 10, … 10,000) are made for
+  // milliseconds: in seconds nearly every run would fall in the first.
+  const duration = meter.createHistogram(`${p}handler.duration`, { description: 'Time handlers ran, by outcome.', unit: 's', advice: { explicitBucketBoundaries: buckets } });
 
   const onCompleted = (e: CompletedEvent) => {
     completed.add(1, attrs(e.topic, e.group));

@@ -6,7 +6,8 @@
 import type { Registry } from 'prom-client';
 import { InvalidArgumentError } from '../errors.js';
 import type { CompletedEvent, DeadLetteredEvent, LeaseLostEvent, RetryingEvent } from '../queue/events.js';
-import { checkSource, seconds, snapshotter } from './source.js';
+import { knownKeys, rejectUnknownKeys } from '../known-keys.js';
+import { checkBuckets, checkSource, seconds, snapshotter } from './source.js';
 import type { MetricsSource, ObservedGroups } from './source.js';
 
 type PromClient = typeof import('prom-client');
@@ -14,8 +15,6 @@ type PromClient = typeof import('prom-client');
 /** What a Prometheus metric name may hold; a prefix is its start. */
 const METRIC_NAME = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
 
-/** Default buckets of the handler-duration histogram, seconds: 1 ms to 60 s. */
-export const DEFAULT_DURATION_BUCKETS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 
 /** Options of `prometheusMetrics`. */
 export interface PrometheusMetricsOptions {
@@ -30,6 +29,9 @@ export interface PrometheusMetricsOptions {
   /** The prom-client module to build metrics with. Default: `import('prom-client')`. */
   client?: PromClient;
 }
+
+/** Every key of `PrometheusMetricsOptions`; anything else is refused. */
+const PROMETHEUS_OPTION_KEYS = knownKeys<PrometheusMetricsOptions>({ registry: true, groups: true, prefix: true, buckets: true, client: true });
 
 /** Metrics attached to a queue; `close` detaches them. */
 export interface QueueMetrics {
@@ -60,14 +62,12 @@ export async function prometheusMetrics(queue: MetricsSource, opts: PrometheusMe
   if (typeof opts !== 'object' || opts === null || typeof opts.registry?.registerMetric !== 'function') {
     throw new InvalidArgumentError('prometheusMetrics: registry must be a prom-client Registry');
   }
+  rejectUnknownKeys('prometheusMetrics option', opts, PROMETHEUS_OPTION_KEYS);
   const prefix = opts.prefix ?? 'ferry_queue_';
   if (typeof prefix !== 'string' || !METRIC_NAME.test(prefix)) {
     throw new InvalidArgumentError(`prometheusMetrics: prefix must start a Prometheus metric name ([a-zA-Z_:][a-zA-Z0-9_:]*), got ${JSON.stringify(prefix)}`);
   }
-  const buckets = opts.buckets ?? DEFAULT_DURATION_BUCKETS;
-  if (!Array.isArray(buckets) || buckets.length === 0 || !buckets.every((b, i) => typeof b === 'number' && Number.isFinite(b) && (i === 0 || b > buckets[i - 1]!))) {
-    throw new InvalidArgumentError('prometheusMetrics: buckets must be a non-empty list of finite numbers in increasing order (seconds)');
-  }
+  const buckets = checkBuckets('prometheusMetrics', opts.buckets);
   const { registry } = opts;
   const client: PromClient = opts.client ?? (await import('prom-client'));
   const names = ['pending', 'leased', 'dead', 'oldest_pending_age_seconds', 'completed_total', 'retried_total', 'dead_lettered_total', 'leases_lost_total', 'handler_duration_seconds'].map((n) => prefix + n);

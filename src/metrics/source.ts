@@ -65,6 +65,17 @@ export function snapshotter(source: MetricsSource, groups: ObservedGroups): () =
   };
 }
 
+/** Default buckets of the handler-duration histogram, seconds: 1 ms to 60 s. */
+export const DEFAULT_DURATION_BUCKETS = [0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
+
+/** The histogram's buckets: `buckets`, or the default. Throws `InvalidArgumentError` unless they are finite numbers in increasing order. */
+export function checkBuckets(where: string, buckets: unknown = DEFAULT_DURATION_BUCKETS): number[] {
+  if (!Array.isArray(buckets) || buckets.length === 0 || !buckets.every((b: unknown, i) => typeof b === 'number' && Number.isFinite(b) && (i === 0 || b > (buckets[i - 1] as number)))) {
+    throw new InvalidArgumentError(`${where}: buckets must be a non-empty list of finite numbers in increasing order (seconds)`);
+  }
+  return buckets as number[];
+}
+
 /** Throws `InvalidArgumentError` unless `list` is an array of `{ topic, group }` with string names. */
 function checkGroups(list: unknown): asserts list is readonly ObservedGroup[] {
   const ok = Array.isArray(list) && list.every((g: unknown) => typeof g === 'object' && g !== null && typeof (g as ObservedGroup).topic === 'string' && typeof (g as ObservedGroup).group === 'string');

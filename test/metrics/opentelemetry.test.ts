@@ -6,7 +6,7 @@ import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { AggregationTemporality, InMemoryMetricExporter, MeterProvider, PeriodicExportingMetricReader } from '@opentelemetry/sdk-metrics';
 import type { DataPoint, Histogram } from '@opentelemetry/sdk-metrics';
-import { openTelemetryMetrics } from '../../src/metrics/index.js';
+import { DEFAULT_DURATION_BUCKETS, openTelemetryMetrics } from '../../src/metrics/index.js';
 import { InvalidArgumentError } from '../../src/errors.js';
 import { MemoryStore, createStoreQueue, permanent } from '../../src/queue/index.js';
 import { FAST, enc } from '../stores/engine-harness.js';
@@ -43,6 +43,8 @@ describe('openTelemetryMetrics', () => {
     assert.equal(value('ferry.queue.retried', g), 2);
     assert.equal(value('ferry.queue.dead_lettered', { ...g, 'ferry.dead_letter.reason': 'permanent' }), 1);
     assert.equal((value('ferry.queue.handler.duration', { ...g, 'ferry.outcome': 'completed' }) as Histogram).count, 9);
+    // Boundaries in seconds (the SDK's own default is made for milliseconds).
+    assert.deepEqual((value('ferry.queue.handler.duration', { ...g, 'ferry.outcome': 'completed' }) as Histogram).buckets.boundaries, DEFAULT_DURATION_BUCKETS);
     assert.equal((value('ferry.queue.handler.duration', { ...g, 'ferry.outcome': 'retried' }) as Histogram).count, 2);
     assert.equal((value('ferry.queue.handler.duration', { ...g, 'ferry.outcome': 'dead_lettered' }) as Histogram).count, 1);
     assert.equal(value('ferry.queue.pending', g), 0);
@@ -56,7 +58,7 @@ describe('openTelemetryMetrics', () => {
     await provider.shutdown();
   });
 
-  it('refuses a groups list of the wrong shape at once', async () => {
+  it('refuses bad options at once: groups of the wrong shape, a prefix no instrument name can start with, bad buckets, an unknown key', async () => {
     const q = createStoreQueue(new MemoryStore());
     const provider = new MeterProvider();
     try {
@@ -64,6 +66,18 @@ describe('openTelemetryMetrics', () => {
       for (const groups of ['nope', [{ topic: 't' }], [null]]) {
         assert.throws(() => openTelemetryMetrics(q, { meter, groups } as never), (e) => e instanceof InvalidArgumentError && /groups must be an array of \{ topic, group \}/.test(e.message), JSON.stringify(groups));
       }
+      const bad: Array<[Record<string, unknown>, RegExp]> = [
+        [{ prefix: '5' }, /prefix must start an instrument name/],
+        [{ prefix: '1abc.' }, /prefix/],
+        [{ buckets: [2, 1] }, /buckets must be/],
+        [{ buckets: [Number.NaN] }, /buckets/],
+        [{ buckets: 'x' }, /buckets/],
+        [{ prefx: 'a.' }, /unknown openTelemetryMetrics option "prefx"/],
+      ];
+      for (const [opts, message] of bad) {
+        assert.throws(() => openTelemetryMetrics(q, { meter, ...opts } as never), (e) => e instanceof InvalidArgumentError && message.test(e.message), JSON.stringify(opts));
+      }
+      openTelemetryMetrics(q, { meter, prefix: '', buckets: [0.5, 1] }).close();
     } finally {
       await q.close();
       await provider.shutdown();

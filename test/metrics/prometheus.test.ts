@@ -128,6 +128,7 @@ describe('prometheusMetrics', () => {
         [{ buckets: [] }, /buckets/],
         [{ groups: 'nope' }, /groups must be an array of \{ topic, group \}/],
         [{ groups: [{ topic: 't' }] }, /groups must be/],
+        [{ prefx: 'a_' }, /unknown prometheusMetrics option "prefx"/],
       ];
       for (const [opts, message] of bad) {
         await assert.rejects(prometheusMetrics(q, { registry, ...opts } as never), (e) => e instanceof InvalidArgumentError && message.test(e.message), JSON.stringify(opts));

@@ -80,7 +80,7 @@ describe('unknown option keys', () => {
   });
 
   it('createQueue refuses a deps key a letter or two away from one ferry reads, and lets other names through', async () => {
-    for (const deps of [{ fireSchedule: false }, { onerror: () => {} }, { OnError: () => {} }, { loger: console }, { Codec: codecs.json }, { lockers: {} }, { fireSchedle: false }]) {
+    for (const deps of [{ fireSchedule: false }, { onerror: () => {} }, { OnError: () => {} }, { loger: console }, { Codec: codecs.json }, { lockers: {} }, { fireSchedle: false }, { onErorr: () => {} }, { pol: {} }]) {
       const key = Object.keys(deps)[0]!;
       await assert.rejects(createQueue({ type: 'memory' }, deps as never), invalid(new RegExp(`deps key "${key}" is not one ferry reads: did you mean`)), key);
     }
