@@ -98,7 +98,17 @@ export function spoolSink(s: Spool): { addBatch(records: Uint8Array[]): Promise<
         }
         throw err;
       }
-      await s.sync();
+      try {
+        await s.sync();
+      } catch (err) {
+        // The batch's last write or its fdatasync failed: the spool kept a
+        // prefix of the batch, or none of it.
+        if (err instanceof FerryError) {
+          err.placed = 0;
+          if (placed > 0) (err as PartialBatch).unsure = placed;
+        }
+        throw err;
+      }
       return placed;
     },
     close: () => s.close(),

@@ -120,14 +120,14 @@ export class Appender {
   }
 
   /**
-   * Throws the lost group's `GroupLostError` (reporting it, instead of the
-   * next `sync()`) when frames of it were cut since the last sync: a record
-   * placed now would land where the cut ones were, ahead of their re-append,
-   * and a reader would get it out of order, after a gap. A requeue's copy
-   * (`ignoreCap`) is not the producer's and goes through.
+   * Throws `GroupLostError` when frames of the group were cut since the last
+   * sync and no `sync()` has reported it yet: a record placed now would land
+   * where the cut ones were, ahead of their re-append, and a reader would
+   * get it out of order, after a gap. The loss stays for `sync()` to report.
+   * A requeue's copy (`ignoreCap`) is not the producer's and goes through.
    */
   private refuseAfterLostGroup(ignoreCap: boolean): void {
-    if (!ignoreCap && this.flusher.lostGroup) throw this.flusher.takeLostGroup();
+    if (!ignoreCap && this.flusher.lostGroup) throw this.flusher.refusedAfterLoss();
   }
 
   /**

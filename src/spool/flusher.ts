@@ -102,9 +102,17 @@ export class Flusher {
     return this.groupLost;
   }
 
-  /** Reports the lost group (see {@link lostGroup}) as the error to throw: once, so the next `sync()` has nothing more to report. */
-  takeLostGroup(): GroupLostError {
-    return this.reportGroupLost(undefined);
+  /**
+   * The error for a record refused while the lost group is unreported (see
+   * {@link lostGroup}). It does not report the loss: `sync()` still does, so
+   * a caller that counts records as stored when `sync()` resolves never
+   * counts the lost ones.
+   */
+  refusedAfterLoss(): GroupLostError {
+    return new GroupLostError(
+      `an appendNoSync group was lost${causeText(this.groupLostCause)} and sync() has not reported it yet: nothing was placed; call sync() (it rejects with the loss), then re-append the group`,
+      { cause: this.groupLostCause },
+    );
   }
 
   /** Bytes written and not yet covered by a completed fdatasync. */

@@ -18,7 +18,7 @@
  */
 import { resolve as resolvePath } from 'node:path';
 import { asIOError } from '../errors.js';
-import { ClosedError, FerryError, InvalidArgumentError } from '../errors.js';
+import { ClosedError, FerryError, GroupLostError, InvalidArgumentError } from '../errors.js';
 import { shown } from '../show-value.js';
 import { refuseOtherFormat } from '../storage/format-guard.js';
 import { nodeFileSystem, type FileSystem } from '../storage/fs.js';
@@ -180,7 +180,7 @@ export class Spool implements AsyncDisposable {
    * @throws ExceedsCapError the record can never fit: `data.length > maxBytes − 12`.
    * @throws RecordTooLargeError `data.length > MAX_RECORD_BYTES`.
    * @throws IOError the write or the fdatasync failed; the record (and everything unsynced) was rolled back.
-   * @throws GroupLostError an `appendNoSync` group was lost since the last `sync()` and not yet reported: nothing was placed; re-append the group, then this record.
+   * @throws GroupLostError an `appendNoSync` group was lost since the last `sync()` and no `sync()` has reported it yet: nothing was placed; call `sync()`, which rejects with the loss, then re-append the group and this record.
    * @throws ClosedError the spool was closed.
    */
   async append(data: Uint8Array): Promise<void> {
@@ -195,10 +195,9 @@ export class Spool implements AsyncDisposable {
    * the end of this event-loop turn, or before the next pop, sync or
    * rotation), but a crash may take it until a later `sync()` resolves. Same
    * errors as {@link append}, minus the fdatasync; a failed write of the
-   * burst shows as `GroupLostError` from the next call that adds a record,
-   * or else from the next `sync()`.
+   * burst shows as `GroupLostError` from the next `sync()`.
    *
-   * @throws GroupLostError an earlier record of the group since the last `sync()` was lost (a failed write or fdatasync): nothing was placed; re-append the group, this record with it.
+   * @throws GroupLostError the group since the last `sync()` was lost (a failed write or fdatasync) and no `sync()` has reported it yet: nothing was placed; call `sync()`, which rejects with the loss, then re-append the group and this record.
    */
   async appendNoSync(data: Uint8Array): Promise<void> {
     this.checkOpen();
@@ -212,9 +211,10 @@ export class Spool implements AsyncDisposable {
    * be placed; the ones before it are placed (readable, and made durable by
    * the next `sync()`), it and the ones after it are not.
    *
-   * @throws FullError, ExceedsCapError, RecordTooLargeError, IOError, GroupLostError as {@link append} (for the
+   * @throws FullError, ExceedsCapError, RecordTooLargeError, IOError as {@link append} (for the
    *   first record that could not be placed), with `placed` set to how many leading records were.
    * @throws InvalidArgumentError `records` is not an array, or a record is not a Uint8Array (`placed` as above).
+   * @throws GroupLostError as {@link appendNoSync}, with `placed` 0: the lost group may have taken any record this call placed.
    * @throws ClosedError the spool was closed; nothing was placed.
    */
   async appendBatchNoSync(records: readonly Uint8Array[]): Promise<void> {
@@ -224,7 +224,8 @@ export class Spool implements AsyncDisposable {
     try {
       for (; placed < records.length; placed++) this.appender.place(records[placed]!, true, false);
     } catch (err) {
-      if (err instanceof FerryError) err.placed = placed;
+      // A lost group may have taken any of the records this call placed: none counts.
+      if (err instanceof FerryError) err.placed = err instanceof GroupLostError ? 0 : placed;
       throw err;
     }
   }

@@ -33,6 +33,23 @@ test('forward on a full disk delivers what it accepted, exits 1 and says the dis
   }
 });
 
+test('a staged write refused mid-group: every line forward counts as accepted is delivered (none of the cut group is counted)', { timeout: 60_000 }, async () => {
+  const { dir, cleanup } = await scratch();
+  try {
+    const lines = Array.from({ length: 8000 }, (_, i) => `line ${String(i).padStart(4, '0')} ${'x'.repeat(90)}`);
+    const fs = new FaultyFileSystem();
+    // Some bursts of record writes go through, then one fails: a group is cut part-way.
+    fs.inject({ step: 'write:record', error: 'ENOSPC', after: 1, times: Infinity });
+    const { err, delivered } = await forwardFailing(dir, lines, fs, 2000);
+    const accepted = Number(/(\d+) lines were accepted/.exec(err.message)?.[1]);
+    assert.ok(Number.isInteger(accepted), err.message);
+    assert.deepEqual(delivered.slice(0, accepted), lines.slice(0, accepted), `every accepted line was delivered, in order: ${err.message}`);
+    assert.ok(delivered.length >= accepted);
+  } finally {
+    await cleanup();
+  }
+});
+
 test('a full spool (--max-bytes) wakes its intake with each commit of the sender, not with its next look', { timeout: 120_000 }, async () => {
   const { dir, cleanup } = await scratch();
   try {

@@ -15,7 +15,7 @@ import { GroupLostError } from '../../../src/errors.js';
 import { drain, enc, openS, range, rec } from '../helpers.js';
 
 describe('spool: appends after a lost group', () => {
-  it('the next append reports the loss and places nothing; the re-appended group reads back whole and in order', async () => {
+  it('the next append is refused and places nothing, sync() reports the loss, and the re-appended group reads back whole and in order', async () => {
     const fs = new FaultyFileSystem();
     const s = await openS(fs);
     try {
@@ -25,7 +25,7 @@ describe('spool: appends after a lost group', () => {
       await s.appendNoSync(enc(rec(3))); // staged; its burst is written at the end of this turn, and fails
       await turn();
       await assert.rejects(s.appendNoSync(enc(rec(4))), (e) => e instanceof GroupLostError && e.code === 'ERR_GROUP_LOST' && /ENOSPC/.test(String((e.cause as Error | undefined)?.message)));
-      await s.sync(); // reported once already: nothing more to report
+      await assert.rejects(s.sync(), GroupLostError, 'sync() still reports the loss: whatever it resolves for is stored');
       // The producer re-appends its group since the last sync, and the record after it.
       for (let i = 3; i < 5; i++) await s.appendNoSync(enc(rec(i)));
       await s.sync();

@@ -264,11 +264,11 @@ export async function runScheduled(s: Scheduler, p: Program): Promise<void> {
       case 'append':
       case 'appendNoSync': {
         if (model.unreported()) {
-          // A lost group not yet reported: the call reports it and places
+          // A lost group not yet reported: the call is refused and places
           // nothing, so no record lands ahead of the group's re-append.
           const bytes = new TextEncoder().encode('refused');
           const call = c.op === 'append' ? spool.append(bytes) : spool.appendNoSync(bytes);
-          model.reported();
+          // Refused, not reported: the next sync() still reports the loss.
           return watch(
             call,
             () => expect(false, `${tag} resolved while a lost group was unreported`),
