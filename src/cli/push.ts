@@ -11,7 +11,7 @@
  */
 import { open, type FileHandle } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
-import { FerryError } from '../diskqueue/index.js';
+import { FerryError, GroupLostError } from '../diskqueue/index.js';
 import { isSpoolDir, openSpool, spoolSink, type PartialBatch } from './spool-dir.js';
 import { CliError, EXIT_FAILED, EXIT_USAGE, describe, note, noteOpenLoss, openQueue, summaryLine, BATCH_BYTES } from './common.js';
 import { FramingError, recordSplitter, type Framing } from './framing.js';
@@ -106,15 +106,7 @@ export async function push(dir: string, file: string | undefined, o: PushOptions
     }
     const queue = q;
     const splitter = recordSplitter(framing);
-    let batch: Buffer[] = [];
-    let batchBytes = 0;
-    const limit = o.batch ?? DEFAULT_PUSH_BATCH;
-    const store = async () => {
-      if (batch.length === 0) return;
-      const records = batch;
-      const bytes = batchBytes;
-      batch = [];
-      batchBytes = 0;
+    const batcher = new Batcher(o.batch ?? DEFAULT_PUSH_BATCH, async (records, bytes) => {
       try {
         await queue.addBatch(records);
       } catch (err) {
@@ -126,14 +118,9 @@ export async function push(dir: string, file: string | undefined, o: PushOptions
       }
       stored += records.length;
       storedBytes += bytes;
-    };
-    const take = async (records: Buffer[]) => {
-      for (const r of records) {
-        batch.push(r);
-        batchBytes += r.length;
-      }
-      if (batch.length >= limit || batchBytes >= BATCH_BYTES) await store();
-    };
+    });
+    const store = () => batcher.flush();
+    const take = (records: Buffer[]) => batcher.add(records);
 
     // A framing fault keeps the records framed before it: they are stored, then the fault is reported.
     let fault: FramingError | undefined;
@@ -186,7 +173,51 @@ export async function push(dir: string, file: string | undefined, o: PushOptions
   return 0;
 }
 
-function pushFailure(err: unknown, input: string, stored: number, unsure: number): CliError {
+/**
+ * Cuts the records it is given into batches of at most `limit` records (and
+ * about `BATCH_BYTES`), each handed to `store` in order. The limit is checked
+ * per record: one 256 KiB read can hold thousands of short lines. Callers
+ * may add at once: batches are stored one at a time, in the order they fill.
+ */
+export class Batcher {
+  private batch: Buffer[] = [];
+  private bytes = 0;
+  /** Settles when every batch handed to `store` so far is stored. */
+  private stored: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly limit: number,
+    private readonly store: (records: Buffer[], bytes: number) => Promise<void>,
+  ) {}
+
+  /** Adds `records`, storing each batch that fills; resolves once they are stored. */
+  async add(records: readonly Buffer[]): Promise<void> {
+    for (const r of records) {
+      this.batch.push(r);
+      this.bytes += r.length;
+      if (this.batch.length >= this.limit || this.bytes >= BATCH_BYTES) await this.flush();
+    }
+  }
+
+  /**
+   * Stores what is held, if anything, after every batch before it; resolves
+   * once all of them are stored. After a store fails, no later batch is
+   * stored and each flush rejects with that failure.
+   */
+  flush(): Promise<void> {
+    if (this.batch.length > 0) {
+      const records = this.batch;
+      const bytes = this.bytes;
+      this.batch = [];
+      this.bytes = 0;
+      this.stored = this.stored.then(() => this.store(records, bytes));
+    }
+    return this.stored;
+  }
+}
+
+/** The CliError `ferry push` exits with for `err`, saying what was stored before it. */
+export function pushFailure(err: unknown, input: string, stored: number, unsure: number): CliError {
   const kept =
     `${stored} records before it were stored` +
     (unsure > 0 ? `, and up to ${unsure} after them may be too (a failed write or sync cut part of their batch: a rerun from there may store some twice)` : '');
@@ -194,6 +225,11 @@ function pushFailure(err: unknown, input: string, stored: number, unsure: number
     return err.exitCode === EXIT_USAGE ? err : new CliError(`${err.message}; ${kept}`, err.exitCode);
   }
   if (err instanceof FramingError) return new CliError(`${input}: ${err.message} (at input byte ${err.inputOffset}); ${kept}`);
+  // The library's advice (call sync(), re-append the group) is for its callers; push has done that part.
+  if (err instanceof GroupLostError) {
+    const cause = err.cause === undefined ? '' : `: ${describe(err.cause)}`;
+    return new CliError(`a write to the spool failed${cause} (${err.code}); ${kept}`);
+  }
   if (err instanceof FerryError) return new CliError(`${describe(err)} (${err.code}); ${kept}`);
   return new CliError(`push failed: ${describe(err)}; ${kept}`);
 }

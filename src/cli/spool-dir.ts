@@ -73,43 +73,36 @@ export function spoolSink(s: Spool): { addBatch(records: Uint8Array[]): Promise<
   return {
     async addBatch(records) {
       let placed = 0;
+      let failure: unknown;
+      // Whether the spool may have cut records this batch placed.
+      let cut = false;
       try {
         for (const r of records) {
           await s.appendNoSync(r);
           placed++;
         }
       } catch (err) {
-        // The records placed before the failure are made durable and counted,
-        // whatever stopped the batch (the cap, or a write the disk refused).
-        // When that sync fails too, or the failure was the group's loss, the
-        // spool cut some or all of them: none counts as stored, `unsure`
-        // says how many may be, and the first failure is still the one
-        // reported.
-        const synced = await s.sync().then(
-          () => true,
-          () => false,
-        );
-        // A lost group (a staged write failed) cut some of the placed records
-        // already, whatever this sync did with the rest.
-        const known = synced && !(err instanceof GroupLostError);
-        if (err instanceof FerryError) {
-          err.placed = known ? placed : 0;
-          if (!known && placed > 0) (err as PartialBatch).unsure = placed;
-        }
-        throw err;
+        // A lost group (a staged write failed) cut some of the placed records already.
+        failure = err;
+        cut = err instanceof GroupLostError;
       }
+      // The records placed before any failure are made durable and counted,
+      // whatever stopped the batch (the cap, or a write the disk refused).
       try {
         await s.sync();
       } catch (err) {
         // The batch's last write or its fdatasync failed: the spool kept a
-        // prefix of the batch, or none of it.
-        if (err instanceof FerryError) {
-          err.placed = 0;
-          if (placed > 0) (err as PartialBatch).unsure = placed;
-        }
-        throw err;
+        // prefix of what was placed, or none of it. The first failure is the one reported.
+        failure ??= err;
+        cut = true;
       }
-      return placed;
+      if (failure === undefined) return placed;
+      // When the spool may have cut some, none counts as stored and `unsure` says how many may be.
+      if (failure instanceof FerryError) {
+        failure.placed = cut ? 0 : placed;
+        if (cut && placed > 0) (failure as PartialBatch).unsure = placed;
+      }
+      throw failure;
     },
     close: () => s.close(),
   };

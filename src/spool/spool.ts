@@ -179,7 +179,7 @@ export class Spool implements AsyncDisposable {
    * @throws FullError the backlog would pass `maxBytes`; nothing changed (clears as the consumer commits).
    * @throws ExceedsCapError the record can never fit: `data.length > maxBytes − 12`.
    * @throws RecordTooLargeError `data.length > MAX_RECORD_BYTES`.
-   * @throws IOError the write or the fdatasync failed; the record (and everything unsynced) was rolled back.
+   * @throws IOError a new segment could not be made (nothing was placed, nothing cut); or the record's write or fdatasync failed (it, and everything unsynced, was rolled back).
    * @throws GroupLostError an `appendNoSync` group was lost since the last `sync()` and no `sync()` has reported it yet: nothing was placed; call `sync()`, which rejects with the loss, then re-append the group and this record.
    * @throws ClosedError the spool was closed.
    */

@@ -113,4 +113,17 @@ describe('spoolSink: what a failed batch says it stored', () => {
     assert.deepEqual(kept.slice(0, 3), range(0, 3), 'the earlier, synced batch');
     assert.ok(kept.length <= 10, `nothing past the uncertain records (${kept.length})`);
   });
+  it('batches added at once: each resolves with its count, and after a power cut every record is stored once, each batch in its order', async () => {
+    const fs = new FaultyFileSystem();
+    const sink = spoolSink(await openS(fs, { segmentBytes: 512 }));
+    const counts = await Promise.all([sink.addBatch(records(0, 300)), sink.addBatch(records(300, 500)), sink.addBatch(records(500, 501))]);
+    assert.deepEqual(counts, [300, 200, 1]);
+    await sink.close();
+    fs.powerCut();
+    const kept = await stored(fs);
+    assert.equal(kept.length, 501);
+    assert.deepEqual([...kept].sort(), range(0, 501), 'every record once');
+    assert.deepEqual(kept.filter((r) => r < range(300, 301)[0]!), range(0, 300), "the first batch's records in order");
+    assert.deepEqual(kept.filter((r) => r >= range(300, 301)[0]! && r < range(500, 501)[0]!), range(300, 500));
+  });
 });
