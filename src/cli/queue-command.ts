@@ -75,9 +75,10 @@ export function addQueueCommand(program: Command, status: { code: number }): voi
     .description('republish the dead-letter copies on DLQ_TOPIC to the topics they came from (the copies stay)')
     .argument('<dlq-topic>', 'the dead-letter topic')
     .option('--limit <n>', 'republish at most N copies (default: all)', integer(1))
+    .option('--after <cursor>', 'start after the copies an earlier run with --limit read (the cursor it printed)')
     .option(...json)
     .action(async (dlq: string, _o, cmd: Command) => {
-      status.code = await redrive(opts<{ limit?: number }>(cmd), dlq);
+      status.code = await redrive(opts<{ limit?: number; after?: string }>(cmd), dlq);
     });
 
   queue

@@ -138,12 +138,16 @@ export function removeGroup(o: QueueCommandOptions & { yes?: boolean }, topic: s
   });
 }
 
-/** `redrive DLQ_TOPIC [--limit N]`. */
-export function redrive(o: QueueCommandOptions & { limit?: number }, deadLetterTopic: string): Promise<number> {
+/** `redrive DLQ_TOPIC [--limit N] [--after CURSOR]`. */
+export function redrive(o: QueueCommandOptions & { limit?: number; after?: string }, deadLetterTopic: string): Promise<number> {
   return withQueue(o, 'redrive', async (q) => {
-    const r = await q.redrive(deadLetterTopic, o.limit !== undefined ? { limit: o.limit } : {});
-    if (o.json) printJson({ topic: deadLetterTopic, ids: r.ids, skipped: r.skipped });
-    else note(`ferry: redrove ${r.ids.length} message(s) from ${deadLetterTopic} to their source topics${r.skipped > 0 ? `; ${r.skipped} copies without a usable source topic skipped` : ''}`);
+    const r = await q.redrive(deadLetterTopic, { ...(o.limit !== undefined && { limit: o.limit }), ...(o.after !== undefined && { after: o.after }) });
+    if (o.json) printJson({ topic: deadLetterTopic, ids: r.ids, skipped: r.skipped, ...(r.next !== undefined && { next: r.next }) });
+    else {
+      const skipped = r.skipped > 0 ? `; ${r.skipped} copies without a usable source topic skipped` : '';
+      const more = r.next !== undefined ? `; stopped at the limit: go on with --after ${r.next}` : '';
+      note(`ferry: redrove ${r.ids.length} message(s) from ${deadLetterTopic} to their source topics${skipped}${more}`);
+    }
     return 0;
   });
 }

@@ -43,22 +43,28 @@ export function redriveId(copyId: string): string {
 /** `RedriveOptions` checked, with the default limit (no cap) applied. */
 interface ResolvedRedriveOptions {
   limit: number;
+  after: string | undefined;
   filter: RedriveOptions['filter'];
 }
 
-/** Checks `opts`. Throws `InvalidArgumentError` for an unknown key, a `limit` that is not an integer ≥ 1, or a `filter` that is not a function. */
+/**
+ * Checks `opts`. Throws `InvalidArgumentError` for an unknown key, a `limit`
+ * that is not an integer ≥ 1, an `after` that is not a non-empty string, or a
+ * `filter` that is not a function.
+ */
 export function resolveRedriveOptions(opts: RedriveOptions | undefined): ResolvedRedriveOptions {
-  if (opts === undefined) return { limit: Infinity, filter: undefined };
+  if (opts === undefined) return { limit: Infinity, after: undefined, filter: undefined };
   if (typeof opts !== 'object' || opts === null || Array.isArray(opts)) throw new InvalidArgumentError('redrive options must be an object');
   for (const k of Object.keys(opts)) {
-    if (k !== 'limit' && k !== 'filter') throw new InvalidArgumentError(`redrive: unknown option ${JSON.stringify(k)} (known: limit, filter)`);
+    if (k !== 'limit' && k !== 'after' && k !== 'filter') throw new InvalidArgumentError(`redrive: unknown option ${JSON.stringify(k)} (known: limit, after, filter)`);
   }
-  const { limit, filter } = opts;
+  const { limit, after, filter } = opts;
   if (limit !== undefined && (typeof limit !== 'number' || !Number.isInteger(limit) || limit < 1)) {
     throw new InvalidArgumentError(`redrive: limit must be an integer ≥ 1, got ${shown(limit)}`);
   }
+  if (after !== undefined && (typeof after !== 'string' || after === '')) throw new InvalidArgumentError(`redrive: after must be the next cursor of an earlier redrive, got ${shown(after)}`);
   if (filter !== undefined && typeof filter !== 'function') throw new InvalidArgumentError('redrive: filter must be a function');
-  return { limit: limit ?? Infinity, filter };
+  return { limit: limit ?? Infinity, after, filter };
 }
 
 /**
@@ -97,7 +103,7 @@ export interface RedriveHost {
 /** See `Queue.redrive`. */
 export async function redrive(host: RedriveHost, deadLetterTopic: string, opts?: RedriveOptions): Promise<RedriveResult> {
   validateName('dead-letter topic', deadLetterTopic);
-  const { limit, filter } = resolveRedriveOptions(opts);
+  const { limit, after: start, filter } = resolveRedriveOptions(opts);
   const list = requireStoreOp(host.store, 'listMessages');
   const ids: string[] = [];
   let skipped = 0;
@@ -111,12 +117,15 @@ export async function redrive(host: RedriveHost, deadLetterTopic: string, opts?:
     await host.append(msgs);
     for (const m of msgs) ids.push(m.id);
   };
-  let after: string | undefined;
+  let after = start;
   let picked = 0;
   do {
-    const page = await list(deadLetterTopic, after === undefined ? { limit: REDRIVE_PAGE } : { after, limit: REDRIVE_PAGE });
+    // A page never holds more copies than the limit has left, so a run that
+    // reaches its limit does so at a page's end, where that page's cursor
+    // lets the next run go on.
+    const size = Math.min(REDRIVE_PAGE, limit - picked);
+    const page = await list(deadLetterTopic, after === undefined ? { limit: size } : { after, limit: size });
     for (const copy of page.messages) {
-      if (picked >= limit) break;
       const m = redrivenMessage(copy, deadLetterTopic, host.maxPayloadBytes, new Date());
       if (m === undefined) {
         skipped++;
@@ -140,5 +149,5 @@ export async function redrive(host: RedriveHost, deadLetterTopic: string, opts?:
     await flush();
     after = page.next;
   } while (after !== undefined && picked < limit);
-  return { ids, skipped };
+  return after === undefined ? { ids, skipped } : { ids, skipped, next: after };
 }

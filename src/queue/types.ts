@@ -287,6 +287,8 @@ export interface ConsumerGroup {
 export interface RedriveOptions {
   /** Most copies to republish (an integer ≥ 1); skipped copies do not count. Default: all of them. */
   limit?: number;
+  /** Start after this cursor: the `next` of an earlier redrive that stopped at its `limit`. Absent to start at the oldest retained copy. */
+  after?: string;
   /** Republishes only the copies for which this returns (or resolves) true. Called once per copy that has a usable source topic, in publish order. */
   filter?: (copy: StoredMessage) => boolean | Promise<boolean>;
 }
@@ -305,6 +307,13 @@ export interface RedriveResult {
   ids: string[];
   /** Copies passed over: no `x-queue-dlq-source-topic` header, a source topic that is not a valid name or is `deadLetterTopic` itself, or a payload over this queue's `maxPayloadBytes`. */
   skipped: number;
+  /**
+   * Present when the run stopped at its `limit` and more copies may follow:
+   * pass it as `after` to go on from the copy after the last one this run
+   * read. (Without it, the same `limit` again reads the same copies, and
+   * republishes nothing new.)
+   */
+  next?: string;
 }
 
 // ---------------------------------------------------------------------------

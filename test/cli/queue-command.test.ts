@@ -167,18 +167,26 @@ test('redrive republishes dead letters to their source topic, --limit at a time'
 
     const first = await run('redrive', 'orders.dlq', '--limit', '1', '--json');
     assert.equal(first.code, 0, first.stderr);
-    const r = parsed(first) as { topic: string; ids: string[]; skipped: number };
+    const r = parsed(first) as { topic: string; ids: string[]; skipped: number; next?: string };
     assert.equal(r.topic, 'orders.dlq');
     assert.equal(r.ids.length, 1);
     assert.equal(r.skipped, 0);
+    assert.equal(typeof r.next, 'string', 'stopped at the limit: a cursor to go on from');
     await waitFor(() => got.length === 1, 10_000, 'the first redriven message');
+
+    // Going on from the cursor redrives the next copy, not the first again.
+    const second = await run('redrive', 'orders.dlq', '--limit', '1', '--after', r.next!);
+    assert.equal(second.code, 0, second.stderr);
+    assert.match(oneLine(second), /^ferry: redrove 1 message\(s\) from orders\.dlq to their source topics; stopped at the limit: go on with --after \S+$/);
+    await waitFor(() => got.length === 2, 10_000, 'the second redriven message');
+    assert.equal(new Set(got).size, 2, 'two different dead letters');
 
     const rest = await run('redrive', 'orders.dlq');
     assert.equal(rest.code, 0, rest.stderr);
     assert.equal(rest.stdout.toString(), '');
-    // The copy redriven first is republished under the same ID, which stores nothing new.
+    // The copies redriven first are republished under the same IDs, which stores nothing new.
     assert.equal(oneLine(rest), 'ferry: redrove 3 message(s) from orders.dlq to their source topics');
-    await waitFor(() => got.length === 3, 10_000, 'the other two');
+    await waitFor(() => got.length === 3, 10_000, 'the last one');
     assert.deepEqual([...got].sort(), ['a', 'b', 'c'], 'each dead letter delivered once');
 
     const badLimit = await run('redrive', 'orders.dlq', '--limit', '0');

@@ -9,6 +9,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
+import { IOError } from '../../src/errors.js';
 import { deliveryId } from '../../src/queue/index.js';
 import { ProcessLocker } from '../../src/queue/lockers/process.js';
 import { ADD_COLUMN } from '../../src/queue/stores/clickhouse/migrate.js';
@@ -230,5 +231,18 @@ describe('clickhouse schema migrations on a server', { skip: CLICKHOUSE_SKIP }, 
     } finally {
       await Promise.all([a.close(), b.close()]);
     }
+  });
+  it('a database a newer ferry migrated is refused with IOError, and its version rows stay', async () => {
+    const database = db();
+    const store = await ClickHouseStore.open({ url: CLICKHOUSE_URL, database, locker: new ProcessLocker() });
+    await store.close();
+    const newest = EXPECTED[EXPECTED.length - 1]![0] as number;
+    await adminQuery(`INSERT INTO \`${database}\`.migrations (version, name) VALUES (${newest + 1}, 'from_the_future.sql')`);
+    await assert.rejects(ClickHouseStore.open({ url: CLICKHOUSE_URL, database, locker: new ProcessLocker() }), (err: unknown) => {
+      assert.ok(err instanceof IOError, `an IOError, got ${String(err)}`);
+      assert.match(err.message, new RegExp(`at schema version ${newest + 1}, newer than this ferry's \\(${newest}\\); upgrade ferry`));
+      return true;
+    });
+    assert.deepEqual((await versions(database)).map(([v]) => v), [...EXPECTED.map(([v]) => v as number), newest + 1]);
   });
 });

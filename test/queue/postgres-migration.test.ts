@@ -10,6 +10,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
+import { IOError } from '../../src/errors.js';
 import { migrate } from '../../src/queue/stores/postgres/migrate.js';
 import { PostgresStore } from '../../src/queue/stores/postgres/store.js';
 import type { Claimed } from '../../src/queue/types.js';
@@ -524,5 +525,23 @@ describe('postgres store: migration 13 (acks recorded as spans of seqs) from a s
     assert.deepEqual(left, ['b', 'c', 'k1', 'k2']);
     assert.equal(purged, 3 + 1001);
     assert.deepEqual(await spans(), [[b, c], [k, k]], "a's spent span went too");
+  });
+});
+
+describe('postgres store: a schema a newer ferry migrated', { skip: POSTGRES_SKIP }, () => {
+  const schema = testSchema('newer');
+  const s = `"${schema}"`;
+  after(() => dropSchema(schema));
+
+  it('is refused with IOError, and nothing in it changes', async () => {
+    const at = await migrate(adminPool, schema, s);
+    await adminPool.query(`INSERT INTO ${s}.migrations (version, name) VALUES ($1, 'from_the_future.sql')`, [at + 1]);
+    await assert.rejects(PostgresStore.open({ connectionString: POSTGRES_URL, schema, poolSize: 1 }), (err: unknown) => {
+      assert.ok(err instanceof IOError, `an IOError, got ${String(err)}`);
+      assert.match(err.message, new RegExp(`at version ${at + 1}, newer than this ferry's \\(${at}\\); upgrade ferry`));
+      return true;
+    });
+    const rows = await adminPool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${s}.migrations`);
+    assert.equal(rows.rows[0]!.n, at + 1, 'no migration row added or removed');
   });
 });

@@ -170,8 +170,13 @@ for (const factory of QUEUE_FACTORIES) {
         return c.id !== 'c2';
       };
       const r = await q.redrive('dlq', { filter, limit: 2 });
-      assert.deepEqual(r, { ids: [redriveId('c1'), redriveId('c3')], skipped: 3 });
+      assert.deepEqual([r.ids, r.skipped], [[redriveId('c1'), redriveId('c3')], 3]);
       assert.deepEqual(seen, ['c1', 'c2', 'c3'], 'filter sees usable copies only, in publish order, until the limit');
+      assert.equal(typeof r.next, 'string', 'stopped at its limit: a cursor to go on from');
+      // Going on from r.next reads the copies after c3 only; the run reads to the end, so no cursor.
+      const more = await q.redrive('dlq', { filter, limit: 2, after: r.next! });
+      assert.deepEqual(more, { ids: [redriveId('c4')], skipped: 1 });
+      assert.deepEqual(seen, ['c1', 'c2', 'c3', 'c4']);
       const rest = await q.redrive('dlq', { filter: async (c) => c.id !== 'c2' });
       assert.deepEqual(rest, { ids: [redriveId('c1'), redriveId('c3'), redriveId('c4')], skipped: 4 });
       const msgs = await store.inner.listMessages!('src', { limit: 10 });
@@ -191,7 +196,17 @@ for (const factory of QUEUE_FACTORIES) {
       assert.deepEqual(r.ids, copies.map((c) => redriveId(c.id!)));
       assert.equal(store.count('listMessages'), 3);
       const limited = await q.redrive('dlq', { limit: REDRIVE_PAGE + 1 });
-      assert.equal(limited.ids.length, REDRIVE_PAGE + 1);
+      assert.deepEqual(limited.ids, copies.slice(0, REDRIVE_PAGE + 1).map((c) => redriveId(c.id!)));
+      // Runs of a limit, each going on from the last one's cursor, read every copy once, in order.
+      const runs: string[][] = [];
+      let after = limited.next;
+      while (after !== undefined) {
+        const run = await q.redrive('dlq', { limit: 100, after });
+        runs.push(run.ids);
+        after = run.next;
+      }
+      assert.deepEqual(runs.map((ids) => ids.length), [100, 100, 62]);
+      assert.deepEqual([...limited.ids, ...runs.flat()], copies.map((c) => redriveId(c.id!)));
     });
 
     it('two redrives at once republish each copy once', async () => {
@@ -291,7 +306,7 @@ for (const factory of QUEUE_FACTORIES) {
       await assert.rejects(q.removeGroup('t', ''), InvalidNameError);
       await assert.rejects(q.listGroups('x'.repeat(201)), InvalidNameError);
       await assert.rejects(q.redrive('dlq:1'), InvalidNameError);
-      const bad: unknown[] = [{ limit: 0 }, { limit: 1.5 }, { limit: '3' }, { limit: -1 }, { limit: Infinity }, { filter: 'yes' }, { max: 3 }, null, 'all', []];
+      const bad: unknown[] = [{ limit: 0 }, { limit: 1.5 }, { limit: '3' }, { limit: -1 }, { limit: Infinity }, { filter: 'yes' }, { after: '' }, { after: 5 }, { max: 3 }, null, 'all', []];
       for (const opts of bad) await assert.rejects(q.redrive('dlq', opts as RedriveOptions), InvalidArgumentError, JSON.stringify(opts));
       assert.deepEqual(await q.redrive('dlq', {}), { ids: [], skipped: 0 });
       await q.close();

@@ -19,6 +19,7 @@
  * checks it).
  */
 import type { ClickHouseClient } from '@clickhouse/client';
+import { IOError } from '../../../errors.js';
 import { SETTINGS } from './connection.js';
 import { insertRows, migrations, render } from './sql.js';
 import type { StatementName } from './sql.js';
@@ -28,8 +29,8 @@ export const ADD_COLUMN = /^ALTER\s+TABLE\s+`[^`]+`\.(\w+)\s+ADD\s+COLUMN\s+(\w+
 
 /**
  * Creates database `db` when missing and applies every pending migration;
- * resolves with the version the database is at (which may be above the
- * newest this code knows, when a newer ferry migrated it).
+ * resolves with the version the database is at.
+ * @throws IOError the database is at a version newer than this build knows (a newer ferry migrated it).
  * @throws the driver's error when the server refuses a statement.
  */
 export async function migrate(client: ClickHouseClient, sql: Record<StatementName, string>, db: string, quotedDb: string): Promise<number> {
@@ -41,7 +42,11 @@ export async function migrate(client: ClickHouseClient, sql: Record<StatementNam
   await command(sql['create-database']);
   await command(sql['create-migrations']);
   let at = Number((await first<{ v: number | string }>(sql['schema-version']))?.v ?? 0);
-  for (const m of migrations(quotedDb)) {
+  const known = migrations(quotedDb);
+  const newest = known[known.length - 1]!.version;
+  // A newer ferry's schema: this build's statements may no longer fit it.
+  if (at > newest) throw new IOError(`database ${db} is at schema version ${at}, newer than this ferry's (${newest}); upgrade ferry to open it`);
+  for (const m of known) {
     if (m.version <= at) continue;
     for (const statement of m.statements) {
       const add = ADD_COLUMN.exec(statement);

@@ -5,6 +5,7 @@
  * recorded. Each migration commits together with its row in `migrations`.
  */
 import type pg from 'pg';
+import { IOError } from '../../../errors.js';
 import { migrations } from './sql.js';
 
 /** First key of the two-key advisory lock form: "ferr" in ASCII, so ferry's locks are recognisable in pg_locks. */
@@ -17,6 +18,7 @@ const MIGRATION_TIMEOUT_MS = 3_600_000;
  * Applies every pending migration to `schema` (those up to version `upTo`
  * only, when given: tests build a schema as an earlier ferry left it);
  * resolves with the version the schema is at.
+ * @throws IOError the schema is at a version newer than this build knows (a newer ferry migrated it).
  */
 export async function migrate(pool: pg.Pool, schema: string, quotedSchema: string, upTo = Number.POSITIVE_INFINITY): Promise<number> {
   const client = await pool.connect();
@@ -33,7 +35,11 @@ export async function migrate(pool: pg.Pool, schema: string, quotedSchema: strin
     );
     const res = await client.query<{ v: number | null }>(`SELECT max(version) AS v FROM ${quotedSchema}.migrations`);
     let at = res.rows[0]?.v ?? 0;
-    for (const m of migrations(quotedSchema)) {
+    const known = migrations(quotedSchema);
+    const newest = known[known.length - 1]!.version;
+    // A newer ferry's schema: this build's statements may no longer fit it.
+    if (at > newest) throw new IOError(`schema ${schema} is at version ${at}, newer than this ferry's (${newest}); upgrade ferry to open it`);
+    for (const m of known) {
       if (m.version <= at) continue;
       if (m.version > upTo) break;
       await client.query({ text: m.sql, query_timeout: MIGRATION_TIMEOUT_MS } as pg.QueryConfig);
