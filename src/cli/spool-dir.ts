@@ -4,7 +4,7 @@
  */
 import { readdir } from 'node:fs/promises';
 import { Spool, LockedError, FerryError, GroupLostError, UNBOUNDED } from '../spool/index.js';
-import { filesOf } from '../storage/format-guard.js';
+import { filesOf, mixedFormats } from '../storage/format-guard.js';
 import { CliError, EXIT_USAGE, describe, note, sleep } from './common.js';
 
 /**
@@ -20,17 +20,11 @@ export async function isSpoolDir(dir: string): Promise<boolean> {
   } catch {
     return false;
   }
-  const spool = filesOf('spool', names);
-  const dq = filesOf('diskqueue', names);
-  if (spool.length > 0 && dq.length > 0) {
-    const few = (f: string[]) => f.slice(0, 3).join(', ') + (f.length > 3 ? ', …' : '');
-    throw new CliError(
-      `${dir} holds both a DiskQueue (${few(dq)}) and a spool (${few(spool)}); refusing to guess which to read. Move one format's files to a directory of their own.`,
-      EXIT_USAGE,
-    );
-  }
-  return spool.length > 0;
+  const mixed = mixedFormats(dir, names);
+  if (mixed !== undefined) throw new CliError(mixed, EXIT_USAGE);
+  return filesOf('spool', names).length > 0;
 }
+
 
 /**
  * Opens the spool in `dir`, waiting up to `lockTimeoutMs` for another

@@ -15,6 +15,7 @@ import { DiskQueue, LockedError, SegmentSizeMismatchError, verifyQueue, type Ver
 import { readdir } from 'node:fs/promises';
 import { Spool, verifySpool, type SpoolVerifyReport } from '../spool/index.js';
 import { looksLikeSpool } from '../spool/verify.js';
+import { mixedFormats } from '../storage/format-guard.js';
 
 /** One look at a directory. */
 export interface DirView {
@@ -47,6 +48,9 @@ export async function lookAtDir(dir: string): Promise<DirView> {
   }
   const spool = looksLikeSpool(names);
   const view: DirView = { dir, format: spool ? 'spool' : 'diskqueue', at: Date.now(), locked: false, stats: null, verify: null, error: null };
+  // Both formats' files: either check alone would pass over the other's records. Shown as the error alone, as the CLI refuses it.
+  const mixed = mixedFormats(dir, names);
+  if (mixed !== undefined) return { ...view, error: mixed };
   try {
     view.verify = spool ? verifySpool(dir) : await verifyQueue(dir);
   } catch (err) {

@@ -24,6 +24,15 @@ export function filesOf(format: DirFormat, names: readonly string[]): string[] {
   return names.filter((n) => re.test(n)).sort();
 }
 
+/** What is wrong with directory `dir` of files `names` when it holds both a DiskQueue's files and a spool's (which to read would be a guess, and a wrong one hides records); undefined when it does not. */
+export function mixedFormats(dir: string, names: string[]): string | undefined {
+  const spool = filesOf('spool', names);
+  const dq = filesOf('diskqueue', names);
+  if (spool.length === 0 || dq.length === 0) return undefined;
+  const few = (f: string[]) => f.slice(0, 3).join(', ') + (f.length > 3 ? ', …' : '');
+  return `${dir} holds both a DiskQueue (${few(dq)}) and a spool (${few(spool)}); refusing to guess which to read. Move one format's files to a directory of their own.`;
+}
+
 const LABEL: Record<DirFormat, { name: string; open: string }> = {
   diskqueue: { name: 'a DiskQueue', open: 'DiskQueue.open' },
   spool: { name: 'a spool', open: 'Spool.open' },

@@ -190,6 +190,24 @@ test('--dir: a directory deleted under the dashboard shows the error alone, not 
   }
 });
 
+test("--dir: a directory holding both formats' files shows the CLI's refusal alone, not one format's check passing", async () => {
+  const dir = join(work, 'mixed');
+  const q = await DiskQueue.open(dir, { segmentSize: 4096 });
+  await q.add(Buffer.from('x'));
+  await q.close();
+  await writeFile(join(dir, 'cursor'), Buffer.alloc(24));
+  await writeFile(join(dir, '00000000000000000001.seg'), Buffer.alloc(0));
+  const d = await startDashboard({ dir, refreshMs: 100 });
+  type View = { dir: { stats: unknown; verify: unknown; error: string | null } };
+  try {
+    const v = ((await (await fetch(new URL('/api/overview', d.url))).json()) as View).dir;
+    assert.match(v.error ?? '', /holds both a DiskQueue \(data\.\d+\) and a spool \(00000000000000000001\.seg, cursor\); refusing to guess/);
+    assert.deepEqual([v.stats, v.verify], [null, null]);
+  } finally {
+    await d.close();
+  }
+});
+
 test('a request target the URL parser refuses is a 400, before and after the token', async () => {
   const d = await startDashboard({ dir: work, token: 'target-token-1' });
   try {
