@@ -4,6 +4,7 @@
  */
 import { InvalidArgumentError } from '../errors.js';
 import type { QueueEventEmitter } from '../queue/events.js';
+import { validateName } from '../queue/names.js';
 import type { QueueStats } from '../queue/types.js';
 
 /** A queue as the metrics adapters see it: its events and its `stats`. Any `Queue` fits. */
@@ -80,6 +81,11 @@ export function checkBuckets(where: string, buckets: unknown = DEFAULT_DURATION_
 function checkGroups(list: unknown): asserts list is readonly ObservedGroup[] {
   const ok = Array.isArray(list) && list.every((g: unknown) => typeof g === 'object' && g !== null && typeof (g as ObservedGroup).topic === 'string' && typeof (g as ObservedGroup).group === 'string');
   if (!ok) throw new InvalidArgumentError('metrics groups must be an array of { topic, group }, or a function returning one');
+  // A name no queue accepts would only ever read as a pair without gauges.
+  for (const { topic, group } of list) {
+    validateName('metrics groups: topic', topic);
+    validateName('metrics groups: group', group);
+  }
 }
 
 /** Handler time of an event in seconds, or undefined when the handler did not run. */

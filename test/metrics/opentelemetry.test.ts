@@ -7,7 +7,7 @@ import { describe, it } from 'node:test';
 import { AggregationTemporality, InMemoryMetricExporter, MeterProvider, PeriodicExportingMetricReader } from '@opentelemetry/sdk-metrics';
 import type { DataPoint, Histogram } from '@opentelemetry/sdk-metrics';
 import { DEFAULT_DURATION_BUCKETS, openTelemetryMetrics } from '../../src/metrics/index.js';
-import { InvalidArgumentError } from '../../src/errors.js';
+import { InvalidArgumentError, InvalidNameError } from '../../src/errors.js';
 import { MemoryStore, createStoreQueue, permanent } from '../../src/queue/index.js';
 import { FAST, enc } from '../stores/engine-harness.js';
 import { waitFor } from '../stores/helpers.js';
@@ -66,6 +66,7 @@ describe('openTelemetryMetrics', () => {
       for (const groups of ['nope', [{ topic: 't' }], [null]]) {
         assert.throws(() => openTelemetryMetrics(q, { meter, groups } as never), (e) => e instanceof InvalidArgumentError && /groups must be an array of \{ topic, group \}/.test(e.message), JSON.stringify(groups));
       }
+      assert.throws(() => openTelemetryMetrics(q, { meter, groups: [{ topic: 't', group: 'a/b' }] }), (e) => e instanceof InvalidNameError && /metrics groups: group name "a\/b"/.test(e.message));
       const bad: Array<[Record<string, unknown>, RegExp]> = [
         [{ prefix: '5' }, /prefix must start an instrument name/],
         [{ prefix: '1abc.' }, /prefix/],

@@ -6,7 +6,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import { Registry } from 'prom-client';
-import { InvalidArgumentError } from '../../src/errors.js';
+import { InvalidArgumentError, InvalidNameError } from '../../src/errors.js';
 import { prometheusMetrics } from '../../src/metrics/index.js';
 import { MemoryStore, createStoreQueue, permanent } from '../../src/queue/index.js';
 import { FAST, enc } from '../stores/engine-harness.js';
@@ -132,6 +132,10 @@ describe('prometheusMetrics', () => {
       ];
       for (const [opts, message] of bad) {
         await assert.rejects(prometheusMetrics(q, { registry, ...opts } as never), (e) => e instanceof InvalidArgumentError && message.test(e.message), JSON.stringify(opts));
+      }
+      // A name no queue accepts would only ever read as a pair without gauges.
+      for (const groups of [[{ topic: 'orders billing', group: 'g' }], [{ topic: 't', group: '' }]]) {
+        await assert.rejects(prometheusMetrics(q, { registry, groups }), (e) => e instanceof InvalidNameError && /metrics groups: (topic|group) name/.test(e.message), JSON.stringify(groups));
       }
       assert.equal((await registry.getMetricsAsJSON()).length, 0, 'nothing registered');
       assert.equal((await registry.metrics()).trim(), '', 'the scrape still works');
