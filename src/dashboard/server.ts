@@ -281,9 +281,12 @@ export async function startDashboard(o: DashboardOptions): Promise<Dashboard> {
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     if (!guard.hostOk(req)) return send(res, 403, 'unexpected Host header', 'text/plain; charset=utf-8');
-    // A request target the URL parser refuses (`http://[`, a bare `//`) is the client's error.
+    // A request target the URL parser refuses (`http://[`) is the client's
+    // error, and so is one starting `//`: the parser would read `//host/api/x`
+    // as another host's URL and serve `/api/x`, a path the client never sent.
     let url: URL;
     try {
+      if (req.url?.startsWith('//')) throw new Error('a path starting //');
       url = new URL(req.url ?? '/', 'http://dashboard.invalid');
     } catch {
       return send(res, 400, 'malformed request target', 'text/plain; charset=utf-8');
