@@ -274,7 +274,8 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
       if (!(payload instanceof Uint8Array)) throw new CodecError('codec.encode must return a Uint8Array');
       m = { ...input, payload };
     }
-    if (m.topic !== this.#checkedTopic) {
+    // `undefined` is never a checked topic: before the first valid one, the field stays `undefined` too.
+    if (m.topic !== this.#checkedTopic || m.topic === undefined) {
       validateName('topic', m.topic);
       this.#checkedTopic = m.topic;
     }

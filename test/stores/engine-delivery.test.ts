@@ -300,6 +300,10 @@ for (const factory of QUEUE_FACTORIES) {
     it('validates names, IDs, payload sizes and options', async () => {
       const { q } = await t.instance({ maxPayloadBytes: 16 });
       const noop: Handler = async () => undefined;
+      // No topic, on the queue's first publish (when no topic was checked yet), after a bad one and after a good one.
+      await assert.rejects(q.publish({ payload: enc('x') } as never), (e) => e instanceof InvalidNameError && /topic name must be a string, not undefined/.test(e.message));
+      await assert.rejects(q.publish({ topic: 42, payload: enc('x') } as never), InvalidNameError);
+      await assert.rejects(q.publish({ payload: enc('x') } as never), InvalidNameError);
       await assert.rejects(q.publish({ topic: 'bad topic', payload: enc('x') }), InvalidNameError);
       await assert.rejects(q.publish({ topic: '', payload: enc('x') }), InvalidNameError);
       await assert.rejects(q.publish({ topic: 't'.repeat(201), payload: enc('x') }), InvalidNameError);
@@ -307,6 +311,7 @@ for (const factory of QUEUE_FACTORIES) {
       await assert.rejects(q.publish({ topic: 't', id: 'i'.repeat(256), payload: enc('x') }), InvalidArgumentError);
       await assert.rejects(q.publish({ topic: 't', key: 'k'.repeat(256), payload: enc('x') }), InvalidArgumentError);
       await assert.rejects(q.publish({ topic: 't', payload: enc('ok') }, { topic: 't', payload: new Uint8Array(17) }), PayloadTooLargeError);
+      await assert.rejects(q.publish({ topic: 't', payload: enc('ok') }, { payload: enc('x') } as never), InvalidNameError);
       // Headers: MAX_HEADER_BYTES of names and values in UTF-8, whatever maxPayloadBytes is (a 2-byte character counts 2).
       const atLimit = { h: 'é'.repeat(32_767) + 'x' }; // 1 + 2 × 32,767 + 1 bytes
       assert.equal(MAX_HEADER_BYTES, 65_536);
