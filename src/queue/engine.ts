@@ -598,9 +598,15 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
  * Builds a `Queue` on top of `store`, which it then owns and closes from
  * `close()`. Stores outside ferry use this to get the full engine. With
  * `engineConfig.codec` the queue is typed by it (`StoreQueue<T>`); without,
- * payloads are `Uint8Array`. Throws `InvalidArgumentError` for a bad config.
+ * payloads are `Uint8Array`. Throws `InvalidArgumentError` for a `store` without
+ * the `Store` methods, or a bad config.
  * Bifrost's `NewStoreQueue`.
  */
 export function createStoreQueue<T = Uint8Array>(store: Store, engineConfig?: EngineConfig<T>): StoreQueue<T> {
+  const missing = STORE_METHODS.filter((m) => typeof (store as unknown as Record<string, unknown> | null)?.[m] !== 'function');
+  if (missing.length > 0) throw new InvalidArgumentError(`createStoreQueue needs a Store: ${store === null || typeof store !== 'object' ? shown(store) : 'an object'} lacks ${missing.join(', ')}`);
   return new StoreQueue<T>(store, engineConfig);
 }
+
+/** The methods every `Store` has (the optional ones aside). */
+const STORE_METHODS = ['ensureGroup', 'append', 'claim', 'ack', 'retry', 'kill', 'extend', 'release', 'purge', 'stats', 'ping', 'close'] as const satisfies readonly (keyof Store)[];

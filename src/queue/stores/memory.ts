@@ -12,13 +12,14 @@
  */
 import { randomUUID } from 'node:crypto';
 import { EventEmitter } from 'node:events';
-import { ClosedError } from '../../errors.js';
+import { ClosedError, InvalidArgumentError } from '../../errors.js';
 import { deliveryId } from '../delivery-id.js';
 import type { DeliveryState } from './delivery-state.js';
 import { GroupDeliveries } from './memory-group.js';
 import { parseSeqCursor } from './seq-cursor.js';
 import type { ScheduleRecord } from '../schedules/types.js';
 import type { ClaimRequest, Claimed, ConsumerGroup, KillOptions, MessagePage, PurgePolicy, StartFrom, Store, StoreCapabilities, StoreStats, StoredMessage } from '../types.js';
+import { knownKeys, rejectUnknownKeys } from '../../known-keys.js';
 
 interface MessageRow {
   /** Publish order across the backing: the `listMessages` cursor. */
@@ -98,6 +99,8 @@ export interface MemoryStoreOptions {
   backing?: MemoryBacking;
 }
 
+const MEMORY_STORE_OPTION_KEYS = knownKeys<MemoryStoreOptions>({ backing: true });
+
 function copySchedule(r: ScheduleRecord): ScheduleRecord {
   const out: ScheduleRecord = { name: r.name, revision: r.revision, spec: structuredClone(r.spec), payload: r.payload.slice(), updatedAt: new Date(r.updatedAt) };
   if (r.lastTick !== undefined) out.lastTick = new Date(r.lastTick);
@@ -133,6 +136,8 @@ export class MemoryStore implements Store {
   #closed = false;
 
   constructor(opts: MemoryStoreOptions = {}) {
+    rejectUnknownKeys('memory store option', opts, MEMORY_STORE_OPTION_KEYS);
+    if (opts.backing !== undefined && !(opts.backing instanceof MemoryBacking)) throw new InvalidArgumentError('memory store: backing must be a MemoryBacking');
     this.backing = opts.backing ?? new MemoryBacking();
     this.#state = states.get(this.backing)!;
   }

@@ -40,6 +40,7 @@ import { ACKED, DEAD, deliveryValues, messageValues, PENDING, PURGED, toMessage 
 import type { DeliveryRow, MessageRecord } from './rows.js';
 import { Schedules } from './schedules.js';
 import { quoteDatabase, statements } from './sql.js';
+import { knownKeys, rejectUnknownKeys } from '../../../known-keys.js';
 
 /** Options of `ClickHouseStore.open`. */
 export interface ClickHouseStoreOptions {
@@ -68,6 +69,17 @@ export interface ClickHouseStoreOptions {
    */
   requestTimeoutMs?: number;
 }
+
+const CLICKHOUSE_STORE_OPTION_KEYS = knownKeys<ClickHouseStoreOptions>({
+  url: true,
+  client: true,
+  username: true,
+  password: true,
+  database: true,
+  locker: true,
+  lockTtlMs: true,
+  requestTimeoutMs: true,
+});
 
 const DEFAULT_REQUEST_TIMEOUT_MS = 10_000;
 
@@ -128,6 +140,7 @@ export class ClickHouseStore implements Store {
    * @throws IOError the server is unreachable or refuses the schema.
    */
   static async open(opts: ClickHouseStoreOptions): Promise<ClickHouseStore> {
+    rejectUnknownKeys('clickhouse store option', opts, CLICKHOUSE_STORE_OPTION_KEYS);
     const hasUrl = typeof opts?.url === 'string' && opts.url !== '';
     if (hasUrl === (opts?.client !== undefined)) throw new InvalidArgumentError('clickhouse store needs exactly one of url and client');
     const db = opts.database ?? 'ferry';

@@ -34,6 +34,7 @@ import type { ScheduleRow } from './schedule-rows.js';
 import { arrayLiteral, seqsAndTokens, quoteSchema, statements, wakeChannel } from './sql.js';
 import { listenLoop } from './wake-listener.js';
 import type { StatementName } from './sql.js';
+import { knownKeys, rejectUnknownKeys } from '../../../known-keys.js';
 
 /** Options of `PostgresStore.open`: a connection string, or a pool the caller owns. */
 export interface PostgresStoreOptions {
@@ -134,6 +135,17 @@ const REMOVE_GROUP_RETRY = new Set(['55P03', '40P01']);
  */
 const SOURCE: IOErrorSource = { name: 'postgres store', withCode: true, transient: postgresTransient };
 
+const POSTGRES_STORE_OPTION_KEYS = knownKeys<PostgresStoreOptions>({
+  connectionString: true,
+  pool: true,
+  schema: true,
+  poolSize: true,
+  connectTimeoutMs: true,
+  statementTimeoutMs: true,
+  queryTimeoutMs: true,
+  closeGraceMs: true,
+});
+
 /** The error of a call whose `signal` aborted: the queue's close deadline passed. */
 function aborted(what: string): ClosedError {
   return new ClosedError(`postgres store: ${what} abandoned: its signal aborted (the queue is closing)`);
@@ -206,6 +218,7 @@ export class PostgresStore implements Store {
    * @throws IOError the database is unreachable or refuses the migration (the driver's error is the cause).
    */
   static async open(opts: PostgresStoreOptions): Promise<PostgresStore> {
+    rejectUnknownKeys('postgres store option', opts, POSTGRES_STORE_OPTION_KEYS);
     const hasUrl = typeof opts?.connectionString === 'string' && opts.connectionString !== '';
     if (hasUrl === (opts?.pool !== undefined)) throw new InvalidArgumentError('postgres store needs exactly one of connectionString and pool');
     const schema = opts.schema ?? DEFAULT_POSTGRES_SCHEMA;

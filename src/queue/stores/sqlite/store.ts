@@ -38,6 +38,9 @@ import type { ScheduleRecord } from '../../schedules/types.js';
 import type {
   AckAndClaimed, ClaimRequest, Claimed, ConsumerGroup, KillOptions, MessagePage, PurgePolicy, StartFrom, Store, StoreCapabilities, StoreStats, StoredMessage,
 } from '../../types.js';
+import { knownKeys, rejectUnknownKeys } from '../../../known-keys.js';
+import { shown } from '../../../show-value.js';
+import { MAX_TIMER_MS } from '../../options.js';
 
 type Database = BetterSqlite3.Database;
 
@@ -55,6 +58,8 @@ export interface SqliteStoreOptions {
   /** How long a write waits for another connection's lock, ms. Default 5000. */
   busyTimeoutMs?: number;
 }
+
+const SQLITE_STORE_OPTION_KEYS = knownKeys<SqliteStoreOptions>({ path: true, synchronous: true, busyTimeoutMs: true });
 
 /**
  * Page size of a database file the store creates, bytes. SQLite's default:
@@ -137,11 +142,19 @@ export class SqliteStore implements Store {
   /**
    * Opens (creating when missing) the database at `opts.path`, in WAL mode.
    *
-   * @throws InvalidArgumentError no path.
+   * @throws InvalidArgumentError no path, an unknown option, a `synchronous` other than 'full' or 'normal', or a `busyTimeoutMs` that is not an integer from 0 to 2^31−1.
    * @throws IOError the database cannot be opened or set up (the driver's error is the cause).
    */
   static async open(opts: SqliteStoreOptions): Promise<SqliteStore> {
+    rejectUnknownKeys('sqlite store option', opts, SQLITE_STORE_OPTION_KEYS);
     if (typeof opts?.path !== 'string' || opts.path === '') throw new InvalidArgumentError('sqlite store needs a path');
+    if (opts.synchronous !== undefined && opts.synchronous !== 'full' && opts.synchronous !== 'normal') {
+      throw new InvalidArgumentError(`sqlite store: synchronous must be 'full' or 'normal', got ${shown(opts.synchronous)}`);
+    }
+    const busy = opts.busyTimeoutMs;
+    if (busy !== undefined && (!Number.isInteger(busy) || busy < 0 || busy > MAX_TIMER_MS)) {
+      throw new InvalidArgumentError(`sqlite store: busyTimeoutMs must be an integer from 0 to ${MAX_TIMER_MS}, got ${shown(busy)}`);
+    }
     const Driver = await loadDriver();
     let db: Database;
     try {
