@@ -169,16 +169,27 @@ export function note(line: string): void {
 
 /**
  * Says on stderr what an open found lost (damage is repaired at open, and a
- * command that does not read would otherwise leave it unmentioned). Returns
- * whether there was any.
+ * command that does not read would otherwise leave it unmentioned), foreign
+ * segments included. Returns how many damaged spans and dropped segments.
  */
-export function noteOpenLoss(dir: string, q: DiskQueue<Uint8Array>): boolean {
+export function noteOpenLoss(dir: string, q: DiskQueue<Uint8Array>): number {
   const st = q.stats();
-  if (st.corruptions === 0) return false;
-  const segs = st.lostSegments > 0 ? `, ${st.lostSegments} whole segment(s)` : '';
-  note(
-    `ferry: opening ${dir} found ${st.corruptions} damaged span(s): ${st.lostRecords} records (${formatBytes(st.lostBytes)}) lost${segs}; ` +
-      'the damage was repaired, so run ferry verify before the next open if you need the details',
-  );
-  return true;
+  if (st.corruptions > 0) {
+    const segs = st.lostSegments > 0 ? `, ${st.lostSegments} whole segment(s)` : '';
+    note(`ferry: opening ${dir} found ${st.corruptions} damaged span(s): ${st.lostRecords} records (${formatBytes(st.lostBytes)}) lost${segs}`);
+  }
+  return st.corruptions + noteForeignSegments(dir, q);
+}
+
+/**
+ * Tells on stderr of the segments of a format version this build cannot read
+ * that opening `q` dropped (a newer writer's: the queue itself raises no
+ * event for them), and returns how many.
+ */
+export function noteForeignSegments(dir: string, q: DiskQueue<Uint8Array>): number {
+  const st = q.stats();
+  if (st.foreignSegments > 0) {
+    note(`ferry: skipped damaged data: opening ${dir} dropped ${st.foreignSegments} segment(s) of an unknown format version (${formatBytes(st.foreignBytes)}; a newer ferry's?)`);
+  }
+  return st.foreignSegments;
 }

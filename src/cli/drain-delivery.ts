@@ -72,3 +72,25 @@ export function deliveryPlan(o: DrainOptions): { deliver: (records: Uint8Array[]
     byteLimit: o.exec === undefined ? BATCH_BYTES : Infinity,
   };
 }
+
+/**
+ * Stops a drain on SIGINT or SIGTERM: the first aborts `signal` (the drain
+ * finishes the delivery in hand and commits it), a second exits at once with
+ * `EXIT_INTERRUPTED`. `dispose` removes the handlers.
+ */
+export function stopOnSignals(): { signal: AbortSignal; dispose(): void } {
+  const stop = new AbortController();
+  const onSignal = () => {
+    if (stop.signal.aborted) process.exit(EXIT_INTERRUPTED);
+    stop.abort();
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  return {
+    signal: stop.signal,
+    dispose() {
+      process.off('SIGINT', onSignal);
+      process.off('SIGTERM', onSignal);
+    },
+  };
+}

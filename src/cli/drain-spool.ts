@@ -8,27 +8,26 @@
 import { isFerryError } from '../errors.js';
 import type { Spool } from '../spool/index.js';
 import { CliError, EXIT_FAILED, describe, note, sleep, summaryLine } from './common.js';
-import { DeliveryError, deliveryPlan, DEFAULT_POLL_MS, EXIT_INTERRUPTED, type DrainOptions } from './drain-delivery.js';
+import { DeliveryError, deliveryPlan, DEFAULT_POLL_MS, EXIT_INTERRUPTED, stopOnSignals, type DrainOptions } from './drain-delivery.js';
 import { noteOpenLosses, openSpool } from './spool-dir.js';
 
 /** Runs `ferry drain` on the spool in `dir`; resolves to the exit status. */
 export async function drainSpool(dir: string, o: DrainOptions): Promise<number> {
   const started = performance.now();
   const { deliver, perDelivery, byteLimit } = deliveryPlan(o);
-  const stop = new AbortController();
-  const onSignal = () => stop.abort();
-  process.on('SIGINT', onSignal);
-  process.on('SIGTERM', onSignal);
+  const stop = stopOnSignals();
   const swallow = () => {};
   process.stdout.on('error', swallow);
 
-  const spool: Spool = await openSpool(dir, o.lockTimeout);
+  let spool: Spool | undefined;
   const max = o.max ?? Infinity;
   let delivered = 0;
   let bytes = 0;
-  let damage = noteOpenLosses(dir, spool);
+  let damage = 0;
   let failure: CliError | undefined;
   try {
+    spool = await openSpool(dir, o.lockTimeout);
+    damage += noteOpenLosses(dir, spool, true);
     while (!stop.signal.aborted && delivered < max) {
       let batch;
       try {
@@ -41,7 +40,18 @@ export async function drainSpool(dir: string, o: DrainOptions): Promise<number> 
       }
       if (batch.length === 0) {
         if (!o.follow) break;
+        // Idle: let go of the directory so a producer can open it, then look again.
+        await spool.close();
+        spool = undefined;
         await sleep(o.pollMs ?? DEFAULT_POLL_MS, stop.signal);
+        if (stop.signal.aborted) break;
+        try {
+          spool = await openSpool(dir, Infinity, stop.signal);
+        } catch (err) {
+          if (stop.signal.aborted) break;
+          throw err;
+        }
+        damage += noteOpenLosses(dir, spool, true);
         continue;
       }
       const values = batch.map((p) => p.data);
@@ -59,11 +69,10 @@ export async function drainSpool(dir: string, o: DrainOptions): Promise<number> 
   } catch (err) {
     failure ??= err instanceof CliError ? err : new CliError(`drain failed: ${describe(err)}; ${delivered} records were delivered and committed before it`);
   } finally {
-    await spool.close().catch((err) => {
+    await spool?.close().catch((err) => {
       failure ??= new CliError(`closing the spool failed: ${describe(err)}`);
     });
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
+    stop.dispose();
     process.stdout.off('error', swallow);
   }
   if (failure) throw failure;

@@ -14,8 +14,8 @@
  * committed, so closing the queue leaves them at the head for the next drain.
  */
 import { CorruptError, type DiskQueue, type Reader, type Reservation } from '../diskqueue/index.js';
-import { CliError, EXIT_FAILED, EXIT_USAGE, describe, note, openQueue, sleep, summaryLine } from './common.js';
-import { DeliveryError, deliveryPlan, DEFAULT_POLL_MS, EXIT_INTERRUPTED, type DrainOptions } from './drain-delivery.js';
+import { CliError, EXIT_FAILED, EXIT_USAGE, describe, note, noteForeignSegments, openQueue, sleep, summaryLine } from './common.js';
+import { DeliveryError, deliveryPlan, DEFAULT_POLL_MS, EXIT_INTERRUPTED, stopOnSignals, type DrainOptions } from './drain-delivery.js';
 import { startProgress } from './progress.js';
 import { isSpoolDir } from './spool-dir.js';
 import { drainSpool } from './drain-spool.js';
@@ -52,17 +52,13 @@ async function reserveBatch(
 /** Runs `ferry drain`; resolves to the exit status. */
 export async function drain(dir: string, o: DrainOptions): Promise<number> {
   if (o.execBatch !== undefined && o.exec === undefined) throw new CliError('--exec-batch needs --exec', EXIT_USAGE);
+  // An empty command (an unset shell variable) would "deliver" every record to nowhere.
+  if (o.exec !== undefined && o.exec.trim() === '') throw new CliError('--exec needs a command', EXIT_USAGE);
   if (await isSpoolDir(dir)) return drainSpool(dir, o);
   const started = performance.now();
   const { deliver, perDelivery, byteLimit } = deliveryPlan(o);
 
-  const stop = new AbortController();
-  const onSignal = () => {
-    if (stop.signal.aborted) process.exit(EXIT_INTERRUPTED);
-    stop.abort();
-  };
-  process.on('SIGINT', onSignal);
-  process.on('SIGTERM', onSignal);
+  const stop = stopOnSignals();
   const swallow = () => {}; // a closed stdout shows up in the write callback
   process.stdout.on('error', swallow);
 
@@ -75,6 +71,8 @@ export async function drain(dir: string, o: DrainOptions): Promise<number> {
   };
 
   let q: DiskQueue<Uint8Array> | undefined = await openQueue(dir, { create: false, lockTimeoutMs: o.lockTimeout });
+  // Segments of an unknown version raise no event of their own: told and counted here, after each open.
+  let foreign = noteForeignSegments(dir, q);
   let delivered = 0;
   let bytes = 0;
   const max = o.max ?? Infinity;
@@ -99,6 +97,7 @@ export async function drain(dir: string, o: DrainOptions): Promise<number> {
           if (stop.signal.aborted) break;
           throw err;
         }
+        foreign += noteForeignSegments(dir, q);
         reader = q.reader();
         continue;
       }
@@ -123,14 +122,15 @@ export async function drain(dir: string, o: DrainOptions): Promise<number> {
     await q?.close().catch((err) => {
       failure ??= new CliError(`closing the queue failed: ${describe(err)}`);
     });
-    process.off('SIGINT', onSignal);
-    process.off('SIGTERM', onSignal);
+    stop.dispose();
     process.stdout.off('error', swallow);
   }
   if (failure) throw failure;
   if (!o.quiet) note(summaryLine('drained', delivered, bytes, started));
-  if (damage > 0) {
-    throw new CliError(`${damage} damaged span(s) were skipped (${lostRecords} records lost); run ferry stats or ferry verify`, EXIT_FAILED);
+  if (damage > 0 || foreign > 0) {
+    const spans = damage > 0 ? `${damage} damaged span(s) were skipped (${lostRecords} records lost)` : '';
+    const dropped = foreign > 0 ? `${foreign} segment(s) of an unknown format version were dropped` : '';
+    throw new CliError(`${[spans, dropped].filter(Boolean).join(' and ')}; run ferry stats or ferry verify`, EXIT_FAILED);
   }
   return stop.signal.aborted && !o.follow ? EXIT_INTERRUPTED : 0;
 }

@@ -374,7 +374,7 @@ export async function forward(file: string | undefined, o: ForwardOptions): Prom
     o.http !== undefined ? httpTarget(o.http, { batch: o.batch ?? DEFAULT_FORWARD_BATCH, timeoutMs: o.timeoutMs ?? DEFAULT_TIMEOUT_MS, format, connections: concurrency }) : undefined;
   const deliver = http ?? execTarget(o.exec!, format);
   const counts: Counts = { in: 0, out: 0, retries: 0, lastError: '', damaged: 0 };
-  counts.damaged += noteOpenLosses(o.dir, spool);
+  counts.damaged += noteOpenLosses(o.dir, spool, true);
   // A line longer than one record of the spool can ever be is refused as it passes that length, not read whole first.
   const cap = o.maxBytes === undefined || o.maxBytes === 0 ? DEFAULT_MAX_BYTES : o.maxBytes;
   const maxLineBytes = Math.max(0, Math.min(recordLimit(), cap - FRAME_OVERHEAD));

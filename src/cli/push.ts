@@ -12,7 +12,7 @@
 import { open, type FileHandle } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
 import { FerryError, GroupLostError } from '../diskqueue/index.js';
-import { isSpoolDir, openSpool, spoolSink, type PartialBatch } from './spool-dir.js';
+import { isSpoolDir, noteOpenLosses, openSpool, spoolSink, type PartialBatch } from './spool-dir.js';
 import { CliError, EXIT_FAILED, EXIT_USAGE, describe, note, noteOpenLoss, openQueue, summaryLine, BATCH_BYTES } from './common.js';
 import { FramingError, recordSplitter, type Framing } from './framing.js';
 import { startProgress } from './progress.js';
@@ -90,8 +90,11 @@ export async function push(dir: string, file: string | undefined, o: PushOptions
   try {
     // A spool directory gets its records as a spool; anything else (a new
     // directory included) is a diskqueue.
-    if (await isSpoolDir(dir)) q = spoolSink(await openSpool(dir, o.lockTimeout, undefined, { maxBytes: o.maxBytes, segmentBytes: o.segmentSize }));
-    else {
+    if (await isSpoolDir(dir)) {
+      const spool = await openSpool(dir, o.lockTimeout, undefined, { maxBytes: o.maxBytes, segmentBytes: o.segmentSize });
+      noteOpenLosses(dir, spool, false);
+      q = spoolSink(spool);
+    } else {
       const dq = await openQueue(dir, {
         create: true,
         segmentSize: o.segmentSize,

@@ -5,7 +5,7 @@
 import { readdir } from 'node:fs/promises';
 import { Spool, LockedError, FerryError, GroupLostError, UNBOUNDED } from '../spool/index.js';
 import { filesOf, mixedFormats } from '../storage/format-guard.js';
-import { CliError, EXIT_USAGE, describe, note, sleep } from './common.js';
+import { CliError, EXIT_USAGE, describe, formatBytes, note, sleep } from './common.js';
 
 /**
  * Whether `dir` holds a spool (its segment files or cursor); false for a
@@ -107,13 +107,23 @@ export function spoolSink(s: Spool): { addBatch(records: Uint8Array[]): Promise<
  * damaged spans of it count as loss. A torn tail cut is what a crash leaves
  * of unsynced writes (never a record a command accepted, unless the file was
  * damaged): told, not counted. Segments of a format version this build
- * cannot read, dropped whole, are counted. Damage inside the frames is told
- * as the head reaches it.
+ * cannot read, dropped whole, are counted. Segments whose header was damaged
+ * were dropped too: the spool tells of each at the next `pop`, so a command
+ * that pops (`popping`) leaves them to that; one that does not (push, stats)
+ * tells and counts them here, or no one would ever hear of them. Damage
+ * inside the frames is told as the head reaches it.
  */
-export function noteOpenLosses(dir: string, spool: Spool): number {
+export function noteOpenLosses(dir: string, spool: Spool, popping: boolean): number {
   const st = spool.stats();
   if (st.discardedBytes > 0) note(`ferry: opening ${dir} cut ${st.discardedBytes} bytes of a torn tail (the last writes before a crash, or damage there)`);
-  if (st.foreignSegments === 0) return 0;
-  note(`ferry: skipped damaged data: opening ${dir} dropped ${st.foreignSegments} segment(s) of an unknown format version (${st.foreignBytes} bytes)`);
-  return st.foreignSegments;
+  let lost = 0;
+  if (!popping && st.lostSegments > 0) {
+    note(`ferry: skipped damaged data: opening ${dir} dropped ${st.lostSegments} segment(s) with a damaged header (${formatBytes(st.lostBytes)}): their records are lost`);
+    lost += st.lostSegments;
+  }
+  if (st.foreignSegments > 0) {
+    note(`ferry: skipped damaged data: opening ${dir} dropped ${st.foreignSegments} segment(s) of an unknown format version (${st.foreignBytes} bytes)`);
+    lost += st.foreignSegments;
+  }
+  return lost;
 }

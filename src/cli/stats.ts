@@ -4,11 +4,13 @@
  *
  * Opening applies the same repairs as any open would, and the counters that
  * run "since open" (added, delivered, committed) are therefore 0 here; the
- * gauges and loss counters are what this command is for.
+ * gauges and loss counters are what this command is for. Loss the open found
+ * is told on stderr and the exit status is 1: the open may have repaired
+ * it away, and then no later command would hear of it.
  */
 import type { DiskQueueStats } from '../diskqueue/index.js';
-import { formatBytes, openQueue, requireDirectory } from './common.js';
-import { isSpoolDir, openSpool } from './spool-dir.js';
+import { EXIT_FAILED, formatBytes, noteOpenLoss, openQueue, requireDirectory } from './common.js';
+import { isSpoolDir, noteOpenLosses, openSpool } from './spool-dir.js';
 
 /** Options of `ferry stats`. */
 export interface StatsOptions {
@@ -23,9 +25,12 @@ const BYTE_FIELDS = new Set(['backlogBytes', 'maxBytes', 'inFlightBytes', 'unsyn
 export async function stats(dir: string, o: StatsOptions): Promise<number> {
   await requireDirectory(dir);
   let s: object;
+  // Damage this open found is told here (and exits 1): a repair at open may cut it away, and then no later command hears of it.
+  let lost: number;
   if (await isSpoolDir(dir)) {
     const sp = await openSpool(dir, o.lockTimeout);
     try {
+      lost = noteOpenLosses(dir, sp, false);
       s = { format: 'spool', ...sp.stats() };
     } finally {
       await sp.close();
@@ -33,14 +38,16 @@ export async function stats(dir: string, o: StatsOptions): Promise<number> {
   } else {
     const q = await openQueue(dir, { create: false, lockTimeoutMs: o.lockTimeout });
     try {
+      lost = noteOpenLoss(dir, q);
       s = q.stats() satisfies DiskQueueStats;
     } finally {
       await q.close();
     }
   }
+  const status = lost > 0 ? EXIT_FAILED : 0;
   if (o.json) {
     process.stdout.write(`${JSON.stringify(s)}\n`);
-    return 0;
+    return status;
   }
   const rows = Object.entries(s);
   const width = Math.max(...rows.map(([k]) => k.length));
@@ -49,5 +56,5 @@ export async function stats(dir: string, o: StatsOptions): Promise<number> {
     return `${k.padEnd(width)}  ${shown}`;
   });
   process.stdout.write(`${lines.join('\n')}\n`);
-  return 0;
+  return status;
 }
