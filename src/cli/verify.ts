@@ -37,7 +37,10 @@ export async function verify(dir: string, o: VerifyCommandOptions): Promise<numb
   process.stdout.write(o.json ? `${JSON.stringify(report)}\n` : humanReport(report));
   if (!report.ok) {
     const lost = report.damage.reduce((n, d) => n + (d.lostRecords ?? 0), 0);
-    note(`ferry: ${dir} is damaged: ${report.damage.length} damaged span(s), about ${lost} records lost; the next open repairs it and reports each span once`);
+    // A segment of an unknown format version says nothing of its records.
+    const uncounted = report.damage.filter((d) => d.lostRecords === undefined).length;
+    const more = uncounted > 0 ? `, plus those of ${uncounted} span(s) whose records cannot be counted` : '';
+    note(`ferry: ${dir} is damaged: ${report.damage.length} damaged span(s), about ${lost} records lost${more}; the next open repairs it and reports each span once`);
   }
   return report.ok ? 0 : EXIT_FAILED;
 }
