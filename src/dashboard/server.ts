@@ -66,6 +66,8 @@ export const MAX_PAGE = 200;
 const DEFAULT_PAGE = 25;
 
 const PAGE_DIR = new URL('./page/', import.meta.url);
+/** The host request targets are resolved against; a target that names another is refused. */
+const TARGET_BASE = 'dashboard.invalid';
 const require = createRequire(import.meta.url);
 
 /** Static files: URL path → [file, content type]. uPlot comes from its installed package. */
@@ -282,12 +284,13 @@ export async function startDashboard(o: DashboardOptions): Promise<Dashboard> {
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
     if (!guard.hostOk(req)) return send(res, 403, 'unexpected Host header', 'text/plain; charset=utf-8');
     // A request target the URL parser refuses (`http://[`) is the client's
-    // error, and so is one starting `//`: the parser would read `//host/api/x`
-    // as another host's URL and serve `/api/x`, a path the client never sent.
+    // error, and so is one it reads as naming a host (`//host/api/x`,
+    // `/\\host/api/x`, `http://host/api/x`): it would serve `/api/x`, a path
+    // the client did not send as such.
     let url: URL;
     try {
-      if (req.url?.startsWith('//')) throw new Error('a path starting //');
-      url = new URL(req.url ?? '/', 'http://dashboard.invalid');
+      url = new URL(req.url ?? '/', `http://${TARGET_BASE}`);
+      if (url.host !== TARGET_BASE) throw new Error('a target naming a host');
     } catch {
       return send(res, 400, 'malformed request target', 'text/plain; charset=utf-8');
     }

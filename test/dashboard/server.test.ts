@@ -208,11 +208,11 @@ test("--dir: a directory holding both formats' files shows the CLI's refusal alo
   }
 });
 
-test('a request target the URL parser refuses, or one starting // (read as another host), is a 400, before and after the token', async () => {
+test('a request target the URL parser refuses, or one it reads as naming a host (//h/x, /\\h/x, http://h/x), is a 400, before and after the token', async () => {
   const d = await startDashboard({ dir: work, token: 'target-token-1' });
   try {
     const { port } = new URL(d.url);
-    for (const target of ['//', '//?token=x', 'http://[', '//evil.example/api/overview', '//127.0.0.1/?token=target-token-1']) {
+    for (const target of ['//', '//?token=x', 'http://[', '//evil.example/api/overview', '//127.0.0.1/?token=target-token-1', '/\\evil.example/api/overview', 'http://evil.example/api/overview']) {
       const status = await new Promise<number>((resolve, reject) => {
         const req = request({ host: '127.0.0.1', port, path: target, headers: { host: `127.0.0.1:${port}` } }, (res) => {
           res.resume();
