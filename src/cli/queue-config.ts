@@ -12,6 +12,8 @@ import { createQueue, type QueueConfig } from '../queue/index.js';
 import type { Queue } from '../queue/types.js';
 import { DEFAULT_POSTGRES_SCHEMA, poolConfig } from '../queue/stores/postgres/connection.js';
 import { quoteSchema } from '../queue/stores/postgres/sql.js';
+import { DEFAULT_CLICKHOUSE_DATABASE, quoteDatabase } from '../queue/stores/clickhouse/sql.js';
+import { literal } from '../queue/stores/clickhouse/escape.js';
 import { CliError, EXIT_USAGE, describe } from './common.js';
 
 /**
@@ -39,7 +41,8 @@ export interface OpenConfiguredOptions {
    * Refuse configs that could only show an empty queue: a `memory` queue
    * (private to the process that made it) and a `sqlite` file that does not
    * exist (opening would create an empty database, hiding a mistyped path),
-   * and a `postgres` schema that does not exist (opening would create it).
+   * and a `postgres` schema or `clickhouse` database that does not exist
+   * (opening would create it).
    */
   existing: boolean;
 }
@@ -56,6 +59,7 @@ export async function openConfiguredQueue(path: string, o: OpenConfiguredOptions
   if (o.existing) {
     refuseEmpty(path, config);
     await refuseMissingSchema(path, config);
+    await refuseMissingDatabase(path, config);
   }
   let queue: Queue | undefined;
   try {
@@ -106,4 +110,38 @@ async function refuseMissingSchema(path: string, config: QueueConfig): Promise<v
     await client.end().catch(() => undefined);
   }
   if (!found) throw new CliError(`no queue in schema ${schema} (from ${path}): the Postgres schema does not exist`, EXIT_USAGE);
+}
+
+/**
+ * A `clickhouse` config whose database does not exist yet: as for a
+ * Postgres schema above, opening would create it and show an empty queue. A
+ * server that cannot be reached, or a name the store refuses, is left for
+ * `createQueue` to report.
+ */
+async function refuseMissingDatabase(path: string, config: QueueConfig): Promise<void> {
+  if (typeof config !== 'object' || config === null || config.enabled === false || config.type !== 'clickhouse') return;
+  const block = config.config as { url?: unknown; username?: unknown; password?: unknown; database?: unknown } | undefined;
+  if (typeof block?.url !== 'string' || block.url === '') return;
+  const database = typeof block.database === 'string' ? block.database : DEFAULT_CLICKHOUSE_DATABASE;
+  let found: boolean;
+  try {
+    quoteDatabase(database);
+    const { createClient, ClickHouseLogLevel } = await import('@clickhouse/client');
+    const client = createClient({
+      url: block.url,
+      username: typeof block.username === 'string' ? block.username : 'default',
+      password: typeof block.password === 'string' ? block.password : '',
+      log: { level: ClickHouseLogLevel.OFF },
+    });
+    try {
+      // A literal, not a query parameter: the server (Debian's 18.16) has no parameters. quoteDatabase allowed the name.
+      const rs = await client.query({ query: `SELECT count() AS n FROM system.databases WHERE name = ${literal(database)}`, format: 'JSONEachRow' });
+      found = Number((await rs.json<{ n: string | number }>())[0]?.n ?? 0) > 0;
+    } finally {
+      await client.close().catch(() => undefined);
+    }
+  } catch {
+    return;
+  }
+  if (!found) throw new CliError(`no queue in database ${database} (from ${path}): the ClickHouse database does not exist`, EXIT_USAGE);
 }

@@ -16,6 +16,7 @@ import { waitFor } from '../stores/helpers.js';
 import pg from 'pg';
 import { poolConfig } from '../../src/queue/stores/postgres/connection.js';
 import { POSTGRES_URL } from '../stores/postgres-env.js';
+import { CLICKHOUSE_SKIP, CLICKHOUSE_URL, adminQuery, dropDatabase, testDatabase } from '../stores/clickhouse-env.js';
 
 const tmp = await scratch();
 const opened: Queue[] = [];
@@ -344,4 +345,21 @@ test('usage: --queue on either side of the subcommand, required; configs that co
   const badConfig = await ferry(['queue', '--queue', bad, 'groups']);
   assert.equal(badConfig.code, 2);
   assert.match(oneLine(badConfig), /cannot open the queue of .*bad\.json: .*unknown setting "bogus"/);
+});
+
+test('a clickhouse config naming a database that does not exist is refused, not created', { skip: CLICKHOUSE_SKIP }, async () => {
+  const database = testDatabase('cli_no_such');
+  const file = join(tmp.dir, 'ch-typo.json');
+  await writeFile(file, JSON.stringify({ enabled: true, type: 'clickhouse', config: { url: CLICKHOUSE_URL, database } }));
+  try {
+    for (const args of [['queue', '--queue', file, 'stats'], ['queue', '--queue', file, 'groups']]) {
+      const res = await ferry(args);
+      assert.equal(res.code, 2, res.stderr);
+      assert.equal(oneLine(res), `ferry: no queue in database ${database} (from ${file}): the ClickHouse database does not exist`);
+    }
+    const listed = await adminQuery(`SELECT count() FROM system.databases WHERE name = '${database}' FORMAT TSV`);
+    assert.equal(listed.trim(), '0', 'no database was created');
+  } finally {
+    await dropDatabase(database);
+  }
 });

@@ -51,6 +51,13 @@ test('postgres and clickhouse stores: an unknown key is refused before anything 
   await assert.rejects(PostgresStore.open({ connectionString: 'postgres://nobody@127.0.0.1:1/none', poolsize: 2 } as never), refused(/unknown postgres store option "poolsize"/));
   await assert.rejects(PostgresStore.open(null as never), refused(/postgres store options must be an object/));
   await assert.rejects(ClickHouseStore.open({ url: 'http://127.0.0.1:1', databse: 'x' } as never), refused(/unknown clickhouse store option "databse"/));
+  // Values: a URL the driver cannot read, credentials that are not strings, settings a borrowed client would ignore, a pool that is not one.
+  await assert.rejects(ClickHouseStore.open({ url: 'not a url' }), refused(/clickhouse store: .*URL/i));
+  await assert.rejects(ClickHouseStore.open({ url: 'http://127.0.0.1:1', username: 42 } as never), refused(/username must be a string/));
+  const client = { query() {}, command() {}, close() {} } as never;
+  await assert.rejects(ClickHouseStore.open({ client, username: 'u', requestTimeoutMs: 5 }), refused(/username, requestTimeoutMs apply only with url/));
+  await assert.rejects(PostgresStore.open({ pool: {} } as never), refused(/pool must be a pg\.Pool/));
+  await assert.rejects(PostgresStore.open({ pool: { connect() {} }, connectionString: 42 } as never), refused(/connectionString must be a string/));
 });
 
 test('createStoreQueue: something that is not a store', () => {

@@ -14,6 +14,9 @@ import type { SqlValue } from './escape.js';
 /** Database names: identifiers, short. */
 const DATABASE_NAME = /^[A-Za-z_][A-Za-z0-9_]{0,63}$/;
 
+/** The database `ClickHouseStore.open` uses when none is named. */
+export const DEFAULT_CLICKHOUSE_DATABASE = 'ferry';
+
 /** Throws `InvalidArgumentError` unless `name` is a database name this store accepts; returns it back-quoted. */
 export function quoteDatabase(name: string): string {
   if (typeof name !== 'string' || !DATABASE_NAME.test(name) || name === 'system') {

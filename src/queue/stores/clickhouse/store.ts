@@ -39,7 +39,7 @@ import { migrate } from './migrate.js';
 import { ACKED, DEAD, deliveryValues, messageValues, PENDING, PURGED, toMessage } from './rows.js';
 import type { DeliveryRow, MessageRecord } from './rows.js';
 import { Schedules } from './schedules.js';
-import { quoteDatabase, statements } from './sql.js';
+import { DEFAULT_CLICKHOUSE_DATABASE, quoteDatabase, statements } from './sql.js';
 import { knownKeys, rejectUnknownKeys } from '../../../known-keys.js';
 
 /** Options of `ClickHouseStore.open`. */
@@ -143,7 +143,7 @@ export class ClickHouseStore implements Store {
     rejectUnknownKeys('clickhouse store option', opts, CLICKHOUSE_STORE_OPTION_KEYS);
     const hasUrl = typeof opts?.url === 'string' && opts.url !== '';
     if (hasUrl === (opts?.client !== undefined)) throw new InvalidArgumentError('clickhouse store needs exactly one of url and client');
-    const db = opts.database ?? 'ferry';
+    const db = opts.database ?? DEFAULT_CLICKHOUSE_DATABASE;
     const quoted = quoteDatabase(db);
     const sql = statements(quoted);
     const lockTtlMs = opts.lockTtlMs ?? DEFAULT_LOCK_TTL_MS;
@@ -153,17 +153,28 @@ export class ClickHouseStore implements Store {
     if (!Number.isInteger(requestTimeoutMs) || requestTimeoutMs < 1 || requestTimeoutMs > MAX_TIMER_MS) {
       throw new InvalidArgumentError(`clickhouse store: requestTimeoutMs must be an integer from 1 to ${MAX_TIMER_MS}, got ${typeof requestTimeoutMs === 'string' ? JSON.stringify(requestTimeoutMs) : String(requestTimeoutMs)}`);
     }
+    for (const k of ['username', 'password'] as const) {
+      if (opts[k] !== undefined && typeof opts[k] !== 'string') throw new InvalidArgumentError(`clickhouse store: ${k} must be a string`);
+    }
+    // A borrowed client brings its own credentials and timeout: these would be ignored.
+    const forUrl = (['username', 'password', 'requestTimeoutMs'] as const).filter((k) => opts[k] !== undefined);
+    if (!hasUrl && forUrl.length > 0) throw new InvalidArgumentError(`clickhouse store: ${forUrl.join(', ')} apply only with url (a client brings its own)`);
     let client = opts.client;
     if (!client) {
       const { createClient, ClickHouseLogLevel } = await loadDriver();
-      client = createClient({
-        url: opts.url,
-        username: opts.username ?? 'default',
-        password: opts.password ?? '',
-        clickhouse_settings: SETTINGS,
-        request_timeout: requestTimeoutMs,
-        log: { level: ClickHouseLogLevel.OFF },
-      });
+      try {
+        client = createClient({
+          url: opts.url,
+          username: opts.username ?? 'default',
+          password: opts.password ?? '',
+          clickhouse_settings: SETTINGS,
+          request_timeout: requestTimeoutMs,
+          log: { level: ClickHouseLogLevel.OFF },
+        });
+      } catch (err) {
+        // The driver checks the URL here (a plain Error).
+        throw new InvalidArgumentError(`clickhouse store: ${(err as Error)?.message ?? String(err)}`);
+      }
     }
     const owns = opts.client === undefined;
     try {

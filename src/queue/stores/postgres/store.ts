@@ -219,8 +219,10 @@ export class PostgresStore implements Store {
    */
   static async open(opts: PostgresStoreOptions): Promise<PostgresStore> {
     rejectUnknownKeys('postgres store option', opts, POSTGRES_STORE_OPTION_KEYS);
+    if (opts?.connectionString !== undefined && typeof opts.connectionString !== 'string') throw new InvalidArgumentError('postgres store: connectionString must be a string');
     const hasUrl = typeof opts?.connectionString === 'string' && opts.connectionString !== '';
     if (hasUrl === (opts?.pool !== undefined)) throw new InvalidArgumentError('postgres store needs exactly one of connectionString and pool');
+    if (opts.pool !== undefined && typeof (opts.pool as { connect?: unknown } | null)?.connect !== 'function') throw new InvalidArgumentError('postgres store: pool must be a pg.Pool');
     const schema = opts.schema ?? DEFAULT_POSTGRES_SCHEMA;
     const quoted = quoteSchema(schema);
     if (opts.poolSize !== undefined && (!Number.isInteger(opts.poolSize) || opts.poolSize < 1)) {
