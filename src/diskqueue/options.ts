@@ -142,13 +142,17 @@ export function resolveOptions<T>(o: DiskQueueOptions<T>, codec: Codec<T>, fs: F
   }
   const syncEvery = count('syncEvery', o.syncEvery, 0);
   const noSync = flag('noSync', o.noSync);
+  const syncIntervalMs = count('syncIntervalMs', o.syncIntervalMs, 0);
+  // Two answers to one question (when to flush), or a timer for a policy that has nothing to flush: refused, not one silently winning.
+  if (noSync && syncEvery > 1) throw new InvalidArgumentError('give at most one of noSync and syncEvery > 1');
+  if (syncIntervalMs > 0 && !noSync && syncEvery <= 1) throw new InvalidArgumentError('syncIntervalMs applies only with syncEvery > 1 or noSync: every operation is already durable');
   return {
     codec: o.codec ?? codec,
     segmentSize: normalizeSegmentSize(count('segmentSize', o.segmentSize, DEFAULT_SEGMENT_SIZE)),
     maxSegments: segmentCap(o.maxSegments),
     maxBytes: count('maxBytes', o.maxBytes, 0),
     syncEvery,
-    syncIntervalMs: count('syncIntervalMs', o.syncIntervalMs, 0),
+    syncIntervalMs,
     noSync,
     maxOpenFiles: count('maxOpenFiles', o.maxOpenFiles, 0),
     stampRecords: flag('stampRecords', o.stampRecords),

@@ -305,6 +305,10 @@ test('bad options and arguments are InvalidArgumentError, and nothing is created
     { noSync: 'yes' },
     { stampRecords: 1 },
     { codec: {} },
+    // Two answers to when to flush, and a timer with nothing to flush (both were taken, one silently winning).
+    { noSync: true, syncEvery: 10 },
+    { syncIntervalMs: 100 },
+    { syncEvery: 1, syncIntervalMs: 100 },
   ];
   for (const o of bad) {
     const err = await DiskQueue.open(join(dir, 'q'), o).catch((e) => e);
