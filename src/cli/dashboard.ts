@@ -23,6 +23,7 @@ export interface DashboardCommandOptions {
 /** Runs `ferry dashboard`; resolves to the exit status once stopped by a signal. */
 export async function dashboard(o: DashboardCommandOptions): Promise<number> {
   if ((o.queue === undefined) === (o.dir === undefined)) throw new CliError('give either --queue CONFIG.json or --dir DIR', EXIT_USAGE);
+  if (o.dir !== undefined && o.deadLetterTopic !== undefined) throw new CliError('--dead-letter-topic applies to --queue, not --dir', EXIT_USAGE);
   const token = o.token ?? process.env.FERRY_DASHBOARD_TOKEN;
   try {
     checkBinding(o.host ?? '127.0.0.1', token);
@@ -42,7 +43,8 @@ export async function dashboard(o: DashboardCommandOptions): Promise<number> {
   try {
     // This process only watches: the queue's consumers run elsewhere, so its
     // own completed/deadLettered events never come; count from stats().
-    server = await startDashboard({ queue, dir: o.dir, host: o.host, port: o.port ?? 7070, token, deadLetterTopics: o.deadLetterTopic, refreshMs: o.refreshMs, throughput: 'sampled' });
+    const common = { host: o.host, port: o.port ?? 7070, token, refreshMs: o.refreshMs };
+    server = await startDashboard(queue ? { ...common, queue, deadLetterTopics: o.deadLetterTopic, throughput: 'sampled' } : { ...common, dir: o.dir });
   } catch (err) {
     await queue?.close();
     throw new CliError(`cannot start the dashboard: ${describe(err)}`, EXIT_USAGE);

@@ -91,6 +91,9 @@ export async function push(dir: string, file: string | undefined, o: PushOptions
     // A spool directory gets its records as a spool; anything else (a new
     // directory included) is a diskqueue.
     if (await isSpoolDir(dir)) {
+      // A spool syncs each batch and has no segment count: these would be ignored.
+      const dqOnly = [o.maxSegments !== undefined && '--max-segments', o.sync === false && '--no-sync', o.syncEvery !== undefined && '--sync-every'].filter(Boolean);
+      if (dqOnly.length > 0) throw new CliError(`${dqOnly.join(', ')}: for a DiskQueue directory; ${dir} is a spool`, EXIT_USAGE);
       const spool = await openSpool(dir, o.lockTimeout, undefined, { maxBytes: o.maxBytes, segmentBytes: o.segmentSize });
       noteOpenLosses(dir, spool, false);
       q = spoolSink(spool);

@@ -35,8 +35,10 @@ export async function withQueue(o: QueueCommandOptions, what: string, op: (q: Qu
   try {
     return await op(q);
   } catch (err) {
-    if (err instanceof InvalidNameError || err instanceof InvalidArgumentError) throw new CliError(`${what}: ${err.message}`, EXIT_USAGE);
-    if (err instanceof UnsupportedError) throw new CliError(`${what}: ${err.message}`, EXIT_USAGE);
+    if (err instanceof InvalidNameError || err instanceof InvalidArgumentError || err instanceof UnsupportedError) {
+      // The queue's message may name the operation itself ("redrive: after must be …").
+      throw new CliError(err.message.startsWith(`${what}: `) ? err.message : `${what}: ${err.message}`, EXIT_USAGE);
+    }
     throw err;
   } finally {
     await q.close();

@@ -17,6 +17,7 @@ import type { AddressInfo } from 'node:net';
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import { FerryError, InvalidArgumentError, InvalidNameError, UnsupportedError } from '../errors.js';
+import { knownKeys, rejectUnknownKeys } from '../known-keys.js';
 import { MAX_ID_LENGTH, validateName } from '../queue/names.js';
 import type { Queue } from '../queue/types.js';
 import { lookAtDir, type DirView } from './dir-source.js';
@@ -49,6 +50,8 @@ export interface DashboardOptions {
    */
   throughput?: 'events' | 'sampled';
 }
+
+const DASHBOARD_OPTION_KEYS = knownKeys<DashboardOptions>({ queue: true, dir: true, host: true, port: true, token: true, deadLetterTopics: true, refreshMs: true, throughput: true });
 
 /** A running dashboard. */
 export interface Dashboard {
@@ -162,10 +165,17 @@ export function checkBinding(host: string, token: string | undefined): void {
 /**
  * Starts a dashboard and resolves once it listens.
  *
- * @throws InvalidArgumentError neither or both of `queue` and `dir`; a non-loopback `host` without `token`; an empty token; a bad port or interval.
+ * @throws InvalidArgumentError an unknown option; neither or both of `queue` and `dir`; `deadLetterTopics` or `throughput` with `dir`; a non-loopback `host` without `token`; an empty token; a bad port or interval.
  */
 export async function startDashboard(o: DashboardOptions): Promise<Dashboard> {
+  rejectUnknownKeys('dashboard option', o, DASHBOARD_OPTION_KEYS);
+  if (o === undefined) throw new InvalidArgumentError('startDashboard needs options: a queue or a directory');
   if ((o.queue === undefined) === (o.dir === undefined)) throw new InvalidArgumentError('give either a queue or a directory');
+  // Options that only one kind of dashboard reads would be ignored by the other.
+  if (o.dir !== undefined && (o.deadLetterTopics !== undefined || o.throughput !== undefined)) {
+    throw new InvalidArgumentError('deadLetterTopics and throughput apply to a queue, not a directory');
+  }
+  if (o.deadLetterTopics !== undefined && !Array.isArray(o.deadLetterTopics)) throw new InvalidArgumentError('deadLetterTopics must be an array of topic names');
   const host = o.host ?? '127.0.0.1';
   checkBinding(host, o.token);
   const port = o.port ?? 0;

@@ -3,6 +3,7 @@
  * observed groups' stats that every gauge of one scrape shares.
  */
 import { InvalidArgumentError } from '../errors.js';
+import { knownKeys, rejectUnknownKeys } from '../known-keys.js';
 import type { QueueEventEmitter } from '../queue/events.js';
 import { validateName } from '../queue/names.js';
 import type { QueueStats } from '../queue/types.js';
@@ -78,10 +79,13 @@ export function checkBuckets(where: string, buckets: unknown = DEFAULT_DURATION_
 }
 
 /** Throws `InvalidArgumentError` unless `list` is an array of `{ topic, group }` with string names. */
+const GROUP_KEYS = knownKeys<ObservedGroup>({ topic: true, group: true });
+
 function checkGroups(list: unknown): asserts list is readonly ObservedGroup[] {
   const ok = Array.isArray(list) && list.every((g: unknown) => typeof g === 'object' && g !== null && typeof (g as ObservedGroup).topic === 'string' && typeof (g as ObservedGroup).group === 'string');
   if (!ok) throw new InvalidArgumentError('metrics groups must be an array of { topic, group }, or a function returning one');
-  // A name no queue accepts would only ever read as a pair without gauges.
+  // A name no queue accepts would only ever read as a pair without gauges; a key beside them would be ignored.
+  for (const g of list) rejectUnknownKeys('metrics groups entry key', g, GROUP_KEYS);
   for (const { topic, group } of list) {
     validateName('metrics groups: topic', topic);
     validateName('metrics groups: group', group);

@@ -192,6 +192,9 @@ test('redrive republishes dead letters to their source topic, --limit at a time'
 
     const badLimit = await run('redrive', 'orders.dlq', '--limit', '0');
     assert.equal(badLimit.code, 2);
+    const badAfter = await run('redrive', 'orders.dlq', '--after', '');
+    assert.equal(badAfter.code, 2);
+    assert.match(oneLine(badAfter), /^ferry: redrive: after must be the next cursor of an earlier redrive/, 'the operation named once');
   } finally {
     await sub.close();
   }

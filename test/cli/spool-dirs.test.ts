@@ -49,6 +49,26 @@ test('push honours --max-bytes on a spool directory', async () => {
   }
 });
 
+test("push refuses a DiskQueue's options on a spool directory (they were taken and ignored), and stores nothing", async () => {
+  const { dir, cleanup } = await scratch();
+  try {
+    const sp = join(dir, 'sp');
+    await spoolWith(sp, ['a']);
+    for (const [args, named] of [
+      [['--max-segments', '2'], '--max-segments'],
+      [['--no-sync'], '--no-sync'],
+      [['--sync-every', '10'], '--sync-every'],
+    ] as const) {
+      const res = await ferry(['push', sp, ...args], { input: 'b\n' });
+      assert.equal(res.code, 2, res.stderr);
+      assert.match(res.stderr, new RegExp(`${named}: for a DiskQueue directory; .* is a spool`));
+    }
+    assert.equal((await ferry(['drain', sp, '-q'])).stdout.toString(), 'a\n');
+  } finally {
+    await cleanup();
+  }
+});
+
 test('drain --exec on a spool: a failing command commits nothing of its record', async () => {
   const { dir, cleanup } = await scratch();
   try {

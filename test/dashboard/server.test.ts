@@ -40,6 +40,16 @@ test('options: one source, a token for a non-loopback bind, sane numbers', async
     await assert.rejects(startDashboard({ queue, token: '        ' }), /whitespace/);
     await assert.rejects(startDashboard({ queue, port: 70000 }), InvalidArgumentError);
     await assert.rejects(startDashboard({ queue, deadLetterTopics: ['no spaces'] }), /characters outside/);
+    // Misspelt or misplaced options were taken and ignored.
+    const refused = (message: RegExp) => (e: unknown) => e instanceof InvalidArgumentError && message.test(e.message);
+    await assert.rejects(startDashboard({ queue, refreshMS: 100 } as never), refused(/unknown dashboard option "refreshMS"/));
+    await assert.rejects(startDashboard({ queue, deadLetterTopic: ['dlq'] } as never), refused(/unknown dashboard option "deadLetterTopic"/));
+    await assert.rejects(startDashboard({ queue, deadLetterTopics: 'dlq' } as never), refused(/deadLetterTopics must be an array/));
+    await assert.rejects(startDashboard({ dir: work, throughput: 'events' }), refused(/apply to a queue, not a directory/));
+    await assert.rejects(startDashboard({ dir: work, deadLetterTopics: ['dlq'] }), refused(/apply to a queue, not a directory/));
+    const cli = await ferry(['dashboard', '--dir', work, '--dead-letter-topic', 'dlq']);
+    assert.equal(cli.code, 2, cli.stderr);
+    assert.match(cli.stderr, /--dead-letter-topic applies to --queue, not --dir/);
   } finally {
     await queue.close();
   }

@@ -128,6 +128,7 @@ describe('prometheusMetrics', () => {
         [{ buckets: [] }, /buckets/],
         [{ groups: 'nope' }, /groups must be an array of \{ topic, group \}/],
         [{ groups: [{ topic: 't' }] }, /groups must be/],
+        [{ groups: [{ topic: 't', group: 'g', extra: 1 }] }, /unknown metrics groups entry key "extra"/],
         [{ prefx: 'a_' }, /unknown prometheusMetrics option "prefx"/],
       ];
       for (const [opts, message] of bad) {
