@@ -38,20 +38,42 @@ export function writeStdout(buf: Buffer): Promise<void> {
   });
 }
 
-/** Runs `sh -c cmd` with `input` as its whole stdin; resolves when it exits 0. */
+/** Process groups of the `--exec` commands running now (see `runCommand`). */
+const running = new Set<number>();
+
+/**
+ * Runs `sh -c cmd` with `input` as its whole stdin; resolves when it exits 0.
+ * The command runs in a process group of its own: a Ctrl-C meant for ferry
+ * lets the delivery in hand finish (the drain stops after it), and a second
+ * signal ends the command and whatever it started (`stopOnSignals`).
+ */
 export function runCommand(cmd: string, input: Uint8Array): Promise<void> {
   return new Promise((resolve, reject) => {
-    const child = spawn('/bin/sh', ['-c', cmd], { stdio: ['pipe', 'inherit', 'inherit'] });
+    const child = spawn('/bin/sh', ['-c', cmd], { stdio: ['pipe', 'inherit', 'inherit'], detached: true });
+    const pid = child.pid;
+    if (pid !== undefined) running.add(pid);
     // A command that does not read all its input closes the pipe early; only
     // its exit status decides whether the delivery succeeded.
     child.stdin.on('error', () => {});
     child.on('error', (err) => reject(new DeliveryError(`cannot run /bin/sh: ${describe(err)}`)));
     child.on('close', (code, signal) => {
+      if (pid !== undefined) running.delete(pid);
       if (code === 0) resolve();
       else reject(new DeliveryError(`--exec command ${signal ? `was killed by ${signal}` : `exited with status ${code}`}`));
     });
     child.stdin.end(input);
   });
+}
+
+/** Ends the `--exec` commands still running, with what they started. */
+function endCommands(): void {
+  for (const pid of running) {
+    try {
+      process.kill(-pid, 'SIGTERM');
+    } catch {
+      // already gone
+    }
+  }
 }
 
 /**
@@ -75,13 +97,17 @@ export function deliveryPlan(o: DrainOptions): { deliver: (records: Uint8Array[]
 
 /**
  * Stops a drain on SIGINT or SIGTERM: the first aborts `signal` (the drain
- * finishes the delivery in hand and commits it), a second exits at once with
- * `EXIT_INTERRUPTED`. `dispose` removes the handlers.
+ * finishes the delivery in hand and commits it), a second ends any `--exec`
+ * command still running and exits at once with `EXIT_INTERRUPTED` (what it
+ * was delivering is not committed). `dispose` removes the handlers.
  */
 export function stopOnSignals(): { signal: AbortSignal; dispose(): void } {
   const stop = new AbortController();
   const onSignal = () => {
-    if (stop.signal.aborted) process.exit(EXIT_INTERRUPTED);
+    if (stop.signal.aborted) {
+      endCommands();
+      process.exit(EXIT_INTERRUPTED);
+    }
     stop.abort();
   };
   process.on('SIGINT', onSignal);
