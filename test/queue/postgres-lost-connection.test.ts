@@ -6,12 +6,14 @@
  *   after the pool handed it out and before the store's own listener was on
  *   it (injected right after a client's first ReadyForQuery, the moment a
  *   fresh helper hit with backends terminated every 2 ms);
- * - the locker's connection, checked out for as long as it holds a lock.
+ * - the locker's connection, once checked out for as long as it held a
+ *   lock; ending it then freed the lock on the server, while the holder
+ *   still counted on its TTL (two holders at once). The locker now keeps a
+ *   lease row and no connection.
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import pg from 'pg';
-import { IOError } from '../../src/errors.js';
 import { PostgresLocker } from '../../src/queue/lockers/postgres.js';
 import { PostgresStore } from '../../src/queue/stores/postgres/store.js';
 import { claimReq, msg } from '../stores/helpers.js';
@@ -64,37 +66,46 @@ describe('postgres store, a client failing as it becomes ready', { skip: POSTGRE
   });
 });
 
-describe('postgres locker, its connection ended while it holds a lock', { skip: POSTGRES_SKIP }, () => {
-  it('does not crash the process; release reports the lost connection, and the key can be taken again', async () => {
+describe('postgres locker, its connections ended while it holds a lock', { skip: POSTGRES_SKIP }, () => {
+  it('does not crash the process, and does not free the lock: another locker waits for the release (two holders at once before)', async () => {
     const uncaught: unknown[] = [];
     const onUncaught = (err: unknown) => void uncaught.push(err);
     process.on('uncaughtException', onUncaught);
     const prefix = `lost-${process.pid}-`;
-    let locker: PostgresLocker | undefined;
+    const appName = `ferry-lost-${process.pid}`;
+    let a: PostgresLocker | undefined;
+    let b: PostgresLocker | undefined;
     try {
-      locker = await PostgresLocker.open({ connectionString: POSTGRES_URL, prefix, poolSize: 2 });
-      const held = await locker.acquire('k', 60_000);
-      // The session holding this key's advisory lock (a bigint key: class and object IDs are its two halves).
-      const { rows } = await adminPool.query<{ pid: number }>(
-        `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND objsubid = 1 AND granted
-           AND ((classid::bigint << 32) | objid::bigint) = hashtextextended($1, 0)`,
-        [`${prefix}k`],
-      );
-      assert.equal(rows.length, 1);
-      await adminPool.query('SELECT pg_terminate_backend($1)', [rows[0]!.pid]);
-      // The client hears of it when the server's goodbye arrives: wait for the session to be gone.
+      const url = new URL(POSTGRES_URL);
+      url.searchParams.set('application_name', appName);
+      a = await PostgresLocker.open({ connectionString: url.toString(), prefix, poolSize: 2 });
+      b = await PostgresLocker.open({ connectionString: POSTGRES_URL, prefix, poolSize: 2 });
+      const held = await a.acquire('k', 600_000);
+      // End every session of the holder's locker, as a failover or an administrator would.
+      const ended = await adminPool.query(`SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = $1`, [appName]);
+      assert.ok((ended.rowCount ?? 0) >= 1, 'the holder had a session to end');
       for (let i = 0; i < 500; i++) {
-        const left = await adminPool.query('SELECT 1 FROM pg_stat_activity WHERE pid = $1', [rows[0]!.pid]);
+        const left = await adminPool.query('SELECT 1 FROM pg_stat_activity WHERE application_name = $1', [appName]);
         if (left.rowCount === 0) break;
         await new Promise((r) => setTimeout(r, 10));
       }
-      await assert.rejects(held.release(), (err) => err instanceof IOError);
-      const again = await locker.acquire('k', 60_000);
-      await again.release();
+      // The other locker waits: the lease stands while its holder counts on it.
+      const ctl = new AbortController();
+      const waiting = b.acquire('k', 10_000, { signal: ctl.signal });
+      let granted = false;
+      void waiting.then(() => (granted = true), () => undefined);
+      for (let i = 0; i < 20; i++) await new Promise((r) => setTimeout(r, 10));
+      assert.equal(granted, false, 'granted while the first holder still held the key');
+      // The holder's release (on a new connection) lets the waiter in, with a larger fence.
+      await held.release();
+      const next = await waiting;
+      assert.ok(next.fence > held.fence);
+      await next.release();
       assert.deepEqual(uncaught, []);
     } finally {
       process.off('uncaughtException', onUncaught);
-      await locker?.close();
+      await a?.close();
+      await b?.close();
     }
   });
 });

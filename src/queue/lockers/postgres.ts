@@ -1,21 +1,26 @@
 /**
- * `PostgresLocker`: the distributed-locker SPI on PostgreSQL session-level
- * advisory locks. A hold keeps one pooled connection checked out, on which
- * `pg_try_advisory_lock` took the key's 64-bit hash; release unlocks it and
- * returns the connection. When the holding process dies its connection
- * closes and the server frees the lock at once; a holder that outlives its
- * TTL gives the lock up itself when the TTL passes.
+ * `PostgresLocker`: the distributed-locker SPI on a table of leases,
+ * `<schema>.locks` (made at open when missing). Taking a key is one upsert
+ * that succeeds only where the key's row is missing or its lease has run out
+ * on the database's clock; releasing deletes the row while it still carries
+ * this holder's token. Nothing is kept open between the two, so a dropped
+ * connection changes nothing: the lease stands until its TTL or its release.
+ * (Session advisory locks, used before, were freed by the server the moment
+ * the holder's connection dropped, while the holder still counted on its TTL:
+ * two holders at once.) A holder that dies leaves its lease to run out.
  *
- * The fence is a transaction ID (`txid_current()`) taken in the same
- * statement as the lock: transaction IDs only grow, across the whole server,
- * so every later acquisition of a key has a larger fence.
+ * The fence comes from a sequence, drawn when the row is taken, under its
+ * row lock: every later grant of a key draws a larger one.
  *
  * `pg` is loaded only when the locker opens its own pool.
  */
+import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type pg from 'pg';
 import { asIOError, ClosedError, InvalidArgumentError, type IOErrorSource } from '../../errors.js';
-import { poolConfig } from '../stores/postgres/connection.js';
+import { DEFAULT_POSTGRES_SCHEMA, poolConfig } from '../stores/postgres/connection.js';
+import { quoteSchema } from '../stores/postgres/sql.js';
+import { LOCK_NAMESPACE } from '../stores/postgres/migrate.js';
 import { checkAcquire, pause, retryDelay } from './checks.js';
 import type { AcquireOptions, DistributedLocker, HeldLock } from './types.js';
 
@@ -23,74 +28,101 @@ import type { AcquireOptions, DistributedLocker, HeldLock } from './types.js';
 export interface PostgresLockerOptions {
   /** A libpq-style URL; the locker opens (and closes) its own pool. */
   connectionString?: string;
-  /** A `pg.Pool` to borrow; every held lock keeps one of its connections checked out. Never ended by the locker. */
+  /** A `pg.Pool` to borrow (one connection per statement, none kept between). Never ended by the locker. */
   pool?: pg.Pool;
-  /** Size of the locker's own pool, which bounds the locks this process can hold at once (ignored with `pool`). Default 10. */
+  /** Size of the locker's own pool (ignored with `pool`). Default 10. */
   poolSize?: number;
-  /** Prefix hashed with each key, so two applications on one server do not share keys. Default `ferry:lock:`. */
+  /** Prefix of each key, so two applications on one server do not share keys. Default `ferry:lock:`. */
   prefix?: string;
+  /** Schema of the `locks` table and `lock_fences` sequence, made when missing. Default `ferry`. */
+  schema?: string;
 }
 
-const TRY_LOCK = 'SELECT pg_try_advisory_lock(hashtextextended($1, 0)) AS ok, txid_current()::text AS fence';
-const UNLOCK = 'SELECT pg_advisory_unlock(hashtextextended($1, 0)) AS ok';
+/** The statements, for schema `s` (quoted). */
+function statements(s: string) {
+  return {
+    setUp: [
+      `CREATE SCHEMA IF NOT EXISTS ${s}`,
+      `CREATE TABLE IF NOT EXISTS ${s}.locks (key text PRIMARY KEY, token text NOT NULL, fence bigint NOT NULL, until timestamptz NOT NULL)`,
+      `CREATE SEQUENCE IF NOT EXISTS ${s}.lock_fences`,
+    ],
+    // $1 key, $2 token, $3 TTL ms. A row comes back only when this call took the key.
+    take:
+      `INSERT INTO ${s}.locks AS l (key, token, fence, until) ` +
+      `VALUES ($1, $2, nextval('${s}.lock_fences'), clock_timestamp() + $3 * interval '1 millisecond') ` +
+      `ON CONFLICT (key) DO UPDATE SET token = excluded.token, fence = nextval('${s}.lock_fences'), until = excluded.until ` +
+      `WHERE l.until <= clock_timestamp() ` +
+      `RETURNING l.fence::text AS fence`,
+    give: `DELETE FROM ${s}.locks WHERE key = $1 AND token = $2`,
+  };
+}
 
 /** How driver and server errors become `IOError`s (every one taken as transient). */
 const SOURCE: IOErrorSource = { name: 'postgres locker', withCode: true };
 
-const ignore = () => undefined;
-
-/** Returns `client` to its pool (destroyed when `err` is given) without the 'error' listener acquire gave it. */
-function giveBack(client: pg.PoolClient, err?: Error): void {
-  client.removeListener('error', ignore);
-  client.release(err);
-}
-
 /**
- * A `DistributedLocker` on PostgreSQL advisory locks, shared by every process
- * using the same server and prefix. Waiting polls with a jittered backoff
- * (2–50 ms), returning the connection to the pool between attempts.
- * Use `PostgresLocker.open`.
+ * A `DistributedLocker` on a PostgreSQL table of leases, shared by every
+ * process using the same server, schema and prefix. Waiting polls with a
+ * jittered backoff (2–50 ms). Use `PostgresLocker.open`.
  */
 export class PostgresLocker implements DistributedLocker {
   readonly #pool: pg.Pool;
   readonly #owns: boolean;
   readonly #prefix: string;
+  readonly #sql: ReturnType<typeof statements>;
   #closed = false;
   /** The first `close()`'s run, which every call returns. */
   #closing: Promise<void> | undefined;
 
-  private constructor(pool: pg.Pool, owns: boolean, prefix: string) {
+  private constructor(pool: pg.Pool, owns: boolean, prefix: string, sql: ReturnType<typeof statements>) {
     this.#pool = pool;
     this.#owns = owns;
     this.#prefix = prefix;
+    this.#sql = sql;
   }
 
   /**
-   * Opens a pool (with `connectionString`) or wraps `pool`, and checks the server answers.
+   * Opens a pool (with `connectionString`) or wraps `pool`, and makes the
+   * schema's `locks` table and `lock_fences` sequence when missing.
    * When neither the URL nor `PGUSER` names a user (and `$USER` is unset), it
    * connects as the operating system's login name, as libpq does.
-   * @throws InvalidArgumentError neither or both of `connectionString` and `pool`, a `connectionString` pg cannot read (keyword/value), or a bad `poolSize`.
-   * @throws IOError the server cannot be reached.
+   * @throws InvalidArgumentError neither or both of `connectionString` and `pool`, a `connectionString` pg cannot read (keyword/value), a bad `poolSize` or `schema`.
+   * @throws IOError the server cannot be reached, or refuses to make the table.
    */
   static async open(opts: PostgresLockerOptions): Promise<PostgresLocker> {
     const hasUrl = typeof opts?.connectionString === 'string' && opts.connectionString !== '';
     if (hasUrl === (opts?.pool !== undefined)) throw new InvalidArgumentError('postgres locker needs exactly one of connectionString and pool');
     if (opts.poolSize !== undefined && (!Number.isInteger(opts.poolSize) || opts.poolSize < 1)) throw new InvalidArgumentError('postgres locker: poolSize must be a positive integer');
+    const schema = opts.schema ?? DEFAULT_POSTGRES_SCHEMA;
+    const sql = statements(quoteSchema(schema));
     let pool = opts.pool;
     if (!pool) {
       const mod = (await import('pg')) as unknown as { default?: typeof pg } & typeof pg;
       const Driver = mod.default ?? mod;
       pool = new Driver.Pool(poolConfig(Driver, opts.connectionString!, opts.poolSize ?? 10));
       pool.on('error', () => undefined);
-      // A session the server ends as the connection becomes ready emits on the client before acquire can listen.
-      pool.on('connect', (client) => void client.on('error', ignore));
+      // A session the server ends as the connection becomes ready emits on the client before a query can listen.
+      pool.on('connect', (client) => void client.on('error', () => undefined));
     }
-    const locker = new PostgresLocker(pool, opts.pool === undefined, opts.prefix ?? 'ferry:lock:');
+    const locker = new PostgresLocker(pool, opts.pool === undefined, opts.prefix ?? 'ferry:lock:', sql);
     try {
-      await pool.query('SELECT 1');
+      const client = await pool.connect();
+      let broken: Error | undefined;
+      try {
+        // Lockers opening together serialise here: two CREATE ... IF NOT EXISTS at once can both try to create.
+        await client.query('BEGIN');
+        await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [LOCK_NAMESPACE, `locker:${schema}`]);
+        for (const text of sql.setUp) await client.query(text);
+        await client.query('COMMIT');
+      } catch (err) {
+        await client.query('ROLLBACK').catch((e: Error) => (broken = e));
+        throw err;
+      } finally {
+        client.release(broken);
+      }
     } catch (err) {
       await locker.close();
-      throw asIOError('connecting', err, SOURCE);
+      throw asIOError('setting up', err, SOURCE);
     }
     return locker;
   }
@@ -108,51 +140,35 @@ export class PostgresLocker implements DistributedLocker {
     for (let attempt = 0; ; attempt++) {
       if (this.#closed) throw new ClosedError('postgres locker is closed');
       if (opts.signal?.aborted) await pause(0, key, opts.signal);
+      // Taken before the request: the lease the server writes ends no sooner than this plus the TTL.
       const startedAt = performance.now();
-      let client: pg.PoolClient;
+      const token = randomUUID();
+      let rows: { fence: string }[];
       try {
-        client = await this.#pool.connect();
+        rows = (await this.#pool.query<{ fence: string }>(this.#sql.take, [full, token, ttlMs])).rows;
       } catch (err) {
         throw asIOError(`acquiring ${key}`, err, SOURCE);
       }
-      // A lost connection emits on the client while it is checked out (held
-      // for a lock's whole TTL): with no listener that ends the process. The
-      // next query on it fails instead, or the lock's release does.
-      client.on('error', ignore);
-      let row: { ok: boolean; fence: string };
-      try {
-        row = (await client.query<{ ok: boolean; fence: string }>(TRY_LOCK, [full])).rows[0]!;
-      } catch (err) {
-        giveBack(client, err as Error);
-        throw asIOError(`acquiring ${key}`, err, SOURCE);
-      }
-      if (row.ok) return this.#held(key, full, client, Number(row.fence), startedAt + ttlMs);
-      giveBack(client);
+      if (rows.length === 1) return this.#held(key, full, token, Number(rows[0]!.fence), startedAt + ttlMs);
       await pause(retryDelay(attempt), key, opts.signal);
     }
   }
 
-  #held(key: string, full: string, client: pg.PoolClient, fence: number, expiresAt: number): HeldLock {
+  #held(key: string, full: string, token: string, fence: number, expiresAt: number): HeldLock {
     let done: Promise<void> | undefined;
+    // Deletes the lease only while it is still this holder's: after the TTL a newer holder's row stays.
     const free = () =>
       (done ??= (async () => {
-        clearTimeout(timer);
         try {
-          await client.query(UNLOCK, [full]);
-          giveBack(client);
+          await this.#pool.query(this.#sql.give, [full, token]);
         } catch (err) {
-          // A connection in an unknown state must not go back to the pool
-          // holding the lock: destroying it frees the lock on the server.
-          giveBack(client, err as Error);
           throw asIOError(`releasing ${key}`, err, SOURCE);
         }
       })());
-    const timer = setTimeout(() => void free().catch(() => undefined), Math.max(0, expiresAt - performance.now()));
-    timer.unref();
     return { key, fence, expiresAt, release: free };
   }
 
-  /** Ends the pool the locker opened (held locks are freed with their connections); a borrowed pool stays open. Idempotent: a call made while another runs resolves when that one does. */
+  /** Ends the pool the locker opened (leases held stay until their TTL or release); a borrowed pool stays open. Idempotent: a call made while another runs resolves when that one does. */
   close(): Promise<void> {
     this.#closing ??= this.#close();
     return this.#closing;
