@@ -8,7 +8,7 @@
  */
 import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
-import { ClosedError, IOError, InvalidArgumentError, PayloadTooLargeError, UnsupportedError } from '../../src/errors.js';
+import { ClosedError, FerryError, IOError, InvalidArgumentError, PayloadTooLargeError, UnsupportedError } from '../../src/errors.js';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
 import { connect } from '@nats-io/transport-node';
 import { AttemptConflict, AttemptLedger, attemptLedgerStream } from '../../src/queue/brokers/nats/attempt-ledger.js';
@@ -182,6 +182,42 @@ describe('nats queue: against the server', { skip: NATS_SKIP }, () => {
       proxy.freeze();
       await within(q.close({ timeoutMs: 100 }), 'close on a silent server', 30_000);
       assert.equal(aborted, true);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it('close with a deadline does not wait past it for a subscribe the silent server holds; that subscribe rejects with ClosedError', async () => {
+    const proxy = await TcpProxy.start(Number(NATS_URL.split(':').pop()));
+    try {
+      const q = await open(testPrefix(), `127.0.0.1:${proxy.port}`);
+      proxy.freeze();
+      // Its stream and consumer requests wait on the server (nats.js times them out after seconds).
+      const subscribing = q.subscribe('frozen', 'g', async () => undefined, FAST);
+      const outcome = subscribing.then(
+        (s) => s,
+        (e: unknown) => e,
+      );
+      await within(q.close({ timeoutMs: 100 }), 'close while a subscribe waits on a silent server', 30_000);
+      const got = await within(outcome, 'the subscribe to settle', 60_000);
+      assert.ok(got instanceof ClosedError, `ClosedError, got ${String(got)}`);
+    } finally {
+      await proxy.close();
+    }
+  });
+
+  it("the driver's errors reach the error event as FerryErrors with a code (nats.js's own have none)", async () => {
+    const proxy = await TcpProxy.start(Number(NATS_URL.split(':').pop()));
+    try {
+      const q = await open(testPrefix(), `127.0.0.1:${proxy.port}`);
+      const first = deferred<{ err: unknown; op: string }>();
+      q.on('error', (err, op) => first.resolve({ err, op }));
+      await q.subscribe('silent', 'g', async () => undefined, FAST);
+      proxy.freeze();
+      const { err, op } = await within(first.promise, 'an error from the silent server', 120_000);
+      assert.ok(err instanceof FerryError, `a FerryError for ${op}, got ${String(err)}`);
+      assert.equal(typeof err.code, 'string');
+      proxy.thaw();
     } finally {
       await proxy.close();
     }

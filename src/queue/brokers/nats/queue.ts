@@ -390,6 +390,11 @@ export class NatsQueue<T = Uint8Array> implements Queue<T> {
       },
       forget: (s) => this.#subs.delete(s),
     });
+    if (this.#closing) {
+      // The queue closed while this was being set up: close() no longer sees it.
+      await sub.close({ timeoutMs: 0 }).catch(() => undefined);
+      throw new ClosedError('queue is closed');
+    }
     this.#subs.add(sub);
     return sub;
   }
@@ -587,10 +592,18 @@ export class NatsQueue<T = Uint8Array> implements Queue<T> {
   }
 
   async #close(opts: CloseOptions | undefined): Promise<void> {
-    await Promise.allSettled([...this.#subscribing]);
+    // A subscribe under way is waited for until the deadline at most (it
+    // waits on the server, which may not answer); one that ends later finds
+    // the queue closed, closes what it made and rejects with ClosedError.
     this.#closed = true;
-    await Promise.allSettled([...this.#subs].map((s) => s.close(opts)));
     let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      Promise.allSettled([...this.#subscribing]),
+      new Promise<void>((r) => (timer = setTimeout(r, opts?.timeoutMs ?? CONNECTION_CLOSE_MS))),
+      ...(opts?.signal ? [new Promise<void>((r) => (opts.signal!.aborted ? r() : opts.signal!.addEventListener('abort', () => r(), { once: true })))] : []),
+    ]);
+    clearTimeout(timer);
+    await Promise.allSettled([...this.#subs].map((s) => s.close(opts)));
     await Promise.race([this.#nc.close().catch(() => undefined), new Promise<void>((r) => (timer = setTimeout(r, CONNECTION_CLOSE_MS)))]);
     clearTimeout(timer);
   }

@@ -30,7 +30,7 @@ import type { Consumer, ConsumerMessages, JsMsg } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
 import { equalJitterBackoffMs } from '../../../backoff.js';
 import type { Codec } from '../../../codecs.js';
-import { CodecError } from '../../../errors.js';
+import { CodecError, asIOError } from '../../../errors.js';
 import { MAX_ERROR_BYTES, deadLetterCopy, errorText } from '../../dead-letter.js';
 import { deliveryId } from '../../delivery-id.js';
 import { deliveryOf } from '../../delivery-of.js';
@@ -142,7 +142,7 @@ export class NatsSubscription implements Subscription {
         if (this.#closing) break;
         // A removed group's consumer is gone, and with it every lease on it.
         if (await this.#host.checkGroup().catch(() => false)) for (const h of this.#held) this.#lose(h, 'heartbeat');
-        else this.#host.signals.report(err, 'claim');
+        else this.#report(err, 'claim');
         await new Promise<void>((resolve) => setTimeout(resolve, Math.min(this.#opts.pollIntervalMs, 1000)).unref());
       } finally {
         this.#pull = undefined;
@@ -211,6 +211,11 @@ export class NatsSubscription implements Subscription {
     }
   }
 
+  /** Reports `err` as the queue's `error` event, as a FerryError (nats.js's own errors have no `code`). */
+  #report(err: unknown, op: string): void {
+    this.#host.signals.report(asIOError(op, err, { name: 'nats queue' }), op);
+  }
+
   #lose(h: Held, op: 'lapse' | 'ack' | 'heartbeat' | 'claim'): void {
     if (h.lost) return;
     h.lost = true;
@@ -253,7 +258,7 @@ export class NatsSubscription implements Subscription {
           rec = await this.#host.ledger.read(m.seq);
         } catch (err) {
           // Not known: given back unstarted, so no attempt is spent.
-          this.#host.signals.report(err, 'claim');
+          this.#report(err, 'claim');
           m.nak(Math.min(this.#opts.pollIntervalMs, 1000));
           return;
         }
@@ -275,7 +280,7 @@ export class NatsSubscription implements Subscription {
           recordSeq = await this.#host.ledger.write(m.seq, attempt, false, recordSeq);
         } catch (err) {
           if (err instanceof AttemptConflict) return this.#lose(held, 'claim');
-          this.#host.signals.report(err, 'claim');
+          this.#report(err, 'claim');
           m.nak(Math.min(this.#opts.pollIntervalMs, 1000));
           return;
         }
@@ -331,11 +336,11 @@ export class NatsSubscription implements Subscription {
         await this.#host.ledger.write(m.seq, attempt, true, recordSeq);
       } catch (ledgerErr) {
         if (ledgerErr instanceof AttemptConflict) return this.#lose(held, 'ack');
-        this.#host.signals.report(ledgerErr, 'retry record'); // the redelivery then runs alone: slower, not wrong
+        this.#report(ledgerErr, 'retry record'); // the redelivery then runs alone: slower, not wrong
       }
       await this.#retry(held, err, durationMs);
     } catch (err) {
-      this.#host.signals.report(err, 'outcome');
+      this.#report(err, 'outcome');
     } finally {
       leave?.();
       if (!handedOff) this.#held.delete(held);
@@ -345,7 +350,7 @@ export class NatsSubscription implements Subscription {
 
   /** Drops the delivery's ledger record in the background (it completed or died). */
   #forget(m: JsMsg): void {
-    this.#host.ledger.forget(m.seq).catch((err: unknown) => this.#host.signals.report(err, 'forget attempts'));
+    this.#host.ledger.forget(m.seq).catch((err: unknown) => this.#report(err, 'forget attempts'));
   }
 
   async #ack(held: Held, key: string, durationMs: number, recorded: boolean): Promise<void> {
@@ -354,7 +359,7 @@ export class NatsSubscription implements Subscription {
     try {
       ok = await m.ackAck({ timeout: ACK_TIMEOUT_MS });
     } catch (err) {
-      this.#host.signals.report(err, 'ack');
+      this.#report(err, 'ack');
     }
     if (ok) {
       markCompleted(key); // a newer attempt already on its way is then acked without running
@@ -387,7 +392,7 @@ export class NatsSubscription implements Subscription {
         await this.#host.publishStored([deadLetterCopy(claimed, dlq, fitEscaped(errorText(err), MAX_ERROR_BYTES), attempts)]);
       } catch (pubErr) {
         // The copy is not stored: retry instead, as the engine does.
-        this.#host.signals.report(pubErr, 'dead-letter publish');
+        this.#report(pubErr, 'dead-letter publish');
         await this.#retry(held, err, durationMs ?? 0);
         return;
       }
@@ -396,7 +401,7 @@ export class NatsSubscription implements Subscription {
       await this.#host.recordDead(did);
     } catch (ledgerErr) {
       // Not counted: retry instead, so no death goes unrecorded.
-      this.#host.signals.report(ledgerErr, 'dead-letter record');
+      this.#report(ledgerErr, 'dead-letter record');
       await this.#retry(held, err, durationMs ?? 0);
       return;
     }
