@@ -83,6 +83,10 @@ const ROWS: Row[] = [
   // README.md
   { doc: 'README.md', claim: 'Every error is a `FerryError` subclass with a stable `code`', error: 'FerryError', trigger: () => { throw new errors.FullError(); } },
   { doc: 'README.md', claim: 'consuming read as one `CorruptError` per event', error: 'CorruptError', coveredBy: 'test/diskqueue/faults/damage.test.ts' },
+  {
+    doc: 'README.md', claim: 'Give at most one of `noSync` and `syncEvery` > 1, and `syncIntervalMs` only with one of them: anything else is an `InvalidArgumentError`', error: 'InvalidArgumentError',
+    trigger: () => DiskQueue.open(join(tempDir(), 'q'), { noSync: true, syncEvery: 10 }),
+  },
 
   // docs/QUEUE.md
   {
