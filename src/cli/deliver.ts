@@ -133,10 +133,11 @@ export function execTarget(cmd: string, format: BodyFormat = 'lines'): ExecDeliv
       });
       child.stdin.end(encodeBody(records, format));
     });
+  // SIGKILL: ferry exits next, and a command that traps SIGTERM would outlive it.
   const close = () => {
     for (const pid of running) {
       try {
-        process.kill(-pid, 'SIGTERM');
+        process.kill(-pid, 'SIGKILL');
       } catch {
         // already gone
       }

@@ -65,11 +65,14 @@ export function runCommand(cmd: string, input: Uint8Array): Promise<void> {
   });
 }
 
-/** Ends the `--exec` commands still running, with what they started. */
-function endCommands(): void {
+/**
+ * Ends the `--exec` commands still running, with what they started: SIGKILL,
+ * since ferry exits next and cannot wait for a command that traps SIGTERM.
+ */
+export function endCommands(): void {
   for (const pid of running) {
     try {
-      process.kill(-pid, 'SIGTERM');
+      process.kill(-pid, 'SIGKILL');
     } catch {
       // already gone
     }
@@ -95,11 +98,17 @@ export function deliveryPlan(o: DrainOptions): { deliver: (records: Uint8Array[]
   };
 }
 
+/** Exit status after SIGHUP (128 + 1): the terminal went away. */
+export const EXIT_HANGUP = 129;
+
 /**
  * Stops a drain on SIGINT or SIGTERM: the first aborts `signal` (the drain
  * finishes the delivery in hand and commits it), a second ends any `--exec`
  * command still running and exits at once with `EXIT_INTERRUPTED` (what it
- * was delivering is not committed). `dispose` removes the handlers.
+ * was delivering is not committed). SIGHUP (the terminal closed) does what
+ * a second signal does, with `EXIT_HANGUP`: the commands run in process
+ * groups of their own, so the hangup would not reach them. `dispose` removes
+ * the handlers.
  */
 export function stopOnSignals(): { signal: AbortSignal; dispose(): void } {
   const stop = new AbortController();
@@ -110,13 +119,19 @@ export function stopOnSignals(): { signal: AbortSignal; dispose(): void } {
     }
     stop.abort();
   };
+  const onHangup = () => {
+    endCommands();
+    process.exit(EXIT_HANGUP);
+  };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
+  process.on('SIGHUP', onHangup);
   return {
     signal: stop.signal,
     dispose() {
       process.off('SIGINT', onSignal);
       process.off('SIGTERM', onSignal);
+      process.off('SIGHUP', onHangup);
     },
   };
 }

@@ -24,7 +24,7 @@ import { isFerryError, LockedError } from '../errors.js';
 import { DEFAULT_MAX_BYTES, FRAME_OVERHEAD, Spool } from '../spool/index.js';
 import type { FileSystem } from '../storage/fs.js';
 import { CliError, EXIT_FAILED, EXIT_USAGE, describe, note, summaryLine } from './common.js';
-import { EXIT_INTERRUPTED } from './drain-delivery.js';
+import { EXIT_HANGUP, EXIT_INTERRUPTED } from './drain-delivery.js';
 import { FramingError, recordLimit, recordSplitter } from './framing.js';
 import { BODY_FORMATS, execTarget, httpTarget, type BodyFormat } from './deliver.js';
 import { runSender } from './sender.js';
@@ -390,8 +390,15 @@ export async function forward(file: string | undefined, o: ForwardOptions): Prom
     }
     stop.abort();
   };
+  // A hangup (the terminal closed) would not reach --exec commands, which run
+  // in process groups of their own: it ends them and exits, as a second signal does.
+  const onHangup = () => {
+    deliver.close();
+    process.exit(EXIT_HANGUP);
+  };
   process.on('SIGINT', onSignal);
   process.on('SIGTERM', onSignal);
+  process.on('SIGHUP', onHangup);
   const endStatus = statusLine(spool, counts, !o.quiet);
   let done = false;
   let failure: CliError | undefined;
@@ -413,6 +420,7 @@ export async function forward(file: string | undefined, o: ForwardOptions): Prom
     endStatus();
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
+    process.off('SIGHUP', onHangup);
     deliver.close();
     await spool.close().catch((err) => {
       failure ??= new CliError(`closing the spool failed: ${describe(err)}`);

@@ -64,7 +64,8 @@ for (const format of FORMATS) {
     const q = await filled('signals', format, 'only\n');
     const pidFile = join(tmp.dir, `pid-${format}`);
     // stderr ignored: the hung command inherits it and would hold a pipe open past the exit.
-    const child = spawnChild(process.execPath, [...CLI, 'drain', q, '--exec', `sleep 1000 & echo $! > ${pidFile}; wait`], { cwd: ROOT, stdio: ['ignore', 'ignore', 'ignore'], detached: true });
+    // The command ignores SIGTERM (and so does what it starts): only SIGKILL ends it.
+    const child = spawnChild(process.execPath, [...CLI, 'drain', q, '--exec', `trap "" TERM; sleep 1000 & echo $! > ${pidFile}; wait`], { cwd: ROOT, stdio: ['ignore', 'ignore', 'ignore'], detached: true });
     let sleeper = 0;
     try {
       const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
@@ -83,6 +84,37 @@ for (const format of FORMATS) {
       await waitFor(() => !alive(sleeper), 60_000, 'the command the delivery started to end with the drain');
       const again = await ferry(['drain', q, '-q']);
       assert.equal(again.code, 0, again.stderr);
+      assert.equal(again.stdout.toString(), 'only\n', 'not committed: delivered by the next drain');
+    } finally {
+      for (const pid of [-child.pid!, sleeper]) {
+        try {
+          if (pid !== 0) process.kill(pid, 'SIGKILL');
+        } catch {
+          // already gone
+        }
+      }
+    }
+  });
+
+  test(`${format}: a hangup (the terminal closed) ends the drain with 129 and its hung command with it; the record stays`, async () => {
+    const q = await filled('hangup', format, 'only\n');
+    const pidFile = join(tmp.dir, `hup-pid-${format}`);
+    const child = spawnChild(process.execPath, [...CLI, 'drain', q, '--exec', `sleep 1000 & echo $! > ${pidFile}; wait`], { cwd: ROOT, stdio: ['ignore', 'ignore', 'ignore'], detached: true });
+    let sleeper = 0;
+    try {
+      const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
+      await waitFor(() => {
+        try {
+          sleeper = Number(readFileSync(pidFile, 'utf8'));
+          return sleeper > 0;
+        } catch {
+          return false;
+        }
+      }, 60_000, 'the delivery to start');
+      child.kill('SIGHUP');
+      assert.equal(await orHang(exited, 'the exit'), 129);
+      await waitFor(() => !alive(sleeper), 60_000, 'the command the delivery started to end with the drain');
+      const again = await ferry(['drain', q, '-q']);
       assert.equal(again.stdout.toString(), 'only\n', 'not committed: delivered by the next drain');
     } finally {
       for (const pid of [-child.pid!, sleeper]) {

@@ -146,7 +146,7 @@ describe('forward reports', { timeout: 120_000 }, () => {
     const { dir, cleanup } = await scratch();
     const pidFile = join(dir, 'pid');
     // stderr ignored: the hung command inherits it and would hold a pipe open past the exit.
-    const child = spawnChild(process.execPath, [...CLI, 'forward', '--dir', join(dir, 'spool'), '--exec', `sleep 1000 & echo $! > ${pidFile}; wait`], { cwd: ROOT, stdio: ['pipe', 'ignore', 'ignore'], detached: true });
+    const child = spawnChild(process.execPath, [...CLI, 'forward', '--dir', join(dir, 'spool'), '--exec', `trap "" TERM; sleep 1000 & echo $! > ${pidFile}; wait`], { cwd: ROOT, stdio: ['pipe', 'ignore', 'ignore'], detached: true });
     let sleeper = 0;
     try {
       const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));

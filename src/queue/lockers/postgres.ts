@@ -1,27 +1,31 @@
 /**
  * `PostgresLocker`: the distributed-locker SPI on a table of leases,
  * `<schema>.locks` (made at open when missing). Taking a key is one upsert
- * that succeeds only where the key's row is missing or its lease has run out
- * on the database's clock; releasing deletes the row while it still carries
+ * that succeeds only where the key's lease has run out on the database's
+ * clock (or the key is new); releasing ends the lease while it still carries
  * this holder's token. Nothing is kept open between the two, so a dropped
  * connection changes nothing: the lease stands until its TTL or its release.
  * (Session advisory locks, used before, were freed by the server the moment
  * the holder's connection dropped, while the holder still counted on its TTL:
  * two holders at once.) A holder that dies leaves its lease to run out.
  *
- * The fence comes from a sequence, drawn when the row is taken, under its
- * row lock: every later grant of a key draws a larger one.
+ * A key's row is never deleted, so every grant after a key's first one is
+ * the upsert's update, which draws its fence from a sequence under the row's
+ * lock: grants draw in grant order. (A delete on release let a waiter's
+ * insert, whose fence was drawn before it waited, land after a grant that
+ * drew a larger one.) Rows are keyed by a SHA-256 of the key, so a key of any
+ * length fits the index.
  *
  * `pg` is loaded only when the locker opens its own pool.
  */
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type pg from 'pg';
 import { asIOError, ClosedError, InvalidArgumentError, type IOErrorSource } from '../../errors.js';
 import { DEFAULT_POSTGRES_SCHEMA, poolConfig } from '../stores/postgres/connection.js';
 import { quoteSchema } from '../stores/postgres/sql.js';
 import { LOCK_NAMESPACE } from '../stores/postgres/migrate.js';
-import { checkAcquire, pause, retryDelay } from './checks.js';
+import { abortedWait, checkAcquire, pause, retryDelay } from './checks.js';
 import type { AcquireOptions, DistributedLocker, HeldLock } from './types.js';
 
 /** Options of `PostgresLocker.open`: a connection string, or a pool the caller owns. */
@@ -43,18 +47,24 @@ function statements(s: string) {
   return {
     setUp: [
       `CREATE SCHEMA IF NOT EXISTS ${s}`,
-      `CREATE TABLE IF NOT EXISTS ${s}.locks (key text PRIMARY KEY, token text NOT NULL, fence bigint NOT NULL, until timestamptz NOT NULL)`,
+      `CREATE TABLE IF NOT EXISTS ${s}.locks (key_hash text PRIMARY KEY, key text NOT NULL, token text NOT NULL, fence bigint NOT NULL, until timestamptz NOT NULL)`,
       `CREATE SEQUENCE IF NOT EXISTS ${s}.lock_fences`,
     ],
-    // $1 key, $2 token, $3 TTL ms. A row comes back only when this call took the key.
+    // $1 key hash, $2 key, $3 token, $4 TTL ms. A row comes back only when this call took the key.
     take:
-      `INSERT INTO ${s}.locks AS l (key, token, fence, until) ` +
-      `VALUES ($1, $2, nextval('${s}.lock_fences'), clock_timestamp() + $3 * interval '1 millisecond') ` +
-      `ON CONFLICT (key) DO UPDATE SET token = excluded.token, fence = nextval('${s}.lock_fences'), until = excluded.until ` +
+      `INSERT INTO ${s}.locks AS l (key_hash, key, token, fence, until) ` +
+      `VALUES ($1, $2, $3, nextval('${s}.lock_fences'), clock_timestamp() + $4 * interval '1 millisecond') ` +
+      `ON CONFLICT (key_hash) DO UPDATE SET token = excluded.token, fence = nextval('${s}.lock_fences'), until = clock_timestamp() + $4 * interval '1 millisecond' ` +
       `WHERE l.until <= clock_timestamp() ` +
       `RETURNING l.fence::text AS fence`,
-    give: `DELETE FROM ${s}.locks WHERE key = $1 AND token = $2`,
+    // Ends the lease, keeping the row (see above).
+    give: `UPDATE ${s}.locks SET until = '-infinity' WHERE key_hash = $1 AND token = $2`,
   };
+}
+
+/** The row key of `key`: a fixed-size digest, whatever the key's length. */
+function keyHash(key: string): string {
+  return createHash('sha256').update(key).digest('hex');
 }
 
 /** How driver and server errors become `IOError`s (every one taken as transient). */
@@ -109,9 +119,11 @@ export class PostgresLocker implements DistributedLocker {
       const client = await pool.connect();
       let broken: Error | undefined;
       try {
-        // Lockers opening together serialise here: two CREATE ... IF NOT EXISTS at once can both try to create.
+        // Lockers and stores opening one schema together serialise here (the
+        // store's migrations take the same lock): two CREATE ... IF NOT EXISTS
+        // at once can both try to create.
         await client.query('BEGIN');
-        await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [LOCK_NAMESPACE, `locker:${schema}`]);
+        await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [LOCK_NAMESPACE, `migrate:${schema}`]);
         for (const text of sql.setUp) await client.query(text);
         await client.query('COMMIT');
       } catch (err) {
@@ -137,30 +149,58 @@ export class PostgresLocker implements DistributedLocker {
   async acquire(key: string, ttlMs: number, opts: AcquireOptions = {}): Promise<HeldLock> {
     checkAcquire(key, ttlMs);
     const full = this.#prefix + key;
+    const hash = keyHash(full);
     for (let attempt = 0; ; attempt++) {
       if (this.#closed) throw new ClosedError('postgres locker is closed');
       if (opts.signal?.aborted) await pause(0, key, opts.signal);
       // Taken before the request: the lease the server writes ends no sooner than this plus the TTL.
       const startedAt = performance.now();
       const token = randomUUID();
-      let rows: { fence: string }[];
-      try {
-        rows = (await this.#pool.query<{ fence: string }>(this.#sql.take, [full, token, ttlMs])).rows;
-      } catch (err) {
-        throw asIOError(`acquiring ${key}`, err, SOURCE);
-      }
-      if (rows.length === 1) return this.#held(key, full, token, Number(rows[0]!.fence), startedAt + ttlMs);
+      const taking = this.#pool.query<{ fence: string }>(this.#sql.take, [hash, full, token, ttlMs]).then(
+        (r) => r.rows,
+        (err: unknown) => {
+          throw asIOError(`acquiring ${key}`, err, SOURCE);
+        },
+      );
+      const rows = opts.signal ? await this.#untilAborted(taking, key, opts.signal, hash, token) : await taking;
+      if (rows.length === 1) return this.#held(key, hash, token, Number(rows[0]!.fence), startedAt + ttlMs);
       await pause(retryDelay(attempt), key, opts.signal);
     }
   }
 
-  #held(key: string, full: string, token: string, fence: number, expiresAt: number): HeldLock {
+  /**
+   * `taking`, or a `LockedError` as soon as `signal` aborts (the wait may be
+   * for a pool connection, or a statement the server holds). A grant that
+   * comes after the abort is given back at once.
+   */
+  #untilAborted(taking: Promise<{ fence: string }[]>, key: string, signal: AbortSignal, hash: string, token: string): Promise<{ fence: string }[]> {
+    return new Promise((resolve, reject) => {
+      const onAbort = () => {
+        reject(abortedWait(key, signal));
+        void taking.then((rows) => (rows.length === 1 ? this.#pool.query(this.#sql.give, [hash, token]) : undefined)).catch(() => undefined);
+      };
+      if (signal.aborted) return onAbort();
+      signal.addEventListener('abort', onAbort, { once: true });
+      taking.then(
+        (rows) => {
+          signal.removeEventListener('abort', onAbort);
+          resolve(rows);
+        },
+        (err: unknown) => {
+          signal.removeEventListener('abort', onAbort);
+          reject(err);
+        },
+      );
+    });
+  }
+
+  #held(key: string, hash: string, token: string, fence: number, expiresAt: number): HeldLock {
     let done: Promise<void> | undefined;
-    // Deletes the lease only while it is still this holder's: after the TTL a newer holder's row stays.
+    // Ends the lease only while it is still this holder's: after the TTL a newer holder's lease stays.
     const free = () =>
       (done ??= (async () => {
         try {
-          await this.#pool.query(this.#sql.give, [full, token]);
+          await this.#pool.query(this.#sql.give, [hash, token]);
         } catch (err) {
           throw asIOError(`releasing ${key}`, err, SOURCE);
         }
