@@ -596,6 +596,8 @@ export class NatsQueue<T = Uint8Array> implements Queue<T> {
     // waits on the server, which may not answer); one that ends later finds
     // the queue closed, closes what it made and rejects with ClosedError.
     this.#closed = true;
+    // One deadline for the whole close: what the subscribes took is not given to the handlers again.
+    const deadline = opts?.timeoutMs !== undefined ? performance.now() + opts.timeoutMs : undefined;
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([
       Promise.allSettled([...this.#subscribing]),
@@ -603,7 +605,8 @@ export class NatsQueue<T = Uint8Array> implements Queue<T> {
       ...(opts?.signal ? [new Promise<void>((r) => (opts.signal!.aborted ? r() : opts.signal!.addEventListener('abort', () => r(), { once: true })))] : []),
     ]);
     clearTimeout(timer);
-    await Promise.allSettled([...this.#subs].map((s) => s.close(opts)));
+    const subOpts = deadline === undefined ? opts : { ...opts, timeoutMs: Math.max(0, Math.ceil(deadline - performance.now())) };
+    await Promise.allSettled([...this.#subs].map((s) => s.close(subOpts)));
     await Promise.race([this.#nc.close().catch(() => undefined), new Promise<void>((r) => (timer = setTimeout(r, CONNECTION_CLOSE_MS)))]);
     clearTimeout(timer);
   }
