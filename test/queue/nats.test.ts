@@ -187,7 +187,7 @@ describe('nats queue: against the server', { skip: NATS_SKIP }, () => {
     }
   });
 
-  it('close with a deadline does not wait past it for a subscribe the silent server holds; that subscribe rejects with ClosedError', async () => {
+  it('close with a deadline does not wait past it for a subscribe the silent server holds; that subscribe, and a stats call, reject with ClosedError', async () => {
     const proxy = await TcpProxy.start(Number(NATS_URL.split(':').pop()));
     try {
       const q = await open(testPrefix(), `127.0.0.1:${proxy.port}`);
@@ -198,9 +198,16 @@ describe('nats queue: against the server', { skip: NATS_SKIP }, () => {
         (s) => s,
         (e: unknown) => e,
       );
+      // A read waiting on the server too: cut short by close, it rejects as the engine's queues do.
+      const reading = q.stats('frozen', 'g').then(
+        (s) => s,
+        (e: unknown) => e,
+      );
       await within(q.close({ timeoutMs: 100 }), 'close while a subscribe waits on a silent server', 30_000);
       const got = await within(outcome, 'the subscribe to settle', 60_000);
       assert.ok(got instanceof ClosedError, `ClosedError, got ${String(got)}`);
+      const read = await within(reading, 'the stats call to settle', 60_000);
+      assert.ok(read instanceof ClosedError, `stats: ClosedError, got ${String(read)}`);
     } finally {
       await proxy.close();
     }

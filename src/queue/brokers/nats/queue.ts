@@ -14,7 +14,7 @@ import { readFile } from 'node:fs/promises';
 import { AckPolicy, DeliverPolicy, DiscardPolicy, JetStreamApiError, RetentionPolicy, StorageType, jetstream, jetstreamManager, type ConsumerConfig, type JetStreamClient, type JetStreamManager } from '@nats-io/jetstream';
 import { connect, credsAuthenticator, nanos, type NatsConnection, type NodeConnectionOptions } from '@nats-io/transport-node';
 import type { Codec } from '../../../codecs.js';
-import { ClosedError, CodecError, DeadLetterLoopError, IOError, InvalidArgumentError, PayloadTooLargeError, UnsupportedError, asIOError } from '../../../errors.js';
+import { ClosedError, CodecError, type FerryError, DeadLetterLoopError, IOError, InvalidArgumentError, PayloadTooLargeError, UnsupportedError, asIOError } from '../../../errors.js';
 import { knownKeys, rejectUnknownKeys } from '../../../known-keys.js';
 import { KeyedLock, groupKey } from '../../admin.js';
 import { errorText } from '../../dead-letter.js';
@@ -419,7 +419,7 @@ export class NatsQueue<T = Uint8Array> implements Queue<T> {
       info = await this.#jsm.consumers.info(stream, durableName(group));
     } catch (err) {
       if (isNotFound(err)) return { pending: 0, leased: 0, dead: 0, oldestPendingAgeMs: 0, paused: false };
-      throw asIOError(`stats of ${group} on ${topic}`, err, SOURCE);
+      throw this.#failed(`stats of ${group} on ${topic}`, err);
     }
     let oldestPendingAgeMs = 0;
     if (info.num_pending > 0) {
@@ -433,7 +433,7 @@ export class NatsQueue<T = Uint8Array> implements Queue<T> {
       const li = await this.#jsm.streams.info(deadLedgerStream(this.#cfg.streamPrefix), { subjects_filter: subject });
       dead = li.state.subjects?.[subject] ?? 0;
     } catch (err) {
-      throw asIOError(`stats of ${group} on ${topic}`, err, SOURCE);
+      throw this.#failed(`stats of ${group} on ${topic}`, err);
     }
     return { pending: info.num_pending, leased: info.num_ack_pending, dead, oldestPendingAgeMs, paused: false };
   }
@@ -470,7 +470,7 @@ export class NatsQueue<T = Uint8Array> implements Queue<T> {
       return had;
     } catch (err) {
       if (isNotFound(err)) return false;
-      throw asIOError(`remove group ${group} on ${topic}`, err, SOURCE);
+      throw this.#failed(`remove group ${group} on ${topic}`, err);
     }
   }
 
@@ -500,7 +500,7 @@ export class NatsQueue<T = Uint8Array> implements Queue<T> {
         }
       }
     } catch (err) {
-      throw asIOError('list groups', err, SOURCE);
+      throw this.#failed('list groups', err);
     }
     const cmp = (a: string, b: string) => (a < b ? -1 : a > b ? 1 : 0);
     return out.sort((a, b) => cmp(a.topic, b.topic) || cmp(a.group, b.group));
@@ -521,7 +521,7 @@ export class NatsQueue<T = Uint8Array> implements Queue<T> {
       first = si.state.first_seq;
     } catch (err) {
       if (isNotFound(err)) return { messages: [] };
-      throw asIOError(`list messages of ${topic}`, err, SOURCE);
+      throw this.#failed(`list messages of ${topic}`, err);
     }
     const messages: StoredMessage[] = [];
     let seq = Math.max(after + 1, first);
@@ -531,7 +531,7 @@ export class NatsQueue<T = Uint8Array> implements Queue<T> {
         sm = await this.#jsm.streams.getMessage(stream, { seq });
       } catch (err) {
         if (isNotFound(err)) continue; // deleted or aged out
-        throw asIOError(`list messages of ${topic}`, err, SOURCE);
+        throw this.#failed(`list messages of ${topic}`, err);
       }
       if (sm) messages.push(fromWire(topic, sm.data, sm.header, sm.time, `seq-${sm.seq}`));
     }
@@ -579,8 +579,14 @@ export class NatsQueue<T = Uint8Array> implements Queue<T> {
     try {
       await this.#jsm.getAccountInfo();
     } catch (err) {
-      throw asIOError('ping', err, SOURCE);
+      throw this.#failed('ping', err);
     }
+  }
+
+  /** The error a call that failed on the server rejects with: `ClosedError` once the queue is closing (close cut it short), else an `IOError`. */
+  #failed(what: string, err: unknown): FerryError {
+    if (this.#closing || this.#closed) return new ClosedError('queue is closed', { cause: err });
+    return asIOError(what, err, SOURCE);
   }
 
   /** See `Queue.close`. The connection is closed last, waiting at most 2 s for a server that no longer answers. */
