@@ -11,7 +11,7 @@ import assert from 'node:assert/strict';
 import { after, describe, it } from 'node:test';
 import { randomBytes } from 'node:crypto';
 import pg from 'pg';
-import { LockedError } from '../../src/errors.js';
+import { ClosedError, InvalidArgumentError, LockedError } from '../../src/errors.js';
 import { PostgresLocker } from '../../src/queue/lockers/postgres.js';
 import { PostgresStore } from '../../src/queue/stores/postgres/store.js';
 import { orHang, sleep } from '../stores/helpers.js';
@@ -107,5 +107,55 @@ describe('postgres locker', { skip: POSTGRES_SKIP }, () => {
       if (store.status === 'fulfilled') closers.push(() => store.value.close());
       assert.deepEqual([locker.status, store.status], ['fulfilled', 'fulfilled'], String((locker as PromiseRejectedResult).reason ?? (store as PromiseRejectedResult).reason));
     }
+  });
+  /** Acquires `key` on `l`, failing (not hanging) if it is not granted within 30 s: a lease left behind would hold it for its whole TTL. */
+  const takeSoon = async (l: PostgresLocker, key: string) => {
+    const ctl = new AbortController();
+    const timer = setTimeout(() => ctl.abort(new Error('still held')), 30_000);
+    try {
+      return await l.acquire(key, 1000, { signal: ctl.signal });
+    } finally {
+      clearTimeout(timer);
+    }
+  };
+
+  it('close gives back the leases it holds, and those of grants that land while it waits; those acquires reject with ClosedError', async () => {
+    const schema = fresh();
+    const a = await PostgresLocker.open({ connectionString: POSTGRES_URL, schema, prefix: 'p:', poolSize: 1 });
+    closers.push(() => a.close());
+    const b = await open(schema);
+    const held = await a.acquire('held', 600_000);
+    await (await a.acquire('k', 1000)).release(); // k's row exists now
+    // A side session holds k's row: a's take of k waits on the server, and a take of k2 waits for a's one connection.
+    const side = await new pg.Client({ connectionString: POSTGRES_DIRECT_URL });
+    await side.connect();
+    closers.push(() => side.end());
+    await side.query('BEGIN');
+    await side.query(`SELECT 1 FROM "${schema}".locks FOR UPDATE`);
+    const onServer = a.acquire('k', 600_000).then((l) => l, (e: unknown) => e);
+    const queued = a.acquire('k2', 600_000).then((l) => l, (e: unknown) => e);
+    await sleep(50);
+    const closing = a.close();
+    await side.query('COMMIT');
+    await orHang(closing, 'close');
+    for (const [name, got] of [['on the server', await onServer], ['queued for a connection', await queued]] as const) {
+      assert.ok(got instanceof ClosedError, `${name}: ClosedError, got ${String(got)}`);
+    }
+    assert.equal(held.key, 'held');
+    // Nothing is left holding a key: each is free for another locker at once, not after its 600 s TTL.
+    for (const key of ['held', 'k', 'k2']) await (await takeSoon(b, key)).release();
+  });
+
+  it('keys that differ only in unpaired surrogates are different keys', async () => {
+    const l = await open(fresh());
+    const held = await Promise.all(['\uD800', '\uDC00', '\uFFFD', 'x\uDFFF'].map((k) => l.acquire(k, 600_000)));
+    assert.equal(held.length, 4);
+    await (await takeSoon(l, 'x\uD83D')).release();
+    await Promise.all(held.map((h) => h.release()));
+  });
+
+  it('refuses a prefix with NUL and a bad schema name, naming the locker', async () => {
+    await assert.rejects(PostgresLocker.open({ connectionString: POSTGRES_URL, prefix: 'a\0b' }), (e) => e instanceof InvalidArgumentError && /postgres locker: prefix/.test(e.message));
+    await assert.rejects(PostgresLocker.open({ connectionString: POSTGRES_URL, schema: 'Bad-Name' }), (e) => e instanceof InvalidArgumentError && /^postgres locker: schema/.test(e.message));
   });
 });

@@ -62,9 +62,13 @@ function statements(s: string) {
   };
 }
 
-/** The row key of `key`: a fixed-size digest, whatever the key's length. */
+/**
+ * The row key of `key`: a fixed-size digest, whatever the key's length, of
+ * its UTF-16 code units (UTF-8 would turn every unpaired surrogate into
+ * U+FFFD, and keys that differ only there would share a lease).
+ */
 function keyHash(key: string): string {
-  return createHash('sha256').update(key).digest('hex');
+  return createHash('sha256').update(Buffer.from(key, 'utf16le')).digest('hex');
 }
 
 /** How driver and server errors become `IOError`s (every one taken as transient). */
@@ -80,6 +84,10 @@ export class PostgresLocker implements DistributedLocker {
   readonly #owns: boolean;
   readonly #prefix: string;
   readonly #sql: ReturnType<typeof statements>;
+  /** Statements under way (takes and gives): close() lets them finish before it ends the pool. */
+  readonly #running = new Set<Promise<unknown>>();
+  /** The leases this locker holds and has not given back: close() gives them back. */
+  readonly #held = new Set<() => Promise<void>>();
   #closed = false;
   /** The first `close()`'s run, which every call returns. */
   #closing: Promise<void> | undefined;
@@ -104,7 +112,15 @@ export class PostgresLocker implements DistributedLocker {
     if (hasUrl === (opts?.pool !== undefined)) throw new InvalidArgumentError('postgres locker needs exactly one of connectionString and pool');
     if (opts.poolSize !== undefined && (!Number.isInteger(opts.poolSize) || opts.poolSize < 1)) throw new InvalidArgumentError('postgres locker: poolSize must be a positive integer');
     const schema = opts.schema ?? DEFAULT_POSTGRES_SCHEMA;
-    const sql = statements(quoteSchema(schema));
+    let quoted: string;
+    try {
+      quoted = quoteSchema(schema);
+    } catch (err) {
+      throw new InvalidArgumentError((err as Error).message.replace(/^postgres store:/, 'postgres locker:'));
+    }
+    const sql = statements(quoted);
+    const prefix = opts.prefix ?? 'ferry:lock:';
+    if (typeof prefix !== 'string' || prefix.includes('\0')) throw new InvalidArgumentError('postgres locker: prefix must be a string without NUL');
     let pool = opts.pool;
     if (!pool) {
       const mod = (await import('pg')) as unknown as { default?: typeof pg } & typeof pg;
@@ -114,7 +130,7 @@ export class PostgresLocker implements DistributedLocker {
       // A session the server ends as the connection becomes ready emits on the client before a query can listen.
       pool.on('connect', (client) => void client.on('error', () => undefined));
     }
-    const locker = new PostgresLocker(pool, opts.pool === undefined, opts.prefix ?? 'ferry:lock:', sql);
+    const locker = new PostgresLocker(pool, opts.pool === undefined, prefix, sql);
     try {
       const client = await pool.connect();
       let broken: Error | undefined;
@@ -156,14 +172,24 @@ export class PostgresLocker implements DistributedLocker {
       // Taken before the request: the lease the server writes ends no sooner than this plus the TTL.
       const startedAt = performance.now();
       const token = randomUUID();
-      const taking = this.#pool.query<{ fence: string }>(this.#sql.take, [hash, full, token, ttlMs]).then(
-        (r) => r.rows,
-        (err: unknown) => {
-          throw asIOError(`acquiring ${key}`, err, SOURCE);
-        },
+      const taking = this.#track(
+        this.#pool.query<{ fence: string }>(this.#sql.take, [hash, full, token, ttlMs]).then(
+          (r) => r.rows,
+          (err: unknown) => {
+            throw asIOError(`acquiring ${key}`, err, SOURCE);
+          },
+        ),
       );
       const rows = opts.signal ? await this.#untilAborted(taking, key, opts.signal, hash, token) : await taking;
-      if (rows.length === 1) return this.#held(key, hash, token, Number(rows[0]!.fence), startedAt + ttlMs);
+      if (rows.length === 1) {
+        const lock = this.#lease(key, hash, token, Number(rows[0]!.fence), startedAt + ttlMs);
+        // Granted while close() waited for this statement: given back with the rest, and the call is closed out.
+        if (this.#closed) {
+          await lock.release().catch(() => undefined);
+          throw new ClosedError('postgres locker is closed');
+        }
+        return lock;
+      }
       await pause(retryDelay(attempt), key, opts.signal);
     }
   }
@@ -177,7 +203,8 @@ export class PostgresLocker implements DistributedLocker {
     return new Promise((resolve, reject) => {
       const onAbort = () => {
         reject(abortedWait(key, signal));
-        void taking.then((rows) => (rows.length === 1 ? this.#pool.query(this.#sql.give, [hash, token]) : undefined)).catch(() => undefined);
+        // Tracked, so a close() that comes next gives the grant back before it ends the pool.
+        void this.#track(taking.then((rows) => (rows.length === 1 ? this.#pool.query(this.#sql.give, [hash, token]) : undefined))).catch(() => undefined);
       };
       if (signal.aborted) return onAbort();
       signal.addEventListener('abort', onAbort, { once: true });
@@ -194,21 +221,41 @@ export class PostgresLocker implements DistributedLocker {
     });
   }
 
-  #held(key: string, hash: string, token: string, fence: number, expiresAt: number): HeldLock {
+  /** `p`, counted among the statements close() waits for. */
+  #track<R>(p: Promise<R>): Promise<R> {
+    this.#running.add(p);
+    const untrack = () => void this.#running.delete(p);
+    p.then(untrack, untrack);
+    return p;
+  }
+
+  #lease(key: string, hash: string, token: string, fence: number, expiresAt: number): HeldLock {
     let done: Promise<void> | undefined;
     // Ends the lease only while it is still this holder's: after the TTL a newer holder's lease stays.
-    const free = () =>
-      (done ??= (async () => {
-        try {
-          await this.#pool.query(this.#sql.give, [hash, token]);
-        } catch (err) {
-          throw asIOError(`releasing ${key}`, err, SOURCE);
-        }
-      })());
+    // A failed attempt is not kept: the next call tries again.
+    const free = (): Promise<void> =>
+      (done ??= this.#track(
+        (async () => {
+          try {
+            await this.#pool.query(this.#sql.give, [hash, token]);
+            this.#held.delete(free);
+          } catch (err) {
+            done = undefined;
+            throw asIOError(`releasing ${key}`, err, SOURCE);
+          }
+        })(),
+      ));
+    this.#held.add(free);
     return { key, fence, expiresAt, release: free };
   }
 
-  /** Ends the pool the locker opened (leases held stay until their TTL or release); a borrowed pool stays open. Idempotent: a call made while another runs resolves when that one does. */
+  /**
+   * Gives back every lease this locker holds, lets the statements under way
+   * finish (a grant among them is given back too, and its `acquire` rejects
+   * with `ClosedError`), then ends the pool it opened; a borrowed pool stays
+   * open. A lease it could not give back lapses at its TTL. Idempotent: a
+   * call made while another runs resolves when that one does.
+   */
   close(): Promise<void> {
     this.#closing ??= this.#close();
     return this.#closing;
@@ -216,6 +263,9 @@ export class PostgresLocker implements DistributedLocker {
 
   async #close(): Promise<void> {
     this.#closed = true;
+    await Promise.allSettled([...this.#held].map((free) => free()));
+    // Until nothing runs: a statement that finishes may start another (a late grant's give-back).
+    while (this.#running.size > 0) await Promise.allSettled([...this.#running]);
     if (this.#owns) await this.#pool.end().catch(() => undefined);
   }
 }
