@@ -4,7 +4,7 @@
  */
 import { stat } from 'node:fs/promises';
 import { InvalidArgumentError } from 'commander';
-import { DiskQueue, LockedError, SegmentSizeMismatchError, type DiskQueueOptions } from '../diskqueue/index.js';
+import { DiskQueue, LockedError, SegmentSizeMismatchError, type DiskQueueOptions, type DiskQueueStats } from '../diskqueue/index.js';
 import { MAX_TIMER_MS } from '../queue/options.js';
 
 /** Payload bytes after which push stores, and drain writes, a batch before it reaches its record count. */
@@ -178,16 +178,15 @@ export function noteOpenLoss(dir: string, q: DiskQueue<Uint8Array>): number {
     const segs = st.lostSegments > 0 ? `, ${st.lostSegments} whole segment(s)` : '';
     note(`ferry: opening ${dir} found ${st.corruptions} damaged span(s): ${st.lostRecords} records (${formatBytes(st.lostBytes)}) lost${segs}`);
   }
-  return st.corruptions + noteForeignSegments(dir, q);
+  return st.corruptions + noteForeignSegments(dir, st);
 }
 
 /**
  * Tells on stderr of the segments of a format version this build cannot read
- * that opening `q` dropped (a newer writer's: the queue itself raises no
- * event for them), and returns how many.
+ * that opening a queue dropped (`st` its stats: a newer writer's segments,
+ * for which the queue itself raises no event), and returns how many.
  */
-export function noteForeignSegments(dir: string, q: DiskQueue<Uint8Array>): number {
-  const st = q.stats();
+export function noteForeignSegments(dir: string, st: DiskQueueStats): number {
   if (st.foreignSegments > 0) {
     note(`ferry: skipped damaged data: opening ${dir} dropped ${st.foreignSegments} segment(s) of an unknown format version (${formatBytes(st.foreignBytes)}; a newer ferry's?)`);
   }

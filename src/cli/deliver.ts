@@ -3,9 +3,9 @@
  * accepted the records and rejects with a message otherwise; the caller
  * retries the same records (after `fullJitterBackoffMs`, in ../backoff.ts).
  */
-import { spawn } from 'node:child_process';
 import { Pool, type Dispatcher } from 'undici';
 import { describe } from './common.js';
+import { killGroups, runInGroup } from './exec-command.js';
 
 /**
  * The records of one delivery: record `k` is `bytes[starts[k], starts[k] +
@@ -115,34 +115,12 @@ export type ExecDeliver = Deliver & { close(): void };
 /**
  * `sh -c cmd` per delivery, the records as its stdin (one per line, in
  * `format`); accepted on exit status 0. Each command runs in a process group
- * of its own: a Ctrl-C meant for ferry lets it finish (ferry decides when to
- * stop), and `close()` ends it and its children together.
+ * of its own (exec-command.ts), and `close()` ends it and its children together.
  */
 export function execTarget(cmd: string, format: BodyFormat = 'lines'): ExecDeliver {
   const running = new Set<number>();
-  const deliver = (records: RecordBatch) =>
-    new Promise<void>((resolve, reject) => {
-      const child = spawn('/bin/sh', ['-c', cmd], { stdio: ['pipe', 'inherit', 'inherit'], detached: true });
-      if (child.pid !== undefined) running.add(child.pid);
-      child.stdin.on('error', () => {}); // only the exit status decides
-      child.on('error', (err) => reject(new Error(`cannot run /bin/sh: ${describe(err)}`)));
-      child.on('close', (code, signal) => {
-        if (child.pid !== undefined) running.delete(child.pid);
-        if (code === 0) resolve();
-        else reject(new Error(`--exec command ${signal ? `was killed by ${signal}` : `exited with status ${code}`}`));
-      });
-      child.stdin.end(encodeBody(records, format));
-    });
-  // SIGKILL: ferry exits next, and a command that traps SIGTERM would outlive it.
-  const close = () => {
-    for (const pid of running) {
-      try {
-        process.kill(-pid, 'SIGKILL');
-      } catch {
-        // already gone
-      }
-    }
-  };
+  const deliver = (records: RecordBatch) => runInGroup(cmd, encodeBody(records, format), running);
+  const close = () => killGroups(running);
   return Object.assign(deliver, { close });
 }
 

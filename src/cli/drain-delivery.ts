@@ -4,9 +4,9 @@
  * records are handed on, to stdout or to `--exec`, with the error that says
  * a delivery failed and its records stay queued.
  */
-import { spawn } from 'node:child_process';
 import { describe, BATCH_BYTES } from './common.js';
 import { encodeRecords, type Framing } from './framing.js';
+import { killGroups, runInGroup } from './exec-command.js';
 
 /** Options of `ferry drain`, as parsed from the command line. */
 export interface DrainOptions {
@@ -38,45 +38,14 @@ export function writeStdout(buf: Buffer): Promise<void> {
   });
 }
 
-/** Process groups of the `--exec` commands running now (see `runCommand`). */
+/** Process groups of the `--exec` commands running now. */
 const running = new Set<number>();
 
-/**
- * Runs `sh -c cmd` with `input` as its whole stdin; resolves when it exits 0.
- * The command runs in a process group of its own: a Ctrl-C meant for ferry
- * lets the delivery in hand finish (the drain stops after it), and a second
- * signal ends the command and whatever it started (`stopOnSignals`).
- */
+/** Runs `sh -c cmd` with `input` as its whole stdin, in a process group of its own (exec-command.ts); resolves when it exits 0. */
 export function runCommand(cmd: string, input: Uint8Array): Promise<void> {
-  return new Promise((resolve, reject) => {
-    const child = spawn('/bin/sh', ['-c', cmd], { stdio: ['pipe', 'inherit', 'inherit'], detached: true });
-    const pid = child.pid;
-    if (pid !== undefined) running.add(pid);
-    // A command that does not read all its input closes the pipe early; only
-    // its exit status decides whether the delivery succeeded.
-    child.stdin.on('error', () => {});
-    child.on('error', (err) => reject(new DeliveryError(`cannot run /bin/sh: ${describe(err)}`)));
-    child.on('close', (code, signal) => {
-      if (pid !== undefined) running.delete(pid);
-      if (code === 0) resolve();
-      else reject(new DeliveryError(`--exec command ${signal ? `was killed by ${signal}` : `exited with status ${code}`}`));
-    });
-    child.stdin.end(input);
+  return runInGroup(cmd, input, running).catch((err: Error) => {
+    throw new DeliveryError(err.message);
   });
-}
-
-/**
- * Ends the `--exec` commands still running, with what they started: SIGKILL,
- * since ferry exits next and cannot wait for a command that traps SIGTERM.
- */
-export function endCommands(): void {
-  for (const pid of running) {
-    try {
-      process.kill(-pid, 'SIGKILL');
-    } catch {
-      // already gone
-    }
-  }
 }
 
 /**
@@ -114,13 +83,13 @@ export function stopOnSignals(): { signal: AbortSignal; dispose(): void } {
   const stop = new AbortController();
   const onSignal = () => {
     if (stop.signal.aborted) {
-      endCommands();
+      killGroups(running);
       process.exit(EXIT_INTERRUPTED);
     }
     stop.abort();
   };
   const onHangup = () => {
-    endCommands();
+    killGroups(running);
     process.exit(EXIT_HANGUP);
   };
   process.on('SIGINT', onSignal);

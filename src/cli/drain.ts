@@ -72,7 +72,7 @@ export async function drain(dir: string, o: DrainOptions): Promise<number> {
 
   let q: DiskQueue<Uint8Array> | undefined = await openQueue(dir, { create: false, lockTimeoutMs: o.lockTimeout });
   // Segments of an unknown version raise no event of their own: told and counted here, after each open.
-  let foreign = noteForeignSegments(dir, q);
+  let foreign = noteForeignSegments(dir, q.stats());
   let delivered = 0;
   let bytes = 0;
   const max = o.max ?? Infinity;
@@ -97,7 +97,7 @@ export async function drain(dir: string, o: DrainOptions): Promise<number> {
           if (stop.signal.aborted) break;
           throw err;
         }
-        foreign += noteForeignSegments(dir, q);
+        foreign += noteForeignSegments(dir, q.stats());
         reader = q.reader();
         continue;
       }

@@ -8,6 +8,7 @@ import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import type { ChildProcess } from 'node:child_process';
 import { alive, spawnChild } from '../helpers/children.js';
 import { orHang, waitFor } from '../stores/helpers.js';
 import { CLI, ferry, scratch, ROOT } from './helpers.js';
@@ -60,11 +61,16 @@ for (const format of FORMATS) {
     assert.equal((await ferry(['drain', q, '-q'])).stdout.length, 0, 'all three were committed');
   });
 
-  test(`${format}: a second signal ends a drain whose delivery hangs, with 130, and the command with it; the record stays for the next drain`, async () => {
-    const q = await filled('signals', format, 'only\n');
-    const pidFile = join(tmp.dir, `pid-${format}`);
+  /**
+   * A drain of one record whose `--exec` command hangs (its `sleep` ignores
+   * SIGTERM): `stop` signals the drain once the delivery has started; the
+   * drain must exit with `status`, the command must end with it, and the
+   * record must come back to the next drain.
+   */
+  const hungDrain = async (name: string, stop: (child: ChildProcess) => void, status: number) => {
+    const q = await filled(name, format, 'only\n');
+    const pidFile = join(tmp.dir, `${name}-pid-${format}`);
     // stderr ignored: the hung command inherits it and would hold a pipe open past the exit.
-    // The command ignores SIGTERM (and so does what it starts): only SIGKILL ends it.
     const child = spawnChild(process.execPath, [...CLI, 'drain', q, '--exec', `trap "" TERM; sleep 1000 & echo $! > ${pidFile}; wait`], { cwd: ROOT, stdio: ['ignore', 'ignore', 'ignore'], detached: true });
     let sleeper = 0;
     try {
@@ -77,10 +83,8 @@ for (const format of FORMATS) {
           return false;
         }
       }, 60_000, 'the delivery to start');
-      // Two different signals: two of the same one sent together may arrive as one.
-      child.kill('SIGTERM');
-      child.kill('SIGINT');
-      assert.equal(await orHang(exited, 'the exit'), 130);
+      stop(child);
+      assert.equal(await orHang(exited, 'the exit'), status);
       await waitFor(() => !alive(sleeper), 60_000, 'the command the delivery started to end with the drain');
       const again = await ferry(['drain', q, '-q']);
       assert.equal(again.code, 0, again.stderr);
@@ -94,38 +98,14 @@ for (const format of FORMATS) {
         }
       }
     }
-  });
+  };
 
-  test(`${format}: a hangup (the terminal closed) ends the drain with 129 and its hung command with it; the record stays`, async () => {
-    const q = await filled('hangup', format, 'only\n');
-    const pidFile = join(tmp.dir, `hup-pid-${format}`);
-    const child = spawnChild(process.execPath, [...CLI, 'drain', q, '--exec', `sleep 1000 & echo $! > ${pidFile}; wait`], { cwd: ROOT, stdio: ['ignore', 'ignore', 'ignore'], detached: true });
-    let sleeper = 0;
-    try {
-      const exited = new Promise<number | null>((resolve) => child.on('exit', (code) => resolve(code)));
-      await waitFor(() => {
-        try {
-          sleeper = Number(readFileSync(pidFile, 'utf8'));
-          return sleeper > 0;
-        } catch {
-          return false;
-        }
-      }, 60_000, 'the delivery to start');
-      child.kill('SIGHUP');
-      assert.equal(await orHang(exited, 'the exit'), 129);
-      await waitFor(() => !alive(sleeper), 60_000, 'the command the delivery started to end with the drain');
-      const again = await ferry(['drain', q, '-q']);
-      assert.equal(again.stdout.toString(), 'only\n', 'not committed: delivered by the next drain');
-    } finally {
-      for (const pid of [-child.pid!, sleeper]) {
-        try {
-          if (pid !== 0) process.kill(pid, 'SIGKILL');
-        } catch {
-          // already gone
-        }
-      }
-    }
-  });
+  test(`${format}: a second signal ends a drain whose delivery hangs, with 130, and the command with it (though it ignores SIGTERM); the record stays for the next drain`, () =>
+    // Two different signals: two of the same one sent together may arrive as one.
+    hungDrain('signals', (child) => void (child.kill('SIGTERM'), child.kill('SIGINT')), 130));
+
+  test(`${format}: a hangup (the terminal closed) ends the drain with 129 and its hung command with it; the record stays`, () =>
+    hungDrain('hangup', (child) => void child.kill('SIGHUP'), 129));
 
   test(`${format}: an empty --exec is refused with exit 2 and nothing is committed`, async () => {
     const q = await filled('empty-exec', format, 'a\nb\n');

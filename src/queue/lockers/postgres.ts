@@ -24,7 +24,7 @@ import type pg from 'pg';
 import { asIOError, ClosedError, InvalidArgumentError, type IOErrorSource } from '../../errors.js';
 import { DEFAULT_POSTGRES_SCHEMA, poolConfig } from '../stores/postgres/connection.js';
 import { quoteSchema } from '../stores/postgres/sql.js';
-import { LOCK_NAMESPACE } from '../stores/postgres/migrate.js';
+import { LOCK_NAMESPACE, schemaLockKey } from '../stores/postgres/migrate.js';
 import { abortedWait, checkAcquire, pause, retryDelay } from './checks.js';
 import type { AcquireOptions, DistributedLocker, HeldLock } from './types.js';
 
@@ -139,7 +139,7 @@ export class PostgresLocker implements DistributedLocker {
         // store's migrations take the same lock): two CREATE ... IF NOT EXISTS
         // at once can both try to create.
         await client.query('BEGIN');
-        await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [LOCK_NAMESPACE, `migrate:${schema}`]);
+        await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [LOCK_NAMESPACE, schemaLockKey(schema)]);
         for (const text of sql.setUp) await client.query(text);
         await client.query('COMMIT');
       } catch (err) {

@@ -273,8 +273,7 @@ export class NatsQueue<T = Uint8Array> implements Queue<T> {
     try {
       await this.#publishStored(stored);
     } catch (err) {
-      if (this.#closing || this.#closed) throw new ClosedError('queue is closed', { cause: err });
-      throw err;
+      throw this.#failed('publish', err);
     }
     return stored.map((m) => m.id);
   }

@@ -11,6 +11,11 @@ import { migrations } from './sql.js';
 /** First key of the two-key advisory lock form: "ferr" in ASCII, so ferry's locks are recognisable in pg_locks. */
 export const LOCK_NAMESPACE = 0x66657272;
 
+/** Second key (as text, hashed by the server) of the lock that serialises whatever makes or migrates `schema`: the store's migrations and `PostgresLocker`'s set-up. */
+export function schemaLockKey(schema: string): string {
+  return `migrate:${schema}`;
+}
+
 /** Longest wait for the migration lock or one migration, ms: an hour, where the store's own statements get seconds. */
 const MIGRATION_TIMEOUT_MS = 3_600_000;
 
@@ -28,7 +33,7 @@ export async function migrate(pool: pg.Pool, schema: string, quotedSchema: strin
     // A migration may rebuild an index of a large table: it runs without the
     // store's statement timeout (the client-side one is per query below).
     await client.query('SET LOCAL statement_timeout = 0');
-    await client.query({ text: 'SELECT pg_advisory_xact_lock($1, hashtext($2))', values: [LOCK_NAMESPACE, `migrate:${schema}`], query_timeout: MIGRATION_TIMEOUT_MS } as pg.QueryConfig);
+    await client.query({ text: 'SELECT pg_advisory_xact_lock($1, hashtext($2))', values: [LOCK_NAMESPACE, schemaLockKey(schema)], query_timeout: MIGRATION_TIMEOUT_MS } as pg.QueryConfig);
     await client.query(`CREATE SCHEMA IF NOT EXISTS ${quotedSchema}`);
     await client.query(
       `CREATE TABLE IF NOT EXISTS ${quotedSchema}.migrations (version integer PRIMARY KEY, name text NOT NULL, applied_at timestamptz NOT NULL DEFAULT clock_timestamp())`,
