@@ -22,7 +22,8 @@ import { createHash, randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type pg from 'pg';
 import { asIOError, ClosedError, InvalidArgumentError, type IOErrorSource } from '../../errors.js';
-import { DEFAULT_POSTGRES_SCHEMA, poolConfig } from '../stores/postgres/connection.js';
+import { knownKeys, rejectUnknownKeys } from '../../known-keys.js';
+import { DEFAULT_POSTGRES_SCHEMA, poolConfig, resolveTimeouts } from '../stores/postgres/connection.js';
 import { quoteSchema } from '../stores/postgres/sql.js';
 import { LOCK_NAMESPACE, schemaLockKey } from '../stores/postgres/migrate.js';
 import { abortedWait, checkAcquire, pause, retryDelay } from './checks.js';
@@ -40,7 +41,29 @@ export interface PostgresLockerOptions {
   prefix?: string;
   /** Schema of the `locks` table and `lock_fences` sequence, made when missing. Default `ferry`. */
   schema?: string;
+  /** Ms to open a connection, or to wait for a free one in the locker's own pool. Default 10000 (as the store's). */
+  connectTimeoutMs?: number;
+  /** Ms the server lets a statement of the locker's own pool run before it cancels it (0: no limit). Default 10000. */
+  statementTimeoutMs?: number;
+  /**
+   * Ms the locker waits for a statement's answer before it gives up (0: no
+   * limit), on its own pool and on a borrowed one: `acquire` and `release`
+   * then reject with a transient `IOError`, and `close()` waits for no
+   * statement longer. Default 15000.
+   */
+  queryTimeoutMs?: number;
 }
+
+const POSTGRES_LOCKER_OPTION_KEYS = knownKeys<PostgresLockerOptions>({
+  connectionString: true,
+  pool: true,
+  poolSize: true,
+  prefix: true,
+  schema: true,
+  connectTimeoutMs: true,
+  statementTimeoutMs: true,
+  queryTimeoutMs: true,
+});
 
 /** The statements, for schema `s` (quoted). */
 function statements(s: string) {
@@ -61,6 +84,7 @@ function statements(s: string) {
     give: `UPDATE ${s}.locks SET until = '-infinity' WHERE key_hash = $1 AND token = $2`,
   };
 }
+type Statements = ReturnType<typeof statements>;
 
 /**
  * The row key of `key`: a fixed-size digest, whatever the key's length, of
@@ -83,7 +107,9 @@ export class PostgresLocker implements DistributedLocker {
   readonly #pool: pg.Pool;
   readonly #owns: boolean;
   readonly #prefix: string;
-  readonly #sql: ReturnType<typeof statements>;
+  readonly #sql: Statements;
+  /** The client-side answer timeout of every statement (0: none). */
+  readonly #queryTimeoutMs: number;
   /** Statements under way (takes and gives): close() lets them finish before it ends the pool. */
   readonly #running = new Set<Promise<unknown>>();
   /** The leases this locker holds and has not given back: close() gives them back. */
@@ -92,11 +118,19 @@ export class PostgresLocker implements DistributedLocker {
   /** The first `close()`'s run, which every call returns. */
   #closing: Promise<void> | undefined;
 
-  private constructor(pool: pg.Pool, owns: boolean, prefix: string, sql: ReturnType<typeof statements>) {
+  private constructor(pool: pg.Pool, owns: boolean, prefix: string, sql: Statements, queryTimeoutMs: number) {
     this.#pool = pool;
     this.#owns = owns;
     this.#prefix = prefix;
     this.#sql = sql;
+    this.#queryTimeoutMs = queryTimeoutMs;
+  }
+
+  /** Runs `text` on a pooled connection, with the answer timeout (so a borrowed pool has it too). */
+  #query<R extends pg.QueryResultRow>(text: string, values: unknown[]): Promise<pg.QueryResult<R>> {
+    const q: pg.QueryConfig & { query_timeout?: number } = { text, values };
+    if (this.#queryTimeoutMs > 0) q.query_timeout = this.#queryTimeoutMs;
+    return this.#pool.query<R>(q);
   }
 
   /**
@@ -104,13 +138,15 @@ export class PostgresLocker implements DistributedLocker {
    * schema's `locks` table and `lock_fences` sequence when missing.
    * When neither the URL nor `PGUSER` names a user (and `$USER` is unset), it
    * connects as the operating system's login name, as libpq does.
-   * @throws InvalidArgumentError neither or both of `connectionString` and `pool`, a `connectionString` pg cannot read (keyword/value), a bad `poolSize` or `schema`.
+   * @throws InvalidArgumentError neither or both of `connectionString` and `pool`, a `connectionString` pg cannot read (keyword/value), a bad `poolSize`, `schema` or timeout, an unknown option.
    * @throws IOError the server cannot be reached, or refuses to make the table.
    */
   static async open(opts: PostgresLockerOptions): Promise<PostgresLocker> {
+    rejectUnknownKeys('postgres locker option', opts, POSTGRES_LOCKER_OPTION_KEYS);
     const hasUrl = typeof opts?.connectionString === 'string' && opts.connectionString !== '';
     if (hasUrl === (opts?.pool !== undefined)) throw new InvalidArgumentError('postgres locker needs exactly one of connectionString and pool');
     if (opts.poolSize !== undefined && (!Number.isInteger(opts.poolSize) || opts.poolSize < 1)) throw new InvalidArgumentError('postgres locker: poolSize must be a positive integer');
+    const timeouts = resolveTimeouts(opts, 'postgres locker');
     const schema = opts.schema ?? DEFAULT_POSTGRES_SCHEMA;
     let quoted: string;
     try {
@@ -125,12 +161,12 @@ export class PostgresLocker implements DistributedLocker {
     if (!pool) {
       const mod = (await import('pg')) as unknown as { default?: typeof pg } & typeof pg;
       const Driver = mod.default ?? mod;
-      pool = new Driver.Pool(poolConfig(Driver, opts.connectionString!, opts.poolSize ?? 10));
+      pool = new Driver.Pool(poolConfig(Driver, opts.connectionString!, opts.poolSize ?? 10, timeouts));
       pool.on('error', () => undefined);
       // A session the server ends as the connection becomes ready emits on the client before a query can listen.
       pool.on('connect', (client) => void client.on('error', () => undefined));
     }
-    const locker = new PostgresLocker(pool, opts.pool === undefined, prefix, sql);
+    const locker = new PostgresLocker(pool, opts.pool === undefined, prefix, sql, timeouts.queryTimeoutMs);
     try {
       const client = await pool.connect();
       let broken: Error | undefined;
@@ -139,6 +175,8 @@ export class PostgresLocker implements DistributedLocker {
         // store's migrations take the same lock): two CREATE ... IF NOT EXISTS
         // at once can both try to create.
         await client.query('BEGIN');
+        // A store's migrations may hold the lock for long: no statement timeout here (as they run without one).
+        await client.query('SET LOCAL statement_timeout = 0');
         await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [LOCK_NAMESPACE, schemaLockKey(schema)]);
         for (const text of sql.setUp) await client.query(text);
         await client.query('COMMIT');
@@ -173,7 +211,7 @@ export class PostgresLocker implements DistributedLocker {
       const startedAt = performance.now();
       const token = randomUUID();
       const taking = this.#track(
-        this.#pool.query<{ fence: string }>(this.#sql.take, [hash, full, token, ttlMs]).then(
+        this.#query<{ fence: string }>(this.#sql.take, [hash, full, token, ttlMs]).then(
           (r) => r.rows,
           (err: unknown) => {
             throw asIOError(`acquiring ${key}`, err, SOURCE);
@@ -204,7 +242,7 @@ export class PostgresLocker implements DistributedLocker {
       const onAbort = () => {
         reject(abortedWait(key, signal));
         // Tracked, so a close() that comes next gives the grant back before it ends the pool.
-        void this.#track(taking.then((rows) => (rows.length === 1 ? this.#pool.query(this.#sql.give, [hash, token]) : undefined))).catch(() => undefined);
+        void this.#track(taking.then((rows) => (rows.length === 1 ? this.#query(this.#sql.give, [hash, token]) : undefined))).catch(() => undefined);
       };
       if (signal.aborted) return onAbort();
       signal.addEventListener('abort', onAbort, { once: true });
@@ -237,7 +275,7 @@ export class PostgresLocker implements DistributedLocker {
       (done ??= this.#track(
         (async () => {
           try {
-            await this.#pool.query(this.#sql.give, [hash, token]);
+            await this.#query(this.#sql.give, [hash, token]);
             this.#held.delete(free);
           } catch (err) {
             done = undefined;

@@ -1,0 +1,103 @@
+/**
+ * No `PostgresLocker` call waits forever. Through a TCP proxy that stops
+ * forwarding (a frozen network: no error, no answer), `acquire`, `release`
+ * and a new connection reject with a transient `IOError` once their timeout
+ * passes, and `close()` settles, where before all three waited for good: the
+ * locker's own pool had no timeouts. A borrowed pool gets the answer timeout
+ * too (it is set per statement). After the thaw the lease taken before the
+ * freeze is still held, and is given back.
+ */
+import assert from 'node:assert/strict';
+import { after, afterEach, describe, it } from 'node:test';
+import pg from 'pg';
+import { IOError, InvalidArgumentError } from '../../src/errors.js';
+import { PostgresLocker } from '../../src/queue/lockers/postgres.js';
+import { TcpProxy } from '../helpers/tcp-proxy.js';
+import { within as withinHang } from '../stores/helpers.js';
+import { POSTGRES_DIRECT_URL, POSTGRES_SKIP, POSTGRES_URL, dropSchema, testSchema } from '../stores/postgres-env.js';
+
+/** Hang catcher: generous, only there so a hang fails instead of stalling the run. */
+const HANG_MS = 60_000;
+const within = <T>(p: Promise<T>, what: string): Promise<T> => withinHang(p, what, HANG_MS);
+
+function isTransientIOError(err: unknown): boolean {
+  assert.ok(err instanceof IOError, `expected an IOError, got ${String(err)}`);
+  assert.equal(err.transient, true, err.message);
+  return true;
+}
+
+describe('postgres locker on a frozen connection', { skip: POSTGRES_SKIP }, () => {
+  const schema = testSchema('lockfreeze');
+  const cleanups: Array<() => Promise<unknown>> = [];
+  afterEach(async () => {
+    for (const c of cleanups.splice(0).reverse()) await c().catch(() => undefined);
+  });
+  after(() => dropSchema(schema));
+
+  const target = new URL(POSTGRES_URL);
+  const port = Number(target.port || 5432);
+  const host = target.hostname === 'localhost' ? '127.0.0.1' : target.hostname;
+  async function proxy(): Promise<TcpProxy> {
+    const p = await TcpProxy.start(port, host);
+    cleanups.push(() => p.close());
+    return p;
+  }
+
+  it('acquire, release and close settle on their own pool, with transient IOErrors; the lease outlives the freeze', { timeout: 600_000 }, async () => {
+    const p = await proxy();
+    const locker = await PostgresLocker.open({ connectionString: p.url(POSTGRES_URL), schema, poolSize: 2, connectTimeoutMs: 1000, statementTimeoutMs: 500, queryTimeoutMs: 1000 });
+    // Thawed first, so this close never waits on the freeze.
+    cleanups.push(async () => (p.thaw(), await locker.close()));
+    const direct = await PostgresLocker.open({ connectionString: POSTGRES_URL, schema });
+    cleanups.push(() => direct.close());
+
+    const held = await locker.acquire('held', 600_000);
+    p.freeze();
+    await within(assert.rejects(locker.acquire('other', 600_000), isTransientIOError), 'acquire');
+    await within(assert.rejects(held.release(), isTransientIOError), 'release');
+    // Both at once, on a pool whose connections are gone or frozen.
+    await within(assert.rejects(Promise.all([locker.acquire('a', 1000), locker.acquire('b', 1000)]), isTransientIOError), 'two acquires at once');
+
+    // Another locker cannot take the key: the lease stands through the freeze.
+    const ctl = new AbortController();
+    const waiting = direct.acquire('held', 1000, { signal: ctl.signal });
+    setTimeout(() => ctl.abort(), 300);
+    await assert.rejects(waiting, { code: 'ERR_LOCKED' });
+
+    p.thaw();
+    await within(held.release(), 'release after the thaw');
+    const next = await within(direct.acquire('held', 1000), 'acquire after the release');
+    assert.ok(next.fence > held.fence, 'a later grant has a larger fence');
+    await next.release();
+  });
+
+  it('close settles while a statement is frozen, on its own pool', { timeout: 600_000 }, async () => {
+    const p = await proxy();
+    const locker = await PostgresLocker.open({ connectionString: p.url(POSTGRES_URL), schema, poolSize: 1, connectTimeoutMs: 1000, queryTimeoutMs: 1000 });
+    cleanups.push(async () => (p.thaw(), await locker.close()));
+    p.freeze();
+    const acquiring = locker.acquire('k', 1000);
+    acquiring.catch(() => undefined);
+    await within(locker.close(), 'close');
+    await assert.rejects(acquiring, (err: unknown) => err instanceof IOError || (err as { code?: string }).code === 'ERR_CLOSED');
+  });
+
+  it('a borrowed pool gets the answer timeout per statement', { timeout: 600_000 }, async () => {
+    const p = await proxy();
+    const pool = new pg.Pool({ connectionString: p.url(POSTGRES_DIRECT_URL), max: 1, connectionTimeoutMillis: 1000 });
+    pool.on('error', () => undefined);
+    cleanups.push(async () => (p.thaw(), await pool.end()));
+    const locker = await PostgresLocker.open({ pool, schema, queryTimeoutMs: 1000 });
+    cleanups.push(async () => (p.thaw(), await locker.close()));
+    await (await locker.acquire('warm', 1000)).release();
+    p.freeze();
+    await within(assert.rejects(locker.acquire('k', 1000), isTransientIOError), 'acquire on a borrowed pool');
+  });
+
+  it('refuses bad timeouts and unknown options', async () => {
+    for (const bad of [{ queryTimeoutMs: -1 }, { connectTimeoutMs: 0 }, { statementTimeoutMs: 1.5 }, { queryTimeoutMs: '10' }]) {
+      await assert.rejects(PostgresLocker.open({ connectionString: POSTGRES_URL, schema, ...(bad as object) }), InvalidArgumentError, JSON.stringify(bad));
+    }
+    await assert.rejects(PostgresLocker.open({ connectionString: POSTGRES_URL, schema, poolsize: 2 } as never), /unknown postgres locker option "poolsize"/);
+  });
+});
