@@ -12,8 +12,11 @@
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import type { Redis } from 'ioredis';
-import { asIOError, ClosedError, InvalidArgumentError, type IOErrorSource } from '../../errors.js';
-import { checkAcquire, pause, retryDelay } from './checks.js';
+import { asIOError, ClosedError, InvalidArgumentError, IOError, type IOErrorSource } from '../../errors.js';
+import { knownKeys, rejectUnknownKeys } from '../../known-keys.js';
+import { shown } from '../../show-value.js';
+import { MAX_TIMER_MS } from '../options.js';
+import { abortedWait, checkAcquire, pause, retryDelay } from './checks.js';
 import type { AcquireOptions, DistributedLocker, HeldLock } from './types.js';
 
 /** Takes KEYS[1] for ARGV[2] ms with token ARGV[1]; returns the new fence from KEYS[2], or 0 when the key is held. */
@@ -38,7 +41,20 @@ export interface RedisLockerOptions {
   client?: Redis;
   /** Prefix of the Redis keys the locker uses. Default `ferry:lock:`. */
   prefix?: string;
+  /**
+   * Ms the locker waits for an answer from Redis (connecting included)
+   * before it gives up (0: no limit), on its own connection and on a
+   * borrowed one: `acquire` and `release` then reject with a transient
+   * `IOError`, and `close()` drops its own connection instead of waiting.
+   * Default {@link DEFAULT_REDIS_COMMAND_TIMEOUT_MS}.
+   */
+  commandTimeoutMs?: number;
 }
+
+/** Default of `RedisLockerOptions.commandTimeoutMs`. */
+export const DEFAULT_REDIS_COMMAND_TIMEOUT_MS = 15_000;
+
+const REDIS_LOCKER_OPTION_KEYS = knownKeys<RedisLockerOptions>({ url: true, client: true, prefix: true, commandTimeoutMs: true });
 
 /** How client and server errors become `IOError`s (every one taken as transient). */
 const SOURCE: IOErrorSource = { name: 'redis locker' };
@@ -52,36 +68,63 @@ export class RedisLocker implements DistributedLocker {
   readonly #client: Redis;
   readonly #owns: boolean;
   readonly #prefix: string;
+  readonly #timeoutMs: number;
   #closed = false;
   /** The first `close()`'s run, which every call returns. */
   #closing: Promise<void> | undefined;
 
-  private constructor(client: Redis, owns: boolean, prefix: string) {
+  private constructor(client: Redis, owns: boolean, prefix: string, timeoutMs: number) {
     this.#client = client;
     this.#owns = owns;
     this.#prefix = prefix;
+    this.#timeoutMs = timeoutMs;
+  }
+
+  /**
+   * `command`, or a transient `IOError` once `commandTimeoutMs` passes
+   * without an answer (ioredis has no per-command timeout of its own for a
+   * borrowed client; the late answer is dropped).
+   */
+  #timed<T>(command: Promise<T>, what: string): Promise<T> {
+    const failed = (err: unknown): never => {
+      throw asIOError(what, err, SOURCE);
+    };
+    if (this.#timeoutMs === 0) return command.catch(failed);
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => reject(new IOError(`redis locker: ${what} failed: no answer within ${this.#timeoutMs} ms`, { transient: true })), this.#timeoutMs);
+    });
+    command.catch(() => undefined);
+    return Promise.race([command.catch(failed), late]).finally(() => clearTimeout(timer));
   }
 
   /**
    * Connects (with `url`) or wraps `client`.
-   * @throws InvalidArgumentError neither or both of `url` and `client`.
-   * @throws IOError the server cannot be reached.
+   * @throws InvalidArgumentError neither or both of `url` and `client`, a `prefix` that is not a string, a bad `commandTimeoutMs`, an unknown option.
+   * @throws IOError the server cannot be reached (within `commandTimeoutMs`).
    */
   static async open(opts: RedisLockerOptions): Promise<RedisLocker> {
+    rejectUnknownKeys('redis locker option', opts, REDIS_LOCKER_OPTION_KEYS);
     const hasUrl = typeof opts?.url === 'string' && opts.url !== '';
     if (hasUrl === (opts?.client !== undefined)) throw new InvalidArgumentError('redis locker needs exactly one of url and client');
     const prefix = opts.prefix ?? 'ferry:lock:';
-    if (opts.client) return new RedisLocker(opts.client, false, prefix);
+    if (typeof prefix !== 'string') throw new InvalidArgumentError(`redis locker: prefix must be a string, got ${shown(prefix)}`);
+    const timeoutMs = opts.commandTimeoutMs ?? DEFAULT_REDIS_COMMAND_TIMEOUT_MS;
+    if (typeof timeoutMs !== 'number' || !Number.isInteger(timeoutMs) || timeoutMs < 0 || timeoutMs > MAX_TIMER_MS) {
+      throw new InvalidArgumentError(`redis locker: commandTimeoutMs must be an integer from 0 to ${MAX_TIMER_MS} (ms), got ${shown(timeoutMs)}`);
+    }
+    if (opts.client) return new RedisLocker(opts.client, false, prefix, timeoutMs);
     const mod = (await import('ioredis')) as unknown as { Redis: new (url: string, o: object) => Redis };
-    const client = new mod.Redis(opts.url!, { lazyConnect: true, maxRetriesPerRequest: 2 });
+    const client = new mod.Redis(opts.url!, { lazyConnect: true, maxRetriesPerRequest: 2, ...(timeoutMs > 0 ? { connectTimeout: timeoutMs } : {}) });
     client.on('error', () => undefined);
+    const locker = new RedisLocker(client, true, prefix, timeoutMs);
     try {
-      await client.connect();
+      await locker.#timed(client.connect(), 'connecting');
     } catch (err) {
       client.disconnect();
-      throw asIOError('connecting', err, SOURCE);
+      throw err;
     }
-    return new RedisLocker(client, true, prefix);
+    return locker;
   }
 
   /**
@@ -99,37 +142,65 @@ export class RedisLocker implements DistributedLocker {
       if (this.#closed) throw new ClosedError('redis locker is closed');
       if (opts.signal?.aborted) await pause(0, key, opts.signal);
       const startedAt = performance.now();
-      let fence: number;
-      try {
-        fence = Number(await this.#client.eval(ACQUIRE, 2, redisKey, `${redisKey}:fence`, token, String(ttlMs)));
-      } catch (err) {
-        throw asIOError(`acquiring ${key}`, err, SOURCE);
-      }
+      const answer = (this.#client.eval(ACQUIRE, 2, redisKey, `${redisKey}:fence`, token, String(ttlMs)) as Promise<unknown>).then(Number);
+      const taking = this.#timed(answer, `acquiring ${key}`);
+      // An answer that comes after the timeout and grants the key: given back.
+      taking.catch(() => answer.then((fence) => (fence > 0 ? this.#client.eval(RELEASE, 1, redisKey, token) : undefined)).catch(() => undefined));
+      const fence = opts.signal ? await this.#untilAborted(taking, key, redisKey, token, opts.signal) : await taking;
       if (fence > 0) return this.#held(key, redisKey, token, fence, startedAt + ttlMs);
       await pause(retryDelay(attempt), key, opts.signal);
     }
   }
 
-  #held(key: string, redisKey: string, token: string, fence: number, expiresAt: number): HeldLock {
-    let released = false;
-    return {
-      key,
-      fence,
-      expiresAt,
-      release: async () => {
-        if (released) return;
-        released = true;
-        if (performance.now() >= expiresAt) return;
-        try {
-          await this.#client.eval(RELEASE, 1, redisKey, token);
-        } catch (err) {
-          throw asIOError(`releasing ${key}`, err, SOURCE);
-        }
-      },
-    };
+  /**
+   * `taking`, or a `LockedError` as soon as `signal` aborts (the command may
+   * wait on a connection that stopped answering). A grant that comes after
+   * the abort is given back at once.
+   */
+  #untilAborted(taking: Promise<number>, key: string, redisKey: string, token: string, signal: AbortSignal): Promise<number> {
+    return new Promise((resolve, reject) => {
+      const onAbort = () => {
+        reject(abortedWait(key, signal));
+        void taking.then((fence) => (fence > 0 ? this.#client.eval(RELEASE, 1, redisKey, token) : undefined)).catch(() => undefined);
+      };
+      if (signal.aborted) return onAbort();
+      signal.addEventListener('abort', onAbort, { once: true });
+      taking.then(
+        (fence) => {
+          signal.removeEventListener('abort', onAbort);
+          resolve(fence);
+        },
+        (err: unknown) => {
+          signal.removeEventListener('abort', onAbort);
+          reject(err);
+        },
+      );
+    });
   }
 
-  /** Closes the connection the locker opened; a borrowed client stays open. Held locks lapse at their TTL. Idempotent: a call made while another runs resolves when that one does. */
+  #held(key: string, redisKey: string, token: string, fence: number, expiresAt: number): HeldLock {
+    let done: Promise<void> | undefined;
+    // Deletes the key only while it holds this token: after the TTL a newer holder's lock stays.
+    // A failed attempt is not kept: the next call tries again.
+    const release = (): Promise<void> =>
+      (done ??= (async () => {
+        if (performance.now() >= expiresAt) return;
+        try {
+          await this.#timed(this.#client.eval(RELEASE, 1, redisKey, token), `releasing ${key}`);
+        } catch (err) {
+          done = undefined;
+          throw err;
+        }
+      })());
+    return { key, fence, expiresAt, release };
+  }
+
+  /**
+   * Closes the connection the locker opened (dropping it when Redis does not
+   * answer the goodbye within `commandTimeoutMs`); a borrowed client stays
+   * open. Held locks lapse at their TTL. Idempotent: a call made while
+   * another runs resolves when that one does.
+   */
   close(): Promise<void> {
     this.#closing ??= this.#close();
     return this.#closing;
@@ -137,6 +208,6 @@ export class RedisLocker implements DistributedLocker {
 
   async #close(): Promise<void> {
     this.#closed = true;
-    if (this.#owns) await this.#client.quit().catch(() => this.#client.disconnect());
+    if (this.#owns) await this.#timed(this.#client.quit(), 'closing').catch(() => this.#client.disconnect());
   }
 }

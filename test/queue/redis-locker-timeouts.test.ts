@@ -1,0 +1,123 @@
+/**
+ * No `RedisLocker` call waits forever. Through a TCP proxy that stops
+ * forwarding (a frozen network: no error, no answer), `acquire` and
+ * `release` reject with a transient `IOError` once `commandTimeoutMs`
+ * passes, an abort ends a frozen `acquire` at once, and `close()` settles,
+ * where before every one of them waited for good (ioredis has no command
+ * timeout unless told). A grant whose answer arrives after the timeout is
+ * given back, so the key is free for the next holder without waiting out
+ * its TTL.
+ */
+import assert from 'node:assert/strict';
+import { randomUUID } from 'node:crypto';
+import { afterEach, describe, it } from 'node:test';
+import { Redis } from 'ioredis';
+import { IOError, InvalidArgumentError } from '../../src/errors.js';
+import { RedisLocker } from '../../src/queue/lockers/redis.js';
+import { TcpProxy } from '../helpers/tcp-proxy.js';
+import { within as withinHang } from '../stores/helpers.js';
+
+const REDIS_URL = process.env.FERRY_TEST_REDIS_URL || 'redis://127.0.0.1:6379';
+/** Hang catcher: generous, only there so a hang fails instead of stalling the run. */
+const HANG_MS = 60_000;
+const within = <T>(p: Promise<T>, what: string): Promise<T> => withinHang(p, what, HANG_MS);
+
+async function unreachable(): Promise<string | undefined> {
+  const c = new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  c.on('error', () => undefined);
+  try {
+    await c.connect();
+    await c.ping();
+    return undefined;
+  } catch (err) {
+    return `Redis at ${REDIS_URL} is unreachable (${(err as Error).message}); set FERRY_TEST_REDIS_URL`;
+  } finally {
+    c.disconnect();
+  }
+}
+const skip = await unreachable();
+if (skip && process.env.CI === 'true') throw new Error(`CI=true: ${skip}`);
+
+function isTransientIOError(err: unknown): boolean {
+  assert.ok(err instanceof IOError, `expected an IOError, got ${String(err)}`);
+  assert.equal(err.transient, true, err.message);
+  return true;
+}
+
+describe('redis locker on a frozen connection', { skip }, () => {
+  const cleanups: Array<() => Promise<unknown>> = [];
+  afterEach(async () => {
+    for (const c of cleanups.splice(0).reverse()) await c().catch(() => undefined);
+  });
+  const target = new URL(REDIS_URL);
+  const proxyUrl = (p: TcpProxy) => `redis://127.0.0.1:${p.port}${target.pathname}`;
+
+  async function frozenPair(): Promise<{ proxy: TcpProxy; locker: RedisLocker; direct: RedisLocker; prefix: string }> {
+    const proxy = await TcpProxy.start(Number(target.port || 6379), target.hostname === 'localhost' ? '127.0.0.1' : target.hostname);
+    cleanups.push(() => proxy.close());
+    const prefix = `ferry-test:${randomUUID()}:`;
+    const locker = await RedisLocker.open({ url: proxyUrl(proxy), prefix, commandTimeoutMs: 500 });
+    cleanups.push(async () => (proxy.thaw(), await locker.close()));
+    const direct = await RedisLocker.open({ url: REDIS_URL, prefix });
+    cleanups.push(() => direct.close());
+    return { proxy, locker, direct, prefix };
+  }
+
+  it('acquire and release reject with a transient IOError; the held lock stands; release works after the thaw', { timeout: 600_000 }, async () => {
+    const { proxy, locker, direct } = await frozenPair();
+    const held = await locker.acquire('held', 600_000);
+    proxy.freeze();
+    await within(assert.rejects(locker.acquire('other', 600_000), isTransientIOError), 'acquire');
+    await within(assert.rejects(held.release(), isTransientIOError), 'release');
+    await within(assert.rejects(Promise.all([locker.acquire('a', 1000), locker.acquire('b', 1000)]), isTransientIOError), 'two acquires at once');
+
+    const ctl = new AbortController();
+    const waiting = direct.acquire('held', 1000, { signal: ctl.signal });
+    setTimeout(() => ctl.abort(), 300);
+    await assert.rejects(waiting, { code: 'ERR_LOCKED' });
+
+    proxy.thaw();
+    await within(held.release(), 'release after the thaw');
+    const next = await within(direct.acquire('held', 1000), 'acquire after the release');
+    assert.ok(next.fence > held.fence);
+    await next.release();
+  });
+
+  it('a grant answered after the timeout is given back: the key is free long before its TTL', { timeout: 600_000 }, async () => {
+    const { proxy, locker, direct } = await frozenPair();
+    proxy.freeze();
+    // The command is held by the proxy; it reaches Redis at the thaw, after the call timed out.
+    await within(assert.rejects(locker.acquire('late', 600_000), isTransientIOError), 'acquire');
+    proxy.thaw();
+    // Without the give-back the key would stay taken for 600 s: the hang catcher would fire first.
+    const lock = await within(direct.acquire('late', 1000), 'the key after the late grant');
+    await lock.release();
+  });
+
+  it('an abort ends a frozen acquire at once, and close settles', { timeout: 600_000 }, async () => {
+    const proxy = await TcpProxy.start(Number(target.port || 6379), target.hostname === 'localhost' ? '127.0.0.1' : target.hostname);
+    cleanups.push(() => proxy.close());
+    // A timeout far past the hang catcher: only the abort can end the call.
+    const locker = await RedisLocker.open({ url: proxyUrl(proxy), prefix: `ferry-test:${randomUUID()}:`, commandTimeoutMs: 600_000 });
+    cleanups.push(async () => (proxy.thaw(), await locker.close()));
+    proxy.freeze();
+    const ctl = new AbortController();
+    const acquiring = locker.acquire('k', 1000, { signal: ctl.signal });
+    setTimeout(() => ctl.abort(), 200);
+    await within(assert.rejects(acquiring, { code: 'ERR_LOCKED' }), 'aborted acquire');
+  });
+
+  it('close settles on a frozen connection', { timeout: 600_000 }, async () => {
+    const { proxy, locker } = await frozenPair();
+    proxy.freeze();
+    await within(locker.close(), 'close');
+    await assert.rejects(locker.acquire('k', 1000), { code: 'ERR_CLOSED' });
+  });
+
+  it('refuses bad options', async () => {
+    for (const bad of [{ commandTimeoutMs: -1 }, { commandTimeoutMs: 1.5 }, { commandTimeoutMs: '10' }, { prefix: 5 }]) {
+      await assert.rejects(RedisLocker.open({ url: REDIS_URL, ...(bad as object) }), InvalidArgumentError, JSON.stringify(bad));
+    }
+    await assert.rejects(RedisLocker.open({ url: REDIS_URL, prefx: 'a' } as never), /unknown redis locker option "prefx"/);
+  });
+});
