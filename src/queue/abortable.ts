@@ -29,11 +29,12 @@ export function armCloseDeadline(stop: AbortController, opts: CloseOptions, defa
   const timer = setTimeout(() => stop.abort(new ClosedError('close deadline passed')), opts.timeoutMs ?? defaultMs);
   const signal = opts.signal;
   const onAbort = () => stop.abort(new ClosedError('close was aborted by its signal', { cause: signal?.reason }));
+  let off: (() => void) | undefined;
   if (signal?.aborted) onAbort();
-  else signal?.addEventListener('abort', onAbort, { once: true });
+  else if (signal) off = whenAborted(signal, onAbort);
   const clear = () => {
     clearTimeout(timer);
-    signal?.removeEventListener('abort', onAbort);
+    off?.();
   };
   done.then(clear, clear);
 }
@@ -59,6 +60,19 @@ function racers(signal: AbortSignal): Set<() => void> {
   racing.set(signal, calls);
   signal.addEventListener('abort', () => calls.forEach((onAbort) => onAbort()), { once: true });
   return calls;
+}
+
+/**
+ * Calls `fn` when `signal` aborts, through the one listener this module keeps
+ * per signal: many closes at once with one shutdown signal (a subscription's
+ * each) add no listener of their own, so Node's "possible EventTarget memory
+ * leak" warning does not fire at the eleventh. Returns the call that forgets
+ * `fn`. `signal` must not have aborted yet.
+ */
+export function whenAborted(signal: AbortSignal, fn: () => void): () => void {
+  const calls = racers(signal);
+  calls.add(fn);
+  return () => void calls.delete(fn);
 }
 
 /**

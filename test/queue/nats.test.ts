@@ -7,6 +7,7 @@
  * under CI=true.
  */
 import assert from 'node:assert/strict';
+import { getEventListeners } from 'node:events';
 import { after, describe, it } from 'node:test';
 import { ClosedError, FerryError, IOError, InvalidArgumentError, PayloadTooLargeError, UnsupportedError } from '../../src/errors.js';
 import { jetstream, jetstreamManager } from '@nats-io/jetstream';
@@ -132,6 +133,24 @@ describe('nats queue: against the server', { skip: NATS_SKIP }, () => {
     await sleep(100);
     assert.deepEqual(got.map((d) => [d.id, new TextDecoder().decode(d.payload)]).sort(), [['other', '3'], ['same', '1']]);
     assert.equal((await q.listMessages('t')).messages.length, 2);
+  });
+
+  it('one signal passed to every close at once (a whole shutdown) gets no listener per close: no leak warning, none left behind', async () => {
+    const q = await open();
+    const subs = await Promise.all(Array.from({ length: 12 }, (_, i) => q.subscribe(`t${i}`, 'g', async () => {}, FAST)));
+    const shutdown = new AbortController();
+    const warnings: Error[] = [];
+    const onWarning = (w: Error) => void warnings.push(w);
+    process.on('warning', onWarning);
+    try {
+      await Promise.all([...subs.map((s) => s.close({ signal: shutdown.signal, timeoutMs: 5000 })), q.close({ signal: shutdown.signal, timeoutMs: 5000 })]);
+      await sleep(50); // warnings are emitted on a later tick
+    } finally {
+      process.off('warning', onWarning);
+    }
+    // Each close added one of its own before, and left it: 13 at once passed Node's limit of 10 (a "possible EventTarget memory leak" warning).
+    assert.deepEqual(warnings.filter((w) => w.name === 'MaxListenersExceededWarning'), []);
+    assert.ok(getEventListeners(shutdown.signal, 'abort').length <= 1, 'at most the one shared listener stays');
   });
 
   it('publish, subscribe and close called at once: each resolves or rejects with ClosedError, and every resolved publish is delivered', async () => {

@@ -6,6 +6,7 @@
  * The hung calls see their signal abort.
  */
 import assert from 'node:assert/strict';
+import { getEventListeners } from 'node:events';
 import { describe, it } from 'node:test';
 import { ClosedError } from '../../src/errors.js';
 import { permanent } from '../../src/queue/permanent.js';
@@ -205,6 +206,24 @@ for (const factory of STORE_FACTORIES) {
       } finally {
         h.release();
       }
+    });
+
+    it('one signal passed to many closes at once (a whole shutdown) adds no listener per close: no leak warning', async () => {
+      const { q } = await t.instance();
+      const subs = await Promise.all(Array.from({ length: 12 }, (_, i) => q.subscribe(`t${i}`, 'g', async () => undefined, FAST)));
+      const shutdown = new AbortController();
+      const warnings: Error[] = [];
+      const onWarning = (w: Error) => void warnings.push(w);
+      process.on('warning', onWarning);
+      try {
+        await Promise.all([...subs.map((s) => s.close({ signal: shutdown.signal, timeoutMs: HUNG_MS })), q.close({ signal: shutdown.signal, timeoutMs: HUNG_MS })]);
+        await sleep(50); // warnings are emitted on a later tick
+      } finally {
+        process.off('warning', onWarning);
+      }
+      // 13 listeners at once passed Node's limit of 10 before.
+      assert.deepEqual(warnings.filter((w) => w.name === 'MaxListenersExceededWarning'), []);
+      assert.ok(getEventListeners(shutdown.signal, 'abort').length <= 1, 'at most the one shared listener stays');
     });
   });
 }

@@ -16,6 +16,7 @@ import { connect, credsAuthenticator, nanos, type NatsConnection, type NodeConne
 import type { Codec } from '../../../codecs.js';
 import { ClosedError, CodecError, type FerryError, DeadLetterLoopError, IOError, InvalidArgumentError, PayloadTooLargeError, UnsupportedError, asIOError } from '../../../errors.js';
 import { knownKeys, rejectUnknownKeys } from '../../../known-keys.js';
+import { whenAborted } from '../../abortable.js';
 import { KeyedLock, groupKey } from '../../admin.js';
 import { errorText } from '../../dead-letter.js';
 import { QueueSignals, type ErrorReporter, type QueueEvents, type QueueListener, type QueueLogger } from '../../events.js';
@@ -604,12 +605,15 @@ export class NatsQueue<T = Uint8Array> implements Queue<T> {
     // One deadline for the whole close: what the subscribes took is not given to the handlers again.
     const deadline = opts?.timeoutMs !== undefined ? performance.now() + opts.timeoutMs : undefined;
     let timer: NodeJS.Timeout | undefined;
+    let off: (() => void) | undefined;
     await Promise.race([
       Promise.allSettled([...this.#subscribing]),
       new Promise<void>((r) => (timer = setTimeout(r, opts?.timeoutMs ?? CONNECTION_CLOSE_MS))),
-      ...(opts?.signal ? [new Promise<void>((r) => (opts.signal!.aborted ? r() : opts.signal!.addEventListener('abort', () => r(), { once: true })))] : []),
+      // The caller's signal may outlive this close (one signal for a whole shutdown): nothing of it is left on the signal.
+      ...(opts?.signal ? [new Promise<void>((r) => (opts.signal!.aborted ? r() : (off = whenAborted(opts.signal!, r))))] : []),
     ]);
     clearTimeout(timer);
+    off?.();
     const subOpts = deadline === undefined ? opts : { ...opts, timeoutMs: Math.max(0, Math.ceil(deadline - performance.now())) };
     await Promise.allSettled([...this.#subs].map((s) => s.close(subOpts)));
     await Promise.race([this.#nc.close().catch(() => undefined), new Promise<void>((r) => (timer = setTimeout(r, CONNECTION_CLOSE_MS)))]);

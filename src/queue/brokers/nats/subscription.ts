@@ -28,6 +28,7 @@
  */
 import type { Consumer, ConsumerMessages, JsMsg } from '@nats-io/jetstream';
 import type { NatsConnection } from '@nats-io/transport-node';
+import { whenAborted } from '../../abortable.js';
 import { equalJitterBackoffMs } from '../../../backoff.js';
 import type { Codec } from '../../../codecs.js';
 import { CodecError, asIOError } from '../../../errors.js';
@@ -431,10 +432,12 @@ export class NatsSubscription implements Subscription {
     for (const m of givenBack) m.nak();
     const timeoutMs = opts?.timeoutMs ?? this.#opts.leaseDurationMs;
     let timer: NodeJS.Timeout | undefined;
+    let off: (() => void) | undefined;
     const deadline = new Promise<void>((resolve) => {
       timer = setTimeout(resolve, timeoutMs);
-      opts?.signal?.addEventListener('abort', () => resolve(), { once: true });
+      // One signal may close every subscription at once: a listener of its own for each would pass Node's limit of 10.
       if (opts?.signal?.aborted) resolve();
+      else if (opts?.signal) off = whenAborted(opts.signal, resolve);
     });
     const settled = async () => {
       await Promise.allSettled([...this.#running]);
@@ -442,6 +445,7 @@ export class NatsSubscription implements Subscription {
     };
     await Promise.race([settled(), deadline]);
     clearTimeout(timer);
+    off?.();
     // Past the deadline: abort what still runs; its leases stay and run out.
     for (const h of this.#held) h.ac.abort(new Error('subscription closed'));
     clearInterval(this.#beat);
