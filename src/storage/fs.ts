@@ -121,16 +121,27 @@ class NodeFileHandle implements FileHandle {
   }
 }
 
+// O_NONBLOCK: a segment's name taken by a FIFO would otherwise block the
+// open until a writer came (`ferry verify` hung); on a regular file it does
+// nothing, and `open` below refuses the FIFO.
 const FLAGS: Record<OpenMode, number> = {
-  r: fs.constants.O_RDONLY,
-  rw: fs.constants.O_RDWR,
+  r: fs.constants.O_RDONLY | fs.constants.O_NONBLOCK,
+  rw: fs.constants.O_RDWR | fs.constants.O_NONBLOCK,
   create: fs.constants.O_RDWR | fs.constants.O_CREAT | fs.constants.O_EXCL,
 };
 
 /** The real file system. Files are created 0600 and directories 0700: queued records are nobody else's business. */
 export const nodeFileSystem: FileSystem = {
   open(path, mode, perm = DEFAULT_FILE_MODE) {
-    return new NodeFileHandle(path, fs.openSync(path, FLAGS[mode], perm));
+    const fd = fs.openSync(path, FLAGS[mode], perm);
+    // A FIFO, socket or device under a segment's name is no segment: refused
+    // here, before a write lands in a pipe's buffer and a read fails (ESPIPE).
+    const st = fs.fstatSync(fd);
+    if (!st.isFile()) {
+      fs.closeSync(fd);
+      throw Object.assign(new Error(`${path} is not a regular file (${fileKind(st)})`), { code: 'EFTYPE', path });
+    }
+    return new NodeFileHandle(path, fd);
   },
   readdir: (dir) => fs.readdirSync(dir),
   mkdirp(dir, perm = DEFAULT_DIR_MODE) {
@@ -149,6 +160,15 @@ export const nodeFileSystem: FileSystem = {
   },
   lock: (dir) => lockDirectory(dir),
 };
+
+/** What a file that is not a regular one is, for a message. */
+function fileKind(st: fs.Stats): string {
+  if (st.isFIFO()) return 'a FIFO';
+  if (st.isDirectory()) return 'a directory';
+  if (st.isSocket()) return 'a socket';
+  if (st.isCharacterDevice() || st.isBlockDevice()) return 'a device';
+  return 'not a regular file';
+}
 
 /** The directory holding `path`. */
 export function parentDir(path: string): string {

@@ -1,9 +1,11 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFile, writeFile, truncate, open, copyFile } from 'node:fs/promises';
+import { readFile, writeFile, truncate, open, copyFile, readdir, unlink } from 'node:fs/promises';
+import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { DEFAULT_SEGMENT_SIZE, DiskQueue, LockedError, verifyQueue, type VerifyDamage } from '../../src/diskqueue/index.js';
 import { decodeHeader, encodeHeader } from '../../src/diskqueue/format.js';
+import { Spool } from '../../src/spool/index.js';
 import { ferry, scratch } from './helpers.js';
 
 const tmp = await scratch();
@@ -279,4 +281,25 @@ test('ferry verify of a path that is not a directory exits 2', async () => {
   const res = await ferry(['verify', file]);
   assert.equal(res.code, 2);
   assert.equal(res.stderr, `ferry: no queue at ${file}: not a directory\n`);
+});
+
+test('ferry verify, stats and drain on a queue whose segment is a FIFO fail with exit 2, naming it, instead of waiting for a writer or writing into it, on both formats', async () => {
+  const { dir, seg } = await makeQueue();
+  const spoolDir = join(tmp.dir, 'fifo-spool');
+  const spool = await Spool.open(spoolDir);
+  await spool.append(Buffer.from('a'));
+  await spool.close();
+  const spoolSeg = join(spoolDir, (await readdir(spoolDir)).find((f) => f !== 'cursor' && !f.startsWith('.') && !f.includes('lock'))!);
+  for (const path of [seg, spoolSeg]) {
+    await unlink(path);
+    execFileSync('mkfifo', [path]);
+  }
+  for (const d of [dir, spoolDir]) {
+    for (const cmd of ['verify', 'stats', 'drain']) {
+      // The kill only catches a hang: before, verify waited in open(2) for a writer that never came.
+      const res = await ferry([cmd, d], { timeoutMs: 60_000 });
+      assert.equal(res.code, 2, `${cmd} ${d}: ${res.stderr}`);
+      assert.match(res.stderr, /is not a regular file \(a FIFO\)/, `${cmd} ${d}`);
+    }
+  }
 });
