@@ -4,6 +4,7 @@
  * retries the same records (after `fullJitterBackoffMs`, in ../backoff.ts).
  */
 import { Pool, type Dispatcher } from 'undici';
+import type { RecordRun } from '../spool/popped-run.js';
 import { describe } from './common.js';
 import { killGroups, runInGroup } from './exec-command.js';
 
@@ -12,11 +13,7 @@ import { killGroups, runInGroup } from './exec-command.js';
  * lengths[k])`, in order (a spool's `PoppedRun` is one; {@link batchOf}
  * makes one from separate records).
  */
-export interface RecordBatch {
-  readonly bytes: Uint8Array;
-  readonly starts: readonly number[];
-  readonly lengths: readonly number[];
-}
+export type RecordBatch = RecordRun;
 
 /** `records` as one {@link RecordBatch}, copied back to back. */
 export function batchOf(records: readonly Uint8Array[]): RecordBatch {

@@ -25,7 +25,7 @@ import { DEFAULT_MAX_BYTES, FRAME_OVERHEAD, Spool } from '../spool/index.js';
 import type { FileSystem } from '../storage/fs.js';
 import { CliError, EXIT_FAILED, EXIT_USAGE, describe, note, summaryLine } from './common.js';
 import { EXIT_HANGUP, EXIT_INTERRUPTED } from './drain-delivery.js';
-import { FramingError, recordLimit, recordSplitter } from './framing.js';
+import { FramingError, LineSplitter, recordLimit, type LineRun } from './framing.js';
 import { BODY_FORMATS, execTarget, httpTarget, type BodyFormat } from './deliver.js';
 import { runSender } from './sender.js';
 import { OrderedSyncs } from './ordered-syncs.js';
@@ -234,7 +234,7 @@ const SYNCS_AHEAD = 4;
  * the first failed sync ends the intake.
  */
 async function intake(spool: Spool, input: Readable, syncBatch: number, maxLineBytes: number, counts: Counts, stop: AbortSignal, room: Room): Promise<void> {
-  const splitter = recordSplitter('lines', maxLineBytes);
+  const splitter = new LineSplitter(maxLineBytes);
   /** Lines appended and not yet covered by a sync that was started. */
   let pending = 0;
   const syncs = new OrderedSyncs(() => spool.sync(), (n) => void (counts.in += n), SYNCS_AHEAD);
@@ -272,33 +272,45 @@ async function intake(spool: Spool, input: Readable, syncBatch: number, maxLineB
       }
     }
   };
-  // Up to the next sync's worth of lines per call: one promise per group
-  // of lines rather than one per line. A line the spool refused (full)
-  // waits alone for room, then the rest of its group goes on.
-  const putAll = async (lines: readonly Uint8Array[]) => {
-    for (let i = 0; i < lines.length; ) {
-      const group = lines.slice(i, i + Math.max(1, syncBatch - pending));
+  /**
+   * Appends `count` records, up to the next sync's worth per call
+   * (`append(i, j)` places records i to j − 1): one promise per group of
+   * lines rather than one per line. A line the spool refused (full) waits
+   * alone for room (`record(i)` is that line), then the rest of its group
+   * goes on.
+   */
+  const putRecords = async (count: number, append: (i: number, j: number) => Promise<void>, record: (i: number) => Uint8Array) => {
+    for (let i = 0; i < count; ) {
+      const j = Math.min(count, i + Math.max(1, syncBatch - pending));
       const seen = room.commits;
       try {
-        await spool.appendBatchNoSync(group);
-        i += group.length;
-        pending += group.length;
+        await append(i, j);
+        pending += j - i;
+        i = j;
       } catch (err) {
         const placed = isFerryError(err) ? (err.placed ?? 0) : 0;
         i += placed;
         pending += placed;
-        await putFull(lines[i]!, err, seen);
+        await putFull(record(i), err, seen);
         i++;
         pending++;
       }
       if (pending >= syncBatch) await startSync();
     }
   };
+  const putAll = (lines: readonly Uint8Array[]) =>
+    putRecords(lines.length, (i, j) => spool.appendBatchNoSync(lines.slice(i, j)), (i) => lines[i]!);
+  // Lines as runs over the chunk they were read in: no object per line (appendRunNoSync).
+  const putRuns = async (runs: readonly LineRun[]) => {
+    for (const run of runs) {
+      await putRecords(run.starts.length, (i, j) => spool.appendRunNoSync(run, i, j), (i) => run.bytes.subarray(run.starts[i]!, run.starts[i]! + run.lengths[i]!));
+    }
+  };
   try {
     for await (const chunk of input as AsyncIterable<Buffer>) {
-      let lines: Buffer[];
+      let runs: LineRun[];
       try {
-        lines = splitter.push(chunk);
+        runs = splitter.pushRuns(chunk);
       } catch (err) {
         // A line over the record limit: the lines before it in this chunk are good; accept them, then stop.
         if (!(err instanceof FramingError)) throw err;
@@ -306,7 +318,7 @@ async function intake(spool: Spool, input: Readable, syncBatch: number, maxLineB
         await flush();
         throw err;
       }
-      await putAll(lines);
+      await putRuns(runs);
       // A pipe's lines should not wait for a full batch to become durable:
       // their sync starts now and runs while the next chunk is read.
       await startSync();

@@ -11,6 +11,7 @@
  * - raw: a record is `length (u32 big-endian) ‖ bytes`, for payloads that may
  *   contain `\n` or any other byte.
  */
+import type { RecordRun } from '../spool/popped-run.js';
 
 /** How records are framed on stdin/stdout. */
 export type Framing = 'lines' | 'raw';
@@ -60,7 +61,17 @@ export interface RecordSplitter {
   end(): Buffer[];
 }
 
-class LineSplitter implements RecordSplitter {
+/** Lines that lie in one buffer, as a spool's `appendRunNoSync` takes them. */
+export type LineRun = RecordRun;
+
+/** The records of `runs`, each as a view. */
+function viewsOf(runs: readonly LineRun[]): Buffer[] {
+  const out: Buffer[] = [];
+  for (const r of runs) for (let k = 0; k < r.starts.length; k++) out.push(Buffer.from(r.bytes.buffer, r.bytes.byteOffset + r.starts[k]!, r.lengths[k]!));
+  return out;
+}
+
+export class LineSplitter implements RecordSplitter {
   /** Pieces of a line that started in an earlier chunk (never more than `max` bytes). */
   private partial: Buffer[] = [];
   private partialLen = 0;
@@ -87,6 +98,45 @@ class LineSplitter implements RecordSplitter {
     if (start < chunk.length) {
       const rest = chunk.subarray(start);
       if (this.partialLen + rest.length > this.max) throw this.tooLong(out, start + this.max - this.partialLen);
+      this.partialLen += rest.length;
+      this.partial.push(rest);
+    }
+    this.consumed += chunk.length;
+    return out;
+  }
+
+  /**
+   * {@link push} without a view per line: the lines `chunk` completes as
+   * runs, the one begun in an earlier chunk (joined) as a run of its own,
+   * then those wholly inside `chunk` as one run over it. The same limits
+   * and refusal as `push` (its `records` as views).
+   */
+  pushRuns(chunk: Buffer): LineRun[] {
+    const out: LineRun[] = [];
+    let start = 0;
+    let nl = chunk.indexOf(NEWLINE);
+    if (nl >= 0 && this.partial.length > 0) {
+      if (this.partialLen + nl > this.max) throw this.tooLong([], this.max - this.partialLen);
+      const line = this.take(chunk.subarray(0, nl));
+      out.push({ bytes: line, starts: [0], lengths: [line.length] });
+      start = nl + 1;
+      nl = chunk.indexOf(NEWLINE, start);
+    }
+    const starts: number[] = [];
+    const lengths: number[] = [];
+    for (; nl >= 0; nl = chunk.indexOf(NEWLINE, start)) {
+      if (this.partialLen + (nl - start) > this.max) {
+        if (starts.length > 0) out.push({ bytes: chunk, starts, lengths });
+        throw this.tooLong(viewsOf(out), start + this.max - this.partialLen);
+      }
+      starts.push(start);
+      lengths.push(nl - start);
+      start = nl + 1;
+    }
+    if (starts.length > 0) out.push({ bytes: chunk, starts, lengths });
+    if (start < chunk.length) {
+      const rest = chunk.subarray(start);
+      if (this.partialLen + rest.length > this.max) throw this.tooLong(viewsOf(out), start + this.max - this.partialLen);
       this.partialLen += rest.length;
       this.partial.push(rest);
     }

@@ -10,12 +10,12 @@
  */
 import { ExceedsCapError, FullError, InvalidArgumentError, RecordTooLargeError } from '../errors.js';
 import { asIOError } from '../errors.js';
-import { writeFrame, FRAME_OVERHEAD, MAX_RECORD_BYTES, SEGMENT_HEADER_SIZE } from './format.js';
+import { writeFrame, writeFrames, FRAME_OVERHEAD, MAX_RECORD_BYTES, SEGMENT_HEADER_SIZE } from './format.js';
 import type { Flusher } from './flusher.js';
 import type { ResolvedSpoolOptions } from './options.js';
 import type { SpoolSegment } from './segment.js';
 import { WriteBehind } from './write-behind.js';
-import type { WrittenMemory } from './written-memory.js';
+import { STAGE_BLOCK_BYTES, type WrittenMemory } from './written-memory.js';
 
 /** Largest frame built in the reusable buffer. */
 const SCRATCH_MAX = 1 << 20;
@@ -117,6 +117,51 @@ export class Appender {
     this.flusher.wrote(noSync);
     this.host.counters.appended++;
     this.host.placed();
+  }
+
+  /**
+   * Stages records `from`, `from + 1`, … (before `to`) of a run (record `k`
+   * is `bytes[starts[k], starts[k] + lengths[k])`) as `appendNoSync` frames,
+   * for as long as each one passes every check of {@link place} without
+   * anything to do: no group loss to report, the tail takes it without
+   * rotating, the backlog stays within `maxBytes`, and it continues the
+   * staged frames within one staging block. Those are framed in one go
+   * (`writeFrames`) and counted once. Returns how many it placed: 0 when the
+   * record at `from` needs {@link place} (rotation, a full spool, a record
+   * too large, a stage to write first), which the caller then calls for it.
+   * The caller has checked the run's shape.
+   */
+  stageRun(bytes: Uint8Array, starts: readonly number[], lengths: readonly number[], from: number, to: number): number {
+    if (this.flusher.lostGroup) return 0;
+    const segs = this.host.segments;
+    const tail = segs[segs.length - 1];
+    if (tail === undefined || tail.sealed) return 0;
+    const { maxBytes, segmentBytes } = this.host.opts;
+    const staged = this.behind.size;
+    let backlog = this.host.backlogBytes();
+    let end = tail.size;
+    let k = from;
+    for (; k < to; k++) {
+      const size = FRAME_OVERHEAD + lengths[k]!;
+      if (lengths[k]! > MAX_RECORD_BYTES) break;
+      if (end > SEGMENT_HEADER_SIZE && end + size > segmentBytes) break; // place() rotates
+      if (backlog + size > maxBytes) break; // place() refuses it (full, or over the cap)
+      if (staged + (end - tail.size) + size > STAGE_BLOCK_BYTES) break; // place() writes the stage first
+      backlog += size;
+      end += size;
+    }
+    const n = k - from;
+    if (n === 0) return 0;
+    const total = end - tail.size;
+    const room = this.behind.reserve(tail, tail.size, total);
+    if (room < 0) return 0; // the stage holds another segment's frames: place() writes them first
+    writeFrames(bytes, starts, lengths, from, k, this.behind.buffer, room);
+    this.behind.staged(total);
+    tail.size = end;
+    this.flusher.wrote(true, n);
+    this.host.counters.appended += n;
+    this.host.placed();
+    return n;
   }
 
   /**

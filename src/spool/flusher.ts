@@ -86,8 +86,8 @@ export class Flusher {
   ) {}
 
   /** Counts one frame written (by `appendNoSync` when `noSync`). */
-  wrote(noSync: boolean): void {
-    this.written++;
+  wrote(noSync: boolean, records = 1): void {
+    this.written += records;
     if (noSync) this.lastNoSync = this.written;
   }
 

@@ -6,7 +6,7 @@
  */
 export { Spool } from './spool.js';
 export { Popped } from './popped.js';
-export { PoppedRun } from './popped-run.js';
+export { PoppedRun, type RecordRun } from './popped-run.js';
 export { DEFAULT_MAX_BYTES, DEFAULT_SEGMENT_BYTES, UNBOUNDED, type SpoolOptions } from './options.js';
 export type { SpoolStats } from './stats.js';
 export { FRAME_OVERHEAD, MAX_RECORD_BYTES, FORMAT_VERSION } from './format.js';

@@ -14,6 +14,18 @@ export interface RunPiece {
 }
 
 /**
+ * Records laid out in one buffer: record `k` is `bytes[starts[k], starts[k]
+ * + lengths[k])`, in order; other bytes of `bytes` are not records. What
+ * `Spool.appendRunNoSync` takes (lines and their newlines, say), and what a
+ * {@link PoppedRun} is.
+ */
+export interface RecordRun {
+  readonly bytes: Uint8Array;
+  readonly starts: readonly number[];
+  readonly lengths: readonly number[];
+}
+
+/**
  * Records popped together by `Spool.popRun`: their bytes in one copy the
  * caller owns, and one commit for all of them (`Spool.commitRuns`). Record
  * `k` is `bytes[starts[k], starts[k] + lengths[k])`; other bytes of `bytes`
@@ -21,7 +33,7 @@ export interface RunPiece {
  * `popBatch` for a sender that hands records on in bulk: no object and no
  * view per record.
  */
-export class PoppedRun {
+export class PoppedRun implements RecordRun {
   /** @internal Made by `Spool.popRun`. */
   constructor(
     /** The records' bytes, back to back in spool order, with unspecified bytes between them. */

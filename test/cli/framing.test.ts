@@ -2,7 +2,8 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { encodeRecords, recordSplitter, recordLimit, FramingError, MAX_RECORD_BYTES, TEST_LIMIT_ENV, type Framing } from '../../src/cli/framing.js';
+import fc from 'fast-check';
+import { encodeRecords, recordSplitter, recordLimit, FramingError, LineSplitter, MAX_RECORD_BYTES, TEST_LIMIT_ENV, type Framing } from '../../src/cli/framing.js';
 import { ROOT } from './helpers.js';
 
 /** Splits `input` cut at every position in `cuts`, returning the records as strings. */
@@ -100,4 +101,41 @@ test('the real limit is 1 GiB (2^30 bytes), as docs/CLI.md says; the test variab
   assert.equal(recordLimit({ [TEST_LIMIT_ENV]: String(2 ** 40) }), 2 ** 30);
   const docs = await readFile(join(ROOT, 'docs', 'CLI.md'), 'utf8');
   assert.match(docs, /at most 1 GiB \(2\^30 bytes\)/);
+});
+
+test('lines: pushRuns cuts every input, at every chunking, into the records push gives, and refuses a long line at the same byte with the same records before it', () => {
+  fc.assert(
+    fc.property(
+      fc.array(fc.constantFrom('a', 'bc', '\n', 'xyz', '\n\n', ''), { maxLength: 40 }),
+      fc.array(fc.nat({ max: 12 }), { maxLength: 10 }),
+      fc.integer({ min: 1, max: 9 }),
+      (pieces, cuts, max) => {
+        const input = Buffer.from(pieces.join(''));
+        const chunks: Buffer[] = [];
+        let at = 0;
+        for (const c of cuts) {
+          chunks.push(input.subarray(at, Math.min(input.length, at + c)));
+          at = Math.min(input.length, at + c);
+        }
+        chunks.push(input.subarray(at));
+        const run = (runs: boolean) => {
+          const sp = new LineSplitter(max);
+          const got: string[] = [];
+          try {
+            for (const chunk of chunks) {
+              if (!runs) for (const r of sp.push(chunk)) got.push(r.toString());
+              else for (const r of sp.pushRuns(chunk)) for (let k = 0; k < r.starts.length; k++) got.push(Buffer.from(r.bytes.subarray(r.starts[k]!, r.starts[k]! + r.lengths[k]!)).toString());
+            }
+            for (const r of sp.end()) got.push(r.toString());
+            return { got };
+          } catch (err) {
+            assert.ok(err instanceof FramingError);
+            return { got, at: err.inputOffset, before: err.records.map((r) => r.toString()) };
+          }
+        };
+        assert.deepEqual(run(true), run(false));
+      },
+    ),
+    { numRuns: 2000 },
+  );
 });

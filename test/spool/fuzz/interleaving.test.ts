@@ -13,6 +13,7 @@ const RUNS = Number(process.env.FERRY_SPOOL_RUNS ?? 1000);
 const cmd: fc.Arbitrary<Cmd> = fc.oneof(
   { weight: 4, arbitrary: fc.constant({ op: 'append' as const }) },
   { weight: 4, arbitrary: fc.constant({ op: 'appendNoSync' as const }) },
+  { weight: 2, arbitrary: fc.record({ op: fc.constant('appendRun' as const), n: fc.integer({ min: 1, max: 3 }) }) },
   { weight: 2, arbitrary: fc.constant({ op: 'sync' as const }) },
   { weight: 4, arbitrary: fc.constant({ op: 'pop' as const }) },
   { weight: 1, arbitrary: fc.record({ op: fc.constant('popBatch' as const), n: fc.integer({ min: 1, max: 4 }) }) },

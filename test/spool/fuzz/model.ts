@@ -19,6 +19,7 @@ import { ClosedError, GroupLostError, IOError, Spool, type Popped, type PoppedRu
 export type Cmd =
   | { op: 'append' }
   | { op: 'appendNoSync' }
+  | { op: 'appendRun'; n: number }
   | { op: 'sync' }
   | { op: 'pop' }
   | { op: 'popBatch'; n: number }
@@ -59,6 +60,20 @@ interface Run {
 }
 
 const FRAME = 12 + 6;
+
+/** `payloads` as lines of one buffer, newline after each: the run `appendRunNoSync` takes. */
+function lineRun(payloads: string[]): { bytes: Uint8Array; starts: number[]; lengths: number[] } {
+  const bytes = new TextEncoder().encode(payloads.map((p) => `${p}\n`).join(''));
+  const starts: number[] = [];
+  const lengths: number[] = [];
+  let at = 0;
+  for (const p of payloads) {
+    starts.push(at);
+    lengths.push(p.length);
+    at += p.length + 1;
+  }
+  return { bytes, starts, lengths };
+}
 const tick = () => new Promise<void>((r) => setImmediate(r));
 
 /** The model plus the seam hooks that keep it in step with the spool's fdatasyncs. */
@@ -232,6 +247,8 @@ export async function runScheduled(s: Scheduler, p: Program): Promise<void> {
           return rejectsClosed(spool.append(new TextEncoder().encode('late')), tag);
         case 'appendNoSync':
           return rejectsClosed(spool.appendNoSync(new TextEncoder().encode('late')), tag);
+        case 'appendRun':
+          return rejectsClosed(spool.appendRunNoSync(lineRun(Array.from({ length: c.n }, () => 'late'))), tag);
         case 'sync':
           return rejectsClosed(spool.sync(), tag);
         case 'pop':
@@ -281,6 +298,22 @@ export async function runScheduled(s: Scheduler, p: Program): Promise<void> {
           call,
           () => expect(c.op === 'appendNoSync' || (r.durable && r.state !== 'gone'), `${tag} resolved but its record is not durable`),
           (e) => expect(c.op === 'append' && e instanceof IOError && r.state === 'gone', `${tag} rejected (${String(e)}) but its record is ${r.state}`),
+        );
+      }
+      case 'appendRun': {
+        if (model.unreported()) {
+          return watch(
+            spool.appendRunNoSync(lineRun(Array.from({ length: c.n }, () => 'refused'))),
+            () => expect(false, `${tag} resolved while a lost group was unreported`),
+            (e) => expect(e instanceof GroupLostError && e.placed === 0, `${tag} rejected with ${String(e)}, not the lost group`),
+          );
+        }
+        // Records laid out as lines of one read: staged at once, as appendNoSync of each in turn.
+        const rs = Array.from({ length: c.n }, () => model.add(true));
+        return watch(
+          spool.appendRunNoSync(lineRun(rs.map((r) => r.payload))),
+          () => {},
+          (e) => expect(false, `${tag} rejected (${String(e)})`),
         );
       }
       case 'sync': {
