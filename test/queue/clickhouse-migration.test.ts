@@ -241,6 +241,7 @@ describe('clickhouse schema migrations on a server', { skip: CLICKHOUSE_SKIP }, 
     await assert.rejects(ClickHouseStore.open({ url: CLICKHOUSE_URL, database, locker: new ProcessLocker() }), (err: unknown) => {
       assert.ok(err instanceof IOError, `an IOError, got ${String(err)}`);
       assert.match(err.message, new RegExp(`at schema version ${newest + 1}, newer than this ferry's \\(${newest}\\); upgrade ferry`));
+      assert.equal(err.transient, false, 'a retry cannot mend it');
       return true;
     });
     assert.deepEqual((await versions(database)).map(([v]) => v), [...EXPECTED.map(([v]) => v as number), newest + 1]);

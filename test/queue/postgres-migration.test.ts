@@ -533,12 +533,13 @@ describe('postgres store: a schema a newer ferry migrated', { skip: POSTGRES_SKI
   const s = `"${schema}"`;
   after(() => dropSchema(schema));
 
-  it('is refused with IOError, and nothing in it changes', async () => {
+  it('is refused with an IOError that is not transient, and nothing in it changes', async () => {
     const at = await migrate(adminPool, schema, s);
     await adminPool.query(`INSERT INTO ${s}.migrations (version, name) VALUES ($1, 'from_the_future.sql')`, [at + 1]);
     await assert.rejects(PostgresStore.open({ connectionString: POSTGRES_URL, schema, poolSize: 1 }), (err: unknown) => {
       assert.ok(err instanceof IOError, `an IOError, got ${String(err)}`);
       assert.match(err.message, new RegExp(`at version ${at + 1}, newer than this ferry's \\(${at}\\); upgrade ferry`));
+      assert.equal(err.transient, false, 'a retry cannot mend it');
       return true;
     });
     const rows = await adminPool.query<{ n: number }>(`SELECT count(*)::int AS n FROM ${s}.migrations`);

@@ -7,7 +7,7 @@
  * are unchanged, publishing fans out and stays idempotent.
  */
 import assert from 'node:assert/strict';
-import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -227,12 +227,21 @@ describe('sqlite store: a database from an earlier schema version', () => {
     await s.close();
   });
 
+  it('what a retry cannot mend is an IOError that is not transient: a missing directory, a directory, a file that is not a database', async () => {
+    for (const path of [join(dir, 'no-such-dir', 'x.db'), dir]) {
+      await assert.rejects(SqliteStore.open({ path }), (err: unknown) => err instanceof IOError && err.transient === false, path);
+    }
+    const notDb = join(dir, 'not-a-db.txt');
+    writeFileSync(notDb, 'x'.repeat(8192));
+    await assert.rejects(SqliteStore.open({ path: notDb }), (err: unknown) => err instanceof IOError && err.transient === false && /SQLITE_NOTADB|not a database/.test(`${err.message} ${String((err.cause as { code?: string })?.code)}`));
+  });
+
   it('a database from a newer ferry is refused with IOError, untouched', async () => {
     const p = join(dir, 'newer.db');
     const raw = new Database(p);
     raw.pragma(`user_version = ${SCHEMA_VERSION + 1}`);
     raw.close();
-    await assert.rejects(SqliteStore.open({ path: p }), (err: unknown) => err instanceof IOError && /newer than this ferry/.test((err as Error).message));
+    await assert.rejects(SqliteStore.open({ path: p }), (err: unknown) => err instanceof IOError && /newer than this ferry/.test(err.message) && err.transient === false);
     const check = new Database(p, { readonly: true });
     assert.equal(check.pragma('user_version', { simple: true }), SCHEMA_VERSION + 1);
     assert.equal(check.prepare(`SELECT count(*) FROM sqlite_master`).pluck().get(), 0);

@@ -45,7 +45,7 @@ export async function migrate(client: ClickHouseClient, sql: Record<StatementNam
   const known = migrations(quotedDb);
   const newest = known[known.length - 1]!.version;
   // A newer ferry's schema: this build's statements may no longer fit it.
-  if (at > newest) throw new IOError(`database ${db} is at schema version ${at}, newer than this ferry's (${newest}); upgrade ferry to open it`);
+  if (at > newest) throw new IOError(`database ${db} is at schema version ${at}, newer than this ferry's (${newest}); upgrade ferry to open it`, { transient: false });
   for (const m of known) {
     if (m.version <= at) continue;
     for (const statement of m.statements) {

@@ -43,7 +43,7 @@ export async function migrate(pool: pg.Pool, schema: string, quotedSchema: strin
     const known = migrations(quotedSchema);
     const newest = known[known.length - 1]!.version;
     // A newer ferry's schema: this build's statements may no longer fit it.
-    if (at > newest) throw new IOError(`schema ${schema} is at version ${at}, newer than this ferry's (${newest}); upgrade ferry to open it`);
+    if (at > newest) throw new IOError(`schema ${schema} is at version ${at}, newer than this ferry's (${newest}); upgrade ferry to open it`, { transient: false });
     for (const m of known) {
       if (m.version <= at) continue;
       if (m.version > upTo) break;

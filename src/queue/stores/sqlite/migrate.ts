@@ -24,7 +24,7 @@ export function setUpSchema(db: BetterSqlite3.Database): void {
   db.transaction(() => {
     const version = db.pragma('user_version', { simple: true }) as number;
     if (version > SCHEMA_VERSION) {
-      throw new IOError(`database schema version ${version} is newer than this ferry's (${SCHEMA_VERSION}); upgrade ferry to open it`);
+      throw new IOError(`database schema version ${version} is newer than this ferry's (${SCHEMA_VERSION}); upgrade ferry to open it`, { transient: false });
     }
     if (version === SCHEMA_VERSION) return;
     const hasDeliveries = db.prepare(`SELECT 1 FROM sqlite_master WHERE type = 'table' AND name = 'ferry_deliveries'`).get() !== undefined;

@@ -83,6 +83,22 @@ function createPrivate(path: string): void {
   closeSync(openSync(path, constants.O_RDONLY | constants.O_CREAT, DATABASE_FILE_MODE));
 }
 
+/** Errors of opening a path that a retry does not mend: it is missing, not a file, or not ours to open. */
+const PERMANENT_OPEN_ERRORS = new Set(['ENOENT', 'ENOTDIR', 'EISDIR', 'EACCES', 'EPERM', 'EROFS', 'ELOOP', 'ENAMETOOLONG']);
+
+/**
+ * Whether a failure to open or set up the database may pass: not for a path
+ * that cannot be opened (above), a file that is not a database or is
+ * corrupt (`sqliteTransient`), or a schema from a newer ferry (its own
+ * `IOError` says so); yes for a busy or locked one.
+ */
+function openTransient(err: unknown): boolean {
+  if (err instanceof IOError) return err.transient;
+  const code = (err as { code?: unknown } | null)?.code;
+  if (typeof code === 'string' && PERMANENT_OPEN_ERRORS.has(code)) return false;
+  return sqliteTransient(err);
+}
+
 /** The parameters that fence a write on claim `c` (ack.sql): its message's ID, its group and its claim token. */
 const fence = (c: Claimed): { id: string; grp: string; token: string } => ({ id: c.message.id, grp: c.group, token: c.claimToken });
 
@@ -161,7 +177,7 @@ export class SqliteStore implements Store {
       createPrivate(opts.path);
       db = new Driver(opts.path, { timeout: opts.busyTimeoutMs ?? 5000 });
     } catch (err) {
-      throw new IOError(`cannot open SQLite database ${opts.path}: ${(err as Error).message}`, { cause: err });
+      throw new IOError(`cannot open SQLite database ${opts.path}: ${(err as Error).message}`, { cause: err, transient: openTransient(err) });
     }
     try {
       // Only a new, empty file takes it (before WAL mode).
@@ -173,7 +189,7 @@ export class SqliteStore implements Store {
       return new SqliteStore(db, file);
     } catch (err) {
       db.close();
-      throw new IOError(`cannot set up SQLite database ${opts.path}: ${(err as Error).message}`, { cause: err });
+      throw new IOError(`cannot set up SQLite database ${opts.path}: ${(err as Error).message}`, { cause: err, transient: openTransient(err) });
     }
   }
 
