@@ -78,7 +78,7 @@ describe('postgres store', { skip: POSTGRES_SKIP }, () => {
   });
 
   it('refuses bad schema names and ambiguous connection settings; an unreachable server is an IOError', async () => {
-    for (const schema of ['Upper', 'a-b', 'a"b', 'pg_x', '1abc', '', 'x'.repeat(49)]) {
+    for (const schema of ['Upper', 'a-b', 'a"b', 'pg_x', 'information_schema', '1abc', '', 'x'.repeat(49)]) {
       await assert.rejects(PostgresStore.open({ connectionString: POSTGRES_URL, schema }), InvalidArgumentError, schema);
     }
     await assert.rejects(PostgresStore.open({}), InvalidArgumentError);

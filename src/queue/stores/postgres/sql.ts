@@ -14,8 +14,9 @@ const SCHEMA_NAME = /^[a-z_][a-z0-9_]{0,47}$/;
 
 /** Throws `InvalidArgumentError` unless `name` is a schema name this store accepts; returns it double-quoted. */
 export function quoteSchema(name: string): string {
-  if (typeof name !== 'string' || !SCHEMA_NAME.test(name) || name.startsWith('pg_')) {
-    throw new InvalidArgumentError(`postgres store: schema ${JSON.stringify(name)} must match ${SCHEMA_NAME} and not start with pg_`);
+  // pg_* and information_schema are the server's own: ferry's tables do not go there.
+  if (typeof name !== 'string' || !SCHEMA_NAME.test(name) || name.startsWith('pg_') || name === 'information_schema') {
+    throw new InvalidArgumentError(`postgres store: schema ${JSON.stringify(name)} must match ${SCHEMA_NAME}, not start with pg_ and not be information_schema`);
   }
   return `"${name}"`;
 }
