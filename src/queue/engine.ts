@@ -130,6 +130,13 @@ export interface EngineInternals {
   scheduleTimings?: SchedulerTimings;
 }
 
+/** The payload bytes of `msgs` (what a shared append's statement carries most of). */
+function payloadBytes(msgs: StoredMessage[]): number {
+  let n = 0;
+  for (const m of msgs) n += m.payload.byteLength;
+  return n;
+}
+
 /**
  * A `Queue` over a `Store`. Built by `createStoreQueue`; owns the store and
  * closes it. `T` is the payload type of its codec (raw bytes without one).
@@ -197,6 +204,7 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
       appendNow: store.appendNow ? (msgs) => this.#guarded.appendNow(msgs) : undefined,
       stored: (msgs) => this.#stored(msgs),
       transient: isTransient,
+      bytes: payloadBytes,
     });
     this.#poller = DuePoller.of(store);
     this.#host = {

@@ -8,8 +8,11 @@
  * issued in the same turn joins, those of I/O callbacks run in that turn
  * included. While a flush runs (a Postgres round trip), newcomers wait for
  * the one after it. At most one flush runs at a time; one takes whole
- * publishes up to `MAX_FLUSH_MESSAGES` messages (a single larger publish
- * goes alone).
+ * publishes up to `MAX_FLUSH_MESSAGES` messages and `MAX_FLUSH_BYTES` of
+ * payload (a single larger publish goes alone): a store sends a shared
+ * append as one statement, and a server's limit on one (Postgres: 1 GiB of
+ * payload bytes) must not turn publishes that fit alone into a shared one
+ * that never does.
  *
  * With a store that writes synchronously (`appendNow`: better-sqlite3), a
  * flush stores and settles its publishes in the same call, with no promise
@@ -36,6 +39,8 @@
 
 /** Most messages one shared append carries (a larger single publish still goes whole). */
 export const MAX_FLUSH_MESSAGES = 1000;
+/** Most payload bytes one shared append carries, by `BatcherStore.bytes` (a larger single publish still goes whole). */
+export const MAX_FLUSH_BYTES = 64 << 20;
 /** Microtasks after a synchronous flush during which a new publish is flushed by a microtask. */
 export const FOLLOW_HOPS = 8;
 /** Longest a run of microtask flushes keeps the event loop, ms. */
@@ -68,6 +73,8 @@ export interface BatcherStore<T> {
   stored(msgs: T[]): void;
   /** Whether `err` may pass on its own (a busy database, a dropped connection), so a retry can help. */
   transient(err: unknown): boolean;
+  /** The payload bytes of `msgs`, for `MAX_FLUSH_BYTES` (none counted when absent). */
+  bytes?(msgs: T[]): number;
 }
 
 /** Gathers concurrent appends into shared ones. One per queue. */
@@ -143,15 +150,19 @@ export class PublishBatcher<T> {
     });
   }
 
-  /** The next flush's publishes: whole ones, up to `MAX_FLUSH_MESSAGES` messages (at least one). */
+  /** The next flush's publishes: whole ones, up to `MAX_FLUSH_MESSAGES` messages and `MAX_FLUSH_BYTES` (at least one). */
   #take(): Array<Pending<T>> {
     const batch: Array<Pending<T>> = [];
+    const weigh = this.#store.bytes;
     let size = 0;
+    let bytes = 0;
     while (this.#waiting.length > 0) {
       const next = this.#waiting[0]!;
-      if (batch.length > 0 && size + next.msgs.length > MAX_FLUSH_MESSAGES) break;
+      const b = weigh === undefined ? 0 : weigh(next.msgs);
+      if (batch.length > 0 && (size + next.msgs.length > MAX_FLUSH_MESSAGES || bytes + b > MAX_FLUSH_BYTES)) break;
       batch.push(this.#waiting.shift()!);
       size += next.msgs.length;
+      bytes += b;
     }
     return batch;
   }

@@ -12,11 +12,11 @@ import { createInterface } from 'node:readline';
 import { after, describe, it } from 'node:test';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
-import { InvalidArgumentError, IOError } from '../../src/errors.js';
+import { InvalidArgumentError, IOError, PayloadTooLargeError } from '../../src/errors.js';
 import { createStoreQueue } from '../../src/queue/engine.js';
 import { createQueue } from '../../src/queue/index.js';
-import { PostgresStore } from '../../src/queue/stores/postgres/store.js';
-import type { Queue, Store } from '../../src/queue/types.js';
+import { MAX_APPEND_PAYLOAD_BYTES, PostgresStore, checkAppendBytes } from '../../src/queue/stores/postgres/store.js';
+import type { Queue, Store, StoredMessage } from '../../src/queue/types.js';
 import { POSTGRES_DIRECT_URL, POSTGRES_SKIP, POSTGRES_URL, adminPool, dropSchema, primaryKeyOf, testSchema } from '../stores/postgres-env.js';
 import { HOUR_POLL, sleep, waitFor, counts } from '../stores/helpers.js';
 
@@ -75,6 +75,20 @@ describe('postgres store', { skip: POSTGRES_SKIP }, () => {
     const r = spawnSync(process.execPath, ['--import', 'tsx', join(here, 'fixtures', 'pg-lazy-load.ts'), POSTGRES_URL, schema], { encoding: 'utf8' });
     assert.equal(r.status, 0, r.stderr);
     assert.deepEqual(JSON.parse(r.stdout), { before: false, afterMemory: false, afterPostgres: true });
+  });
+
+  it('an append whose payloads pass one statement\'s limit is refused with PayloadTooLargeError, before anything is sent', async () => {
+    // Payloads stand in by their size alone: nothing of this size is allocated.
+    const m = (bytes: number) => ({ id: 'x', topic: 't', payload: { byteLength: bytes } as Uint8Array, publishedAt: 0 }) as unknown as StoredMessage;
+    assert.doesNotThrow(() => checkAppendBytes([m(MAX_APPEND_PAYLOAD_BYTES - 1), m(1)]));
+    assert.throws(() => checkAppendBytes([m(MAX_APPEND_PAYLOAD_BYTES), m(1)]), PayloadTooLargeError);
+    assert.throws(() => checkAppendBytes(Array.from({ length: 70 }, () => m(16 << 20))), PayloadTooLargeError);
+    const store = await PostgresStore.open({ connectionString: POSTGRES_URL, schema: fresh('bigappend'), poolSize: 1 });
+    try {
+      await assert.rejects(store.append([m(MAX_APPEND_PAYLOAD_BYTES + 1)]), PayloadTooLargeError);
+    } finally {
+      await store.close();
+    }
   });
 
   it('refuses bad schema names and ambiguous connection settings; an unreachable server is an IOError', async () => {

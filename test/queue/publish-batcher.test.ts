@@ -12,7 +12,7 @@
 import assert from 'node:assert/strict';
 import { describe, it } from 'node:test';
 import fc from 'fast-check';
-import { MAX_FLUSH_MESSAGES, MAX_MICROTASK_RUN_MS, PublishBatcher } from '../../src/queue/publish-batcher.js';
+import { MAX_FLUSH_BYTES, MAX_FLUSH_MESSAGES, MAX_MICROTASK_RUN_MS, PublishBatcher } from '../../src/queue/publish-batcher.js';
 import type { BatcherStore } from '../../src/queue/publish-batcher.js';
 
 const RUNS = Number(process.env.FERRY_FUZZ_RUNS ?? 60);
@@ -134,6 +134,16 @@ describe('PublishBatcher over a synchronous store', () => {
     });
     assert.deepEqual(await Promise.all(late), [0, 1, 2]);
     assert.deepEqual(appends, [['first'], ['t0', 't1', 't2']]);
+  });
+
+  it(`publishes join an append up to ${MAX_FLUSH_BYTES} bytes of payload; a single larger publish goes whole, alone`, async () => {
+    const { store, appends } = syncStore();
+    // Each message weighs its number in MiB: 'm40' 40 MiB.
+    const weighed: BatcherStore<string> = { ...store, bytes: (msgs) => msgs.reduce((n, m) => n + Number(m.slice(1)) * 2 ** 20, 0) };
+    const b = new PublishBatcher(weighed, () => 0);
+    // Published in one turn: without the byte cap all six would share one append of 250 MiB.
+    await Promise.all([['m40'], ['m20'], ['m10'], ['m40', 'm50'], ['m60'], ['m30']].map((msgs, i) => b.append(msgs, i)));
+    assert.deepEqual(appends, [['m40', 'm20'], ['m10'], ['m40', 'm50'], ['m60'], ['m30']]);
   });
 
   it('a refused shared append is retried per publish: only the refused one fails, and stored is told of the others', async () => {

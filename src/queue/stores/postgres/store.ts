@@ -13,7 +13,7 @@
  */
 import { createHash } from 'node:crypto';
 import type pg from 'pg';
-import { asIOError, ClosedError, InvalidArgumentError, IOError, type IOErrorSource } from '../../../errors.js';
+import { asIOError, ClosedError, InvalidArgumentError, IOError, PayloadTooLargeError, type IOErrorSource } from '../../../errors.js';
 import { deliveryId } from '../../delivery-id.js';
 import { parseSeqCursor } from '../seq-cursor.js';
 import type { ScheduleRecord } from '../../schedules/types.js';
@@ -157,6 +157,23 @@ let driver: Promise<typeof pg> | undefined;
 function loadDriver(): Promise<typeof pg> {
   driver ??= import('pg').then((m) => ((m as { default?: typeof pg }).default ?? (m as unknown as typeof pg)));
   return driver;
+}
+
+/**
+ * Most payload bytes one append carries: its payloads travel end to end as
+ * one bytea parameter of one statement, and Postgres refuses a value (and a
+ * protocol message) of 1 GiB or more, by dropping the connection, which
+ * reads as a transient error and would be retried for good.
+ */
+export const MAX_APPEND_PAYLOAD_BYTES = 768 << 20;
+
+/** @throws PayloadTooLargeError `msgs` carry more than {@link MAX_APPEND_PAYLOAD_BYTES}. */
+export function checkAppendBytes(msgs: readonly StoredMessage[]): void {
+  let n = 0;
+  for (const m of msgs) n += m.payload.byteLength;
+  if (n > MAX_APPEND_PAYLOAD_BYTES) {
+    throw new PayloadTooLargeError(`postgres store: one publish carries at most ${MAX_APPEND_PAYLOAD_BYTES} bytes of payload (one statement), got ${n}: publish its messages in smaller calls`);
+  }
 }
 
 /**
@@ -426,6 +443,7 @@ export class PostgresStore implements Store {
    */
   async append(msgs: StoredMessage[]): Promise<void> {
     if (msgs.length === 0) return this.#assertOpen();
+    checkAppendBytes(msgs);
     const topics = [...new Set(msgs.map((m) => m.topic))].sort();
     const known = this.#topicGroups.lookup(topics);
     if (known !== undefined) {
