@@ -162,7 +162,7 @@ const ROWS: Row[] = [
     trigger: () => createQueue({ type: 'kafka' }),
   },
   {
-    doc: 'docs/QUEUE.md', claim: 'at most 48 characters (`InvalidArgumentError` otherwise)', error: 'InvalidArgumentError',
+    doc: 'docs/QUEUE.md', claim: 'not one of the server\'s own (`pg_…`, `information_schema`)\n(`InvalidArgumentError` otherwise)', error: 'InvalidArgumentError',
     coveredBy: 'test/queue/postgres.test.ts',
   },
   {
