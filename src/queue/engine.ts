@@ -351,10 +351,16 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
 
   async #retryAppend(msgs: StoredMessage[], first: unknown): Promise<void> {
     let err = first;
+    // Once close has begun no new try starts (on SQLite one may block for the
+    // whole busy timeout, past close's deadline): the publish rejects with
+    // ClosedError, its messages not stored, as a call close cut short does.
+    const closedOut = () => new ClosedError('the queue closed before this publish was stored (a try of it had failed and another would have been made)', { cause: err });
     for (let attempt = 0; ; attempt++) {
-      if (attempt >= PUBLISH_RETRIES || !isTransient(err) || this.#closed) throw err;
+      if (attempt >= PUBLISH_RETRIES || !isTransient(err)) throw err;
+      if (this.#closed) throw closedOut();
       this.#signals.report(err, 'publish (will retry)');
-      await sleep(PUBLISH_RETRY_BASE_MS * 2 ** attempt);
+      const waited = await settledBefore(sleep(PUBLISH_RETRY_BASE_MS * 2 ** attempt), this.#stop.signal);
+      if (!waited || this.#closed) throw closedOut();
       try {
         return await this.#guarded.append(msgs);
       } catch (e) {
