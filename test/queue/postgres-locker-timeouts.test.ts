@@ -10,21 +10,11 @@
 import assert from 'node:assert/strict';
 import { after, afterEach, describe, it } from 'node:test';
 import pg from 'pg';
-import { IOError, InvalidArgumentError } from '../../src/errors.js';
+import { InvalidArgumentError, IOError } from '../../src/errors.js';
 import { PostgresLocker } from '../../src/queue/lockers/postgres.js';
 import { TcpProxy } from '../helpers/tcp-proxy.js';
-import { within as withinHang } from '../stores/helpers.js';
+import { isTransientIOError, leaseOutlivesFreeze, within } from './locker-freeze.js';
 import { POSTGRES_DIRECT_URL, POSTGRES_SKIP, POSTGRES_URL, dropSchema, testSchema } from '../stores/postgres-env.js';
-
-/** Hang catcher: generous, only there so a hang fails instead of stalling the run. */
-const HANG_MS = 60_000;
-const within = <T>(p: Promise<T>, what: string): Promise<T> => withinHang(p, what, HANG_MS);
-
-function isTransientIOError(err: unknown): boolean {
-  assert.ok(err instanceof IOError, `expected an IOError, got ${String(err)}`);
-  assert.equal(err.transient, true, err.message);
-  return true;
-}
 
 describe('postgres locker on a frozen connection', { skip: POSTGRES_SKIP }, () => {
   const schema = testSchema('lockfreeze');
@@ -51,24 +41,7 @@ describe('postgres locker on a frozen connection', { skip: POSTGRES_SKIP }, () =
     const direct = await PostgresLocker.open({ connectionString: POSTGRES_URL, schema });
     cleanups.push(() => direct.close());
 
-    const held = await locker.acquire('held', 600_000);
-    p.freeze();
-    await within(assert.rejects(locker.acquire('other', 600_000), isTransientIOError), 'acquire');
-    await within(assert.rejects(held.release(), isTransientIOError), 'release');
-    // Both at once, on a pool whose connections are gone or frozen.
-    await within(assert.rejects(Promise.all([locker.acquire('a', 1000), locker.acquire('b', 1000)]), isTransientIOError), 'two acquires at once');
-
-    // Another locker cannot take the key: the lease stands through the freeze.
-    const ctl = new AbortController();
-    const waiting = direct.acquire('held', 1000, { signal: ctl.signal });
-    setTimeout(() => ctl.abort(), 300);
-    await assert.rejects(waiting, { code: 'ERR_LOCKED' });
-
-    p.thaw();
-    await within(held.release(), 'release after the thaw');
-    const next = await within(direct.acquire('held', 1000), 'acquire after the release');
-    assert.ok(next.fence > held.fence, 'a later grant has a larger fence');
-    await next.release();
+    await leaseOutlivesFreeze(p, locker, direct);
   });
 
   it('close settles while a statement is frozen, on its own pool', { timeout: 600_000 }, async () => {

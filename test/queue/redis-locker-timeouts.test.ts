@@ -11,38 +11,13 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { afterEach, describe, it } from 'node:test';
-import { Redis } from 'ioredis';
-import { IOError, InvalidArgumentError } from '../../src/errors.js';
+import { InvalidArgumentError } from '../../src/errors.js';
 import { RedisLocker } from '../../src/queue/lockers/redis.js';
 import { TcpProxy } from '../helpers/tcp-proxy.js';
-import { within as withinHang } from '../stores/helpers.js';
+import { isTransientIOError, leaseOutlivesFreeze, within } from './locker-freeze.js';
+import { REDIS_SKIP, REDIS_URL } from '../stores/redis-env.js';
 
-const REDIS_URL = process.env.FERRY_TEST_REDIS_URL || 'redis://127.0.0.1:6379';
-/** Hang catcher: generous, only there so a hang fails instead of stalling the run. */
-const HANG_MS = 60_000;
-const within = <T>(p: Promise<T>, what: string): Promise<T> => withinHang(p, what, HANG_MS);
-
-async function unreachable(): Promise<string | undefined> {
-  const c = new Redis(REDIS_URL, { lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
-  c.on('error', () => undefined);
-  try {
-    await c.connect();
-    await c.ping();
-    return undefined;
-  } catch (err) {
-    return `Redis at ${REDIS_URL} is unreachable (${(err as Error).message}); set FERRY_TEST_REDIS_URL`;
-  } finally {
-    c.disconnect();
-  }
-}
-const skip = await unreachable();
-if (skip && process.env.CI === 'true') throw new Error(`CI=true: ${skip}`);
-
-function isTransientIOError(err: unknown): boolean {
-  assert.ok(err instanceof IOError, `expected an IOError, got ${String(err)}`);
-  assert.equal(err.transient, true, err.message);
-  return true;
-}
+const skip = REDIS_SKIP;
 
 describe('redis locker on a frozen connection', { skip }, () => {
   const cleanups: Array<() => Promise<unknown>> = [];
@@ -65,22 +40,7 @@ describe('redis locker on a frozen connection', { skip }, () => {
 
   it('acquire and release reject with a transient IOError; the held lock stands; release works after the thaw', { timeout: 600_000 }, async () => {
     const { proxy, locker, direct } = await frozenPair();
-    const held = await locker.acquire('held', 600_000);
-    proxy.freeze();
-    await within(assert.rejects(locker.acquire('other', 600_000), isTransientIOError), 'acquire');
-    await within(assert.rejects(held.release(), isTransientIOError), 'release');
-    await within(assert.rejects(Promise.all([locker.acquire('a', 1000), locker.acquire('b', 1000)]), isTransientIOError), 'two acquires at once');
-
-    const ctl = new AbortController();
-    const waiting = direct.acquire('held', 1000, { signal: ctl.signal });
-    setTimeout(() => ctl.abort(), 300);
-    await assert.rejects(waiting, { code: 'ERR_LOCKED' });
-
-    proxy.thaw();
-    await within(held.release(), 'release after the thaw');
-    const next = await within(direct.acquire('held', 1000), 'acquire after the release');
-    assert.ok(next.fence > held.fence);
-    await next.release();
+    await leaseOutlivesFreeze(proxy, locker, direct);
   });
 
   it('a grant answered after the timeout is given back: the key is free long before its TTL', { timeout: 600_000 }, async () => {

@@ -45,3 +45,30 @@ export function retryDelay(attempt: number): number {
   const d = Math.min(50, 2 * 2 ** Math.min(attempt, 5));
   return d / 2 + Math.random() * (d / 2);
 }
+
+/**
+ * `taking` (a try at a key), or a `LockedError` as soon as `signal` aborts:
+ * the try may wait on a connection or a server that does not answer. The
+ * try's result, should it come after the abort, goes to `giveBack`, which
+ * gives a grant back at once.
+ */
+export function untilAborted<T>(taking: Promise<T>, key: string, signal: AbortSignal, giveBack: (late: Promise<T>) => void): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const onAbort = () => {
+      reject(abortedWait(key, signal));
+      giveBack(taking);
+    };
+    if (signal.aborted) return onAbort();
+    signal.addEventListener('abort', onAbort, { once: true });
+    taking.then(
+      (v) => {
+        signal.removeEventListener('abort', onAbort);
+        resolve(v);
+      },
+      (err: unknown) => {
+        signal.removeEventListener('abort', onAbort);
+        reject(err);
+      },
+    );
+  });
+}

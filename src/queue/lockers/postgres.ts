@@ -26,7 +26,7 @@ import { knownKeys, rejectUnknownKeys } from '../../known-keys.js';
 import { DEFAULT_POSTGRES_SCHEMA, poolConfig, resolveTimeouts } from '../stores/postgres/connection.js';
 import { quoteSchema } from '../stores/postgres/sql.js';
 import { LOCK_NAMESPACE, schemaLockKey } from '../stores/postgres/migrate.js';
-import { abortedWait, checkAcquire, pause, retryDelay } from './checks.js';
+import { checkAcquire, pause, retryDelay, untilAborted } from './checks.js';
 import type { AcquireOptions, DistributedLocker, HeldLock } from './types.js';
 
 /** Options of `PostgresLocker.open`: a connection string, or a pool the caller owns. */
@@ -218,7 +218,10 @@ export class PostgresLocker implements DistributedLocker {
           },
         ),
       );
-      const rows = opts.signal ? await this.#untilAborted(taking, key, opts.signal, hash, token) : await taking;
+      // A grant after an abort is given back, tracked so a close() that comes next waits for it before it ends the pool.
+      const giveBack = (late: Promise<{ fence: string }[]>) =>
+        void this.#track(late.then((rows) => (rows.length === 1 ? this.#query(this.#sql.give, [hash, token]) : undefined))).catch(() => undefined);
+      const rows = opts.signal ? await untilAborted(taking, key, opts.signal, giveBack) : await taking;
       if (rows.length === 1) {
         const lock = this.#lease(key, hash, token, Number(rows[0]!.fence), startedAt + ttlMs);
         // Granted while close() waited for this statement: given back with the rest, and the call is closed out.
@@ -230,33 +233,6 @@ export class PostgresLocker implements DistributedLocker {
       }
       await pause(retryDelay(attempt), key, opts.signal);
     }
-  }
-
-  /**
-   * `taking`, or a `LockedError` as soon as `signal` aborts (the wait may be
-   * for a pool connection, or a statement the server holds). A grant that
-   * comes after the abort is given back at once.
-   */
-  #untilAborted(taking: Promise<{ fence: string }[]>, key: string, signal: AbortSignal, hash: string, token: string): Promise<{ fence: string }[]> {
-    return new Promise((resolve, reject) => {
-      const onAbort = () => {
-        reject(abortedWait(key, signal));
-        // Tracked, so a close() that comes next gives the grant back before it ends the pool.
-        void this.#track(taking.then((rows) => (rows.length === 1 ? this.#query(this.#sql.give, [hash, token]) : undefined))).catch(() => undefined);
-      };
-      if (signal.aborted) return onAbort();
-      signal.addEventListener('abort', onAbort, { once: true });
-      taking.then(
-        (rows) => {
-          signal.removeEventListener('abort', onAbort);
-          resolve(rows);
-        },
-        (err: unknown) => {
-          signal.removeEventListener('abort', onAbort);
-          reject(err);
-        },
-      );
-    });
   }
 
   /** `p`, counted among the statements close() waits for. */

@@ -16,7 +16,7 @@ import { asIOError, ClosedError, InvalidArgumentError, IOError, type IOErrorSour
 import { knownKeys, rejectUnknownKeys } from '../../known-keys.js';
 import { shown } from '../../show-value.js';
 import { MAX_TIMER_MS } from '../options.js';
-import { abortedWait, checkAcquire, pause, retryDelay } from './checks.js';
+import { checkAcquire, pause, retryDelay, untilAborted } from './checks.js';
 import type { AcquireOptions, DistributedLocker, HeldLock } from './types.js';
 
 /** Takes KEYS[1] for ARGV[2] ms with token ARGV[1]; returns the new fence from KEYS[2], or 0 when the key is held. */
@@ -146,36 +146,11 @@ export class RedisLocker implements DistributedLocker {
       const taking = this.#timed(answer, `acquiring ${key}`);
       // An answer that comes after the timeout and grants the key: given back.
       taking.catch(() => answer.then((fence) => (fence > 0 ? this.#client.eval(RELEASE, 1, redisKey, token) : undefined)).catch(() => undefined));
-      const fence = opts.signal ? await this.#untilAborted(taking, key, redisKey, token, opts.signal) : await taking;
+      const giveBack = (late: Promise<number>) => void late.then((f) => (f > 0 ? this.#client.eval(RELEASE, 1, redisKey, token) : undefined)).catch(() => undefined);
+      const fence = opts.signal ? await untilAborted(taking, key, opts.signal, giveBack) : await taking;
       if (fence > 0) return this.#held(key, redisKey, token, fence, startedAt + ttlMs);
       await pause(retryDelay(attempt), key, opts.signal);
     }
-  }
-
-  /**
-   * `taking`, or a `LockedError` as soon as `signal` aborts (the command may
-   * wait on a connection that stopped answering). A grant that comes after
-   * the abort is given back at once.
-   */
-  #untilAborted(taking: Promise<number>, key: string, redisKey: string, token: string, signal: AbortSignal): Promise<number> {
-    return new Promise((resolve, reject) => {
-      const onAbort = () => {
-        reject(abortedWait(key, signal));
-        void taking.then((fence) => (fence > 0 ? this.#client.eval(RELEASE, 1, redisKey, token) : undefined)).catch(() => undefined);
-      };
-      if (signal.aborted) return onAbort();
-      signal.addEventListener('abort', onAbort, { once: true });
-      taking.then(
-        (fence) => {
-          signal.removeEventListener('abort', onAbort);
-          resolve(fence);
-        },
-        (err: unknown) => {
-          signal.removeEventListener('abort', onAbort);
-          reject(err);
-        },
-      );
-    });
   }
 
   #held(key: string, redisKey: string, token: string, fence: number, expiresAt: number): HeldLock {
