@@ -25,6 +25,7 @@ export async function drainSpool(dir: string, o: DrainOptions): Promise<number> 
   let bytes = 0;
   let damage = 0;
   let failure: CliError | undefined;
+  let cursorError: unknown;
   try {
     spool = await openSpool(dir, o.lockTimeout);
     damage += noteOpenLosses(dir, spool, true);
@@ -69,6 +70,8 @@ export async function drainSpool(dir: string, o: DrainOptions): Promise<number> 
   } catch (err) {
     failure ??= err instanceof CliError ? err : new CliError(`drain failed: ${describe(err)}; ${delivered} records were delivered and committed before it`);
   } finally {
+    // Read before close: commits that advanced only in memory are delivered again by the next run.
+    cursorError = spool?.cursorError;
     await spool?.close().catch((err) => {
       failure ??= new CliError(`closing the spool failed: ${describe(err)}`);
     });
@@ -78,5 +81,6 @@ export async function drainSpool(dir: string, o: DrainOptions): Promise<number> 
   if (failure) throw failure;
   if (!o.quiet) note(summaryLine('drained', delivered, bytes, started));
   if (damage > 0) throw new CliError(`${damage} damaged span(s) were skipped; run ferry stats or ferry verify`, EXIT_FAILED);
+  if (cursorError) throw new CliError(`cannot write ${dir}'s cursor (${describe(cursorError)}): the records delivered since it last succeeded will be delivered again by the next run`, EXIT_FAILED);
   return stop.signal.aborted && !o.follow ? EXIT_INTERRUPTED : 0;
 }

@@ -1,7 +1,8 @@
 /** push, drain, stats and verify on a spool directory: the format is told from the files. */
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Spool } from '../../src/spool/index.js';
 import { encodeCursor } from '../../src/spool/format.js';
@@ -206,6 +207,25 @@ test('a directory holding both a DiskQueue and a spool is refused by verify, sta
       assert.equal(res.code, 2, `${cmd}: ${res.stderr}`);
       assert.match(res.stderr, /holds both a DiskQueue \(data\.00000001\) and a spool \(00000000000000000001\.seg, cursor\)/, cmd);
       assert.equal(res.stdout.toString(), '', cmd);
+    }
+  } finally {
+    await cleanup();
+  }
+});
+
+test('drain on a spool whose cursor cannot be written (a FIFO under its name) delivers, then exits 1 saying the records will come again', async () => {
+  const { dir, cleanup } = await scratch();
+  try {
+    const sp = join(dir, 'sp');
+    await spoolWith(sp, ['a', 'b']);
+    rmSync(join(sp, 'cursor'));
+    execFileSync('mkfifo', [join(sp, 'cursor')]);
+    for (const run of [1, 2]) {
+      // Before, each run exited 0 and said it drained, and the next delivered the same records again.
+      const res = await ferry(['drain', sp], { timeoutMs: 60_000 });
+      assert.equal(res.stdout.toString(), 'a\nb\n', `run ${run}: delivered, at least once`);
+      assert.equal(res.code, 1, `run ${run}: ${res.stderr}`);
+      assert.match(res.stderr, /cannot write .*cursor .*will be delivered again by the next run/);
     }
   } finally {
     await cleanup();

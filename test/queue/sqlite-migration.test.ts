@@ -7,6 +7,7 @@
  * are unchanged, publishing fans out and stays idempotent.
  */
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -227,10 +228,14 @@ describe('sqlite store: a database from an earlier schema version', () => {
     await s.close();
   });
 
-  it('what a retry cannot mend is an IOError that is not transient: a missing directory, a directory, a file that is not a database', async () => {
+  it('what a retry cannot mend is an IOError that is not transient: a missing directory, a directory, a FIFO, a file that is not a database', async () => {
     for (const path of [join(dir, 'no-such-dir', 'x.db'), dir]) {
       await assert.rejects(SqliteStore.open({ path }), (err: unknown) => err instanceof IOError && err.transient === false, path);
     }
+    // A FIFO: before, opening it held open(2), and the whole event loop, until a writer came.
+    const fifo = join(dir, 'fifo.db');
+    execFileSync('mkfifo', [fifo]);
+    await assert.rejects(SqliteStore.open({ path: fifo }), (err: unknown) => err instanceof IOError && err.transient === false && /not a regular file/.test(err.message));
     const notDb = join(dir, 'not-a-db.txt');
     writeFileSync(notDb, 'x'.repeat(8192));
     await assert.rejects(SqliteStore.open({ path: notDb }), (err: unknown) => err instanceof IOError && err.transient === false && /SQLITE_NOTADB|not a database/.test(`${err.message} ${String((err.cause as { code?: string })?.code)}`));

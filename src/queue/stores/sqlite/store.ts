@@ -23,7 +23,7 @@
  * process crash.
  */
 import { EventEmitter } from 'node:events';
-import { closeSync, constants, openSync, realpathSync } from 'node:fs';
+import { closeSync, constants, fstatSync, openSync, realpathSync } from 'node:fs';
 import type BetterSqlite3 from 'better-sqlite3';
 import { ClosedError, InvalidArgumentError, IOError, PayloadTooLargeError } from '../../../errors.js';
 import { sqliteTransient } from '../transient.js';
@@ -80,11 +80,17 @@ const DATABASE_FILE_MODE = 0o600;
  */
 function createPrivate(path: string): void {
   if (path === ':memory:' || path.startsWith('file:')) return;
-  closeSync(openSync(path, constants.O_RDONLY | constants.O_CREAT, DATABASE_FILE_MODE));
+  // Non-blocking: a FIFO under the name would hold open(2), and the whole event loop, until a writer came.
+  const fd = openSync(path, constants.O_RDONLY | constants.O_CREAT | constants.O_NONBLOCK, DATABASE_FILE_MODE);
+  try {
+    if (!fstatSync(fd).isFile()) throw Object.assign(new Error(`${path} is not a regular file`), { code: 'EFTYPE' });
+  } finally {
+    closeSync(fd);
+  }
 }
 
 /** Errors of opening a path that a retry does not mend: it is missing, not a file, or not ours to open. */
-const PERMANENT_OPEN_ERRORS = new Set(['ENOENT', 'ENOTDIR', 'EISDIR', 'EACCES', 'EPERM', 'EROFS', 'ELOOP', 'ENAMETOOLONG']);
+const PERMANENT_OPEN_ERRORS = new Set(['ENOENT', 'ENOTDIR', 'EISDIR', 'EACCES', 'EPERM', 'EROFS', 'ELOOP', 'ENAMETOOLONG', 'EFTYPE']);
 
 /**
  * Whether a failure to open or set up the database may pass: not for a path
