@@ -15,7 +15,7 @@ import pg from 'pg';
 import { InvalidArgumentError, IOError, PayloadTooLargeError } from '../../src/errors.js';
 import { createStoreQueue } from '../../src/queue/engine.js';
 import { createQueue } from '../../src/queue/index.js';
-import { MAX_APPEND_PAYLOAD_BYTES, PostgresStore, checkAppendBytes } from '../../src/queue/stores/postgres/store.js';
+import { MAX_APPEND_PAYLOAD_BYTES, MAX_POSTGRES_PAYLOAD_BYTES, PostgresStore, checkAppendBytes } from '../../src/queue/stores/postgres/store.js';
 import type { Queue, Store, StoredMessage } from '../../src/queue/types.js';
 import { POSTGRES_DIRECT_URL, POSTGRES_SKIP, POSTGRES_URL, adminPool, dropSchema, primaryKeyOf, testSchema } from '../stores/postgres-env.js';
 import { HOUR_POLL, sleep, waitFor, counts } from '../stores/helpers.js';
@@ -80,12 +80,16 @@ describe('postgres store', { skip: POSTGRES_SKIP }, () => {
   it('an append whose payloads pass one statement\'s limit is refused with PayloadTooLargeError, before anything is sent', async () => {
     // Payloads stand in by their size alone: nothing of this size is allocated.
     const m = (bytes: number) => ({ id: 'x', topic: 't', payload: { byteLength: bytes } as Uint8Array, publishedAt: 0 }) as unknown as StoredMessage;
-    assert.doesNotThrow(() => checkAppendBytes([m(MAX_APPEND_PAYLOAD_BYTES - 1), m(1)]));
-    assert.throws(() => checkAppendBytes([m(MAX_APPEND_PAYLOAD_BYTES), m(1)]), PayloadTooLargeError);
-    assert.throws(() => checkAppendBytes(Array.from({ length: 70 }, () => m(16 << 20))), PayloadTooLargeError);
+    const fill = (n: number, each: number) => Array.from({ length: n }, () => m(each));
+    assert.doesNotThrow(() => checkAppendBytes([...fill(2, MAX_POSTGRES_PAYLOAD_BYTES), m(MAX_APPEND_PAYLOAD_BYTES - 2 * MAX_POSTGRES_PAYLOAD_BYTES)]));
+    assert.throws(() => checkAppendBytes([...fill(3, MAX_POSTGRES_PAYLOAD_BYTES), m(1)]), PayloadTooLargeError);
+    assert.throws(() => checkAppendBytes(fill(70, 16 << 20)), PayloadTooLargeError);
+    // One message a claim could not read back (base64 past V8's string limit; 400 MiB crashed a consumer).
+    assert.throws(() => checkAppendBytes([m(MAX_POSTGRES_PAYLOAD_BYTES + 1)]), /read back as base64/);
     const store = await PostgresStore.open({ connectionString: POSTGRES_URL, schema: fresh('bigappend'), poolSize: 1 });
     try {
-      await assert.rejects(store.append([m(MAX_APPEND_PAYLOAD_BYTES + 1)]), PayloadTooLargeError);
+      await assert.rejects(store.append(fill(4, MAX_POSTGRES_PAYLOAD_BYTES)), PayloadTooLargeError);
+      await assert.rejects(store.append([m(400 << 20)]), PayloadTooLargeError);
     } finally {
       await store.close();
     }

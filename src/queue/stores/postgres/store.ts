@@ -166,11 +166,25 @@ function loadDriver(): Promise<typeof pg> {
  * reads as a transient error and would be retried for good.
  */
 export const MAX_APPEND_PAYLOAD_BYTES = 768 << 20;
+/**
+ * Largest payload of one message: a claim reads it back as base64 text (a
+ * third larger), and a string past V8's limit (2^29 − 24 characters, about
+ * 384 MiB of payload) makes the driver throw where nothing can catch it,
+ * ending the consumer's process, so such a message could be stored and
+ * never delivered.
+ */
+export const MAX_POSTGRES_PAYLOAD_BYTES = 256 << 20;
 
-/** @throws PayloadTooLargeError `msgs` carry more than {@link MAX_APPEND_PAYLOAD_BYTES}. */
+/** @throws PayloadTooLargeError a message of `msgs` over {@link MAX_POSTGRES_PAYLOAD_BYTES}, or all of them over {@link MAX_APPEND_PAYLOAD_BYTES}. */
 export function checkAppendBytes(msgs: readonly StoredMessage[]): void {
   let n = 0;
-  for (const m of msgs) n += m.payload.byteLength;
+  for (const m of msgs) {
+    const b = m.payload.byteLength;
+    if (b > MAX_POSTGRES_PAYLOAD_BYTES) {
+      throw new PayloadTooLargeError(`postgres store: a message's payload is at most ${MAX_POSTGRES_PAYLOAD_BYTES} bytes (it is read back as base64 text), got ${b}`);
+    }
+    n += b;
+  }
   if (n > MAX_APPEND_PAYLOAD_BYTES) {
     throw new PayloadTooLargeError(`postgres store: one publish carries at most ${MAX_APPEND_PAYLOAD_BYTES} bytes of payload (one statement), got ${n}: publish its messages in smaller calls`);
   }
