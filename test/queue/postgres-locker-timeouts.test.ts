@@ -55,16 +55,21 @@ describe('postgres locker on a frozen connection', { skip: POSTGRES_SKIP }, () =
     await assert.rejects(acquiring, (err: unknown) => err instanceof IOError || (err as { code?: string }).code === 'ERR_CLOSED');
   });
 
-  it('a borrowed pool gets the answer timeout per statement', { timeout: 600_000 }, async () => {
+  it('a borrowed pool with no timeouts of its own: every call settles within queryTimeoutMs, waiting for a connection included, and close settles', { timeout: 600_000 }, async () => {
     const p = await proxy();
-    const pool = new pg.Pool({ connectionString: p.url(POSTGRES_DIRECT_URL), max: 1, connectionTimeoutMillis: 1000 });
+    // pg's defaults: no connection timeout. Once the first timeout drops the pool's connection, the next call waits for a new one.
+    const pool = new pg.Pool({ connectionString: p.url(POSTGRES_DIRECT_URL), max: 1 });
     pool.on('error', () => undefined);
     cleanups.push(async () => (p.thaw(), await pool.end()));
     const locker = await PostgresLocker.open({ pool, schema, queryTimeoutMs: 1000 });
     cleanups.push(async () => (p.thaw(), await locker.close()));
     await (await locker.acquire('warm', 1000)).release();
     p.freeze();
-    await within(assert.rejects(locker.acquire('k', 1000), isTransientIOError), 'acquire on a borrowed pool');
+    await within(assert.rejects(locker.acquire('k', 1000), isTransientIOError), 'acquire on the pooled connection');
+    // Before, these waited for good for a connection the frozen network never gave.
+    await within(assert.rejects(locker.acquire('k', 1000), isTransientIOError), 'acquire waiting for a new connection');
+    await within(assert.rejects(Promise.all([locker.acquire('a', 1000), locker.acquire('b', 1000)]), isTransientIOError), 'two at once');
+    await within(locker.close(), 'close');
   });
 
   it('refuses bad timeouts and unknown options', async () => {

@@ -126,11 +126,29 @@ export class PostgresLocker implements DistributedLocker {
     this.#queryTimeoutMs = queryTimeoutMs;
   }
 
-  /** Runs `text` on a pooled connection, with the answer timeout (so a borrowed pool has it too). */
-  #query<R extends pg.QueryResultRow>(text: string, values: unknown[]): Promise<pg.QueryResult<R>> {
+  /**
+   * Runs `text` on a pooled connection, with the answer timeout. A borrowed
+   * pool may wait for a connection with no timeout of its own (pg's
+   * default), and the answer timeout starts only once one is found: there
+   * the whole call, that wait included, gets `queryTimeoutMs`. `onLate` gets
+   * a result that came after that.
+   */
+  #query<R extends pg.QueryResultRow>(text: string, values: unknown[], onLate?: (late: pg.QueryResult<R>) => void): Promise<pg.QueryResult<R>> {
     const q: pg.QueryConfig & { query_timeout?: number } = { text, values };
-    if (this.#queryTimeoutMs > 0) q.query_timeout = this.#queryTimeoutMs;
-    return this.#pool.query<R>(q);
+    const ms = this.#queryTimeoutMs;
+    if (ms > 0) q.query_timeout = ms;
+    const running = this.#pool.query<R>(q);
+    if (this.#owns || ms === 0) return running;
+    let timer: NodeJS.Timeout | undefined;
+    let timedOut = false;
+    const deadline = new Promise<never>((_, reject) => {
+      timer = setTimeout(() => {
+        timedOut = true;
+        reject(new Error(`no answer within ${ms} ms (queryTimeoutMs; waiting for a connection of the borrowed pool included)`));
+      }, ms);
+    });
+    running.then((r) => timedOut && onLate?.(r), () => undefined);
+    return Promise.race([running, deadline]).finally(() => clearTimeout(timer));
   }
 
   /**
@@ -211,7 +229,8 @@ export class PostgresLocker implements DistributedLocker {
       const startedAt = performance.now();
       const token = randomUUID();
       const taking = this.#track(
-        this.#query<{ fence: string }>(this.#sql.take, [hash, full, token, ttlMs]).then(
+        // A grant that comes after the timeout (a borrowed pool's connection came late) is given back.
+        this.#query<{ fence: string }>(this.#sql.take, [hash, full, token, ttlMs], (late) => late.rows.length === 1 && void this.#query(this.#sql.give, [hash, token]).catch(() => undefined)).then(
           (r) => r.rows,
           (err: unknown) => {
             throw asIOError(`acquiring ${key}`, err, SOURCE);
