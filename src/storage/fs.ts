@@ -133,7 +133,14 @@ const FLAGS: Record<OpenMode, number> = {
 /** The real file system. Files are created 0600 and directories 0700: queued records are nobody else's business. */
 export const nodeFileSystem: FileSystem = {
   open(path, mode, perm = DEFAULT_FILE_MODE) {
-    const fd = fs.openSync(path, FLAGS[mode], perm);
+    let fd: number;
+    try {
+      fd = fs.openSync(path, FLAGS[mode], perm);
+    } catch (err) {
+      // A directory opened for writing fails here rather than below: named the same way.
+      if ((err as NodeJS.ErrnoException).code === 'EISDIR') throw Object.assign(new Error(`${path} is not a regular file (a directory)`), { code: 'EFTYPE', path, cause: err });
+      throw err;
+    }
     // A FIFO, socket or device under a segment's name is no segment: refused
     // here, before a write lands in a pipe's buffer and a read fails (ESPIPE).
     const st = fs.fstatSync(fd);

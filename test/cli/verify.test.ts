@@ -1,6 +1,6 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFile, writeFile, truncate, open, copyFile, readdir, unlink } from 'node:fs/promises';
+import { readFile, writeFile, truncate, open, copyFile, readdir, unlink, mkdir } from 'node:fs/promises';
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { DEFAULT_SEGMENT_SIZE, DiskQueue, LockedError, verifyQueue, type VerifyDamage } from '../../src/diskqueue/index.js';
@@ -283,7 +283,7 @@ test('ferry verify of a path that is not a directory exits 2', async () => {
   assert.equal(res.stderr, `ferry: no queue at ${file}: not a directory\n`);
 });
 
-test('ferry verify, stats and drain on a queue whose segment is a FIFO fail with exit 2, naming it, instead of waiting for a writer or writing into it, on both formats', async () => {
+test('ferry verify, stats and drain on a queue whose segment is a FIFO fail with exit 2, naming it, instead of waiting for a writer or writing into it, on both formats; so does a directory', async () => {
   const { dir, seg } = await makeQueue();
   const spoolDir = join(tmp.dir, 'fifo-spool');
   const spool = await Spool.open(spoolDir);
@@ -300,6 +300,18 @@ test('ferry verify, stats and drain on a queue whose segment is a FIFO fail with
       const res = await ferry([cmd, d], { timeoutMs: 60_000 });
       assert.equal(res.code, 2, `${cmd} ${d}: ${res.stderr}`);
       assert.match(res.stderr, /is not a regular file \(a FIFO\)/, `${cmd} ${d}`);
+    }
+  }
+  // A directory under the name: every command names it the same way (stats and drain open it for writing, where it fails first).
+  for (const path of [seg, spoolSeg]) {
+    await unlink(path);
+    await mkdir(path);
+  }
+  for (const d of [dir, spoolDir]) {
+    for (const cmd of ['verify', 'stats', 'drain']) {
+      const res = await ferry([cmd, d], { timeoutMs: 60_000 });
+      assert.equal(res.code, 2, `${cmd} ${d}: ${res.stderr}`);
+      assert.match(res.stderr, /is not a regular file \(a directory\)/, `${cmd} ${d}`);
     }
   }
 });
