@@ -1,4 +1,5 @@
 import { InvalidArgumentError } from '../errors.js';
+import { shown } from '../show-value.js';
 import type { Popped } from './popped.js';
 
 /**
@@ -63,4 +64,30 @@ export class PoppedRun implements RecordRun {
     const s = this.starts[k]!;
     return this.bytes.subarray(s, s + this.lengths[k]!);
   }
+}
+
+/**
+ * The end of the range `from`…`to` of `run` after checking both: `run` has a
+ * `Uint8Array` of bytes and as many starts as lengths, each record of the
+ * range lies inside the bytes, and the range is one of its records'.
+ *
+ * @throws InvalidArgumentError with `placed` 0, naming what is wrong.
+ * @internal
+ */
+export function checkRun(run: RecordRun, from: number, to: number | undefined): number {
+  const bad = (what: string) => Object.assign(new InvalidArgumentError(`appendRunNoSync: ${what}`), { placed: 0 });
+  if (typeof run !== 'object' || run === null || !(run.bytes instanceof Uint8Array) || !Array.isArray(run.starts) || !Array.isArray(run.lengths)) {
+    throw bad('a run is { bytes: Uint8Array, starts: number[], lengths: number[] }');
+  }
+  const count = run.starts.length;
+  if (run.lengths.length !== count) throw bad(`${count} starts but ${run.lengths.length} lengths`);
+  const end = to ?? count;
+  if (!Number.isInteger(from) || !Number.isInteger(end) || from < 0 || end < from || end > count) throw bad(`records ${shown(from)} to ${shown(to)} are not a range of the run's ${count}`);
+  const size = run.bytes.length;
+  for (let k = from; k < end; k++) {
+    const s = run.starts[k];
+    const n = run.lengths[k];
+    if (!Number.isInteger(s) || !Number.isInteger(n) || s! < 0 || n! < 0 || s! + n! > size) throw bad(`record ${k} (start ${shown(s)}, length ${shown(n)}) is not inside its ${size} bytes`);
+  }
+  return end;
 }

@@ -31,7 +31,7 @@ import { Head } from './head.js';
 import { SEGMENT_HEADER_SIZE } from './format.js';
 import { resolveSpoolOptions, type ResolvedSpoolOptions, type SpoolOptions } from './options.js';
 import { Popped } from './popped.js';
-import { PoppedRun, type RecordRun } from './popped-run.js';
+import { PoppedRun, checkRun, type RecordRun } from './popped-run.js';
 import { recover, type RecoveryCounts } from './recovery.js';
 import { SpoolSegment } from './segment.js';
 import { WrittenMemory } from './written-memory.js';
@@ -620,29 +620,4 @@ export class Spool implements AsyncDisposable {
 /** A batch's `maxBytes`: 0 or more (Infinity for no limit); a batch always holds at least its first record. */
 function checkMaxBytes(maxBytes: number): void {
   if (typeof maxBytes !== 'number' || !(maxBytes >= 0)) throw new InvalidArgumentError(`maxBytes must be a number of bytes (0 or more, or Infinity), got ${shown(maxBytes)}`);
-}
-
-/**
- * The end of the range `from`…`to` of `run` after checking both: `run` has a
- * `Uint8Array` of bytes and as many starts as lengths, each record of the
- * range lies inside the bytes, and the range is one of its records'.
- *
- * @throws InvalidArgumentError with `placed` 0, naming what is wrong.
- */
-function checkRun(run: RecordRun, from: number, to: number | undefined): number {
-  const bad = (what: string) => Object.assign(new InvalidArgumentError(`appendRunNoSync: ${what}`), { placed: 0 });
-  if (typeof run !== 'object' || run === null || !(run.bytes instanceof Uint8Array) || !Array.isArray(run.starts) || !Array.isArray(run.lengths)) {
-    throw bad('a run is { bytes: Uint8Array, starts: number[], lengths: number[] }');
-  }
-  const count = run.starts.length;
-  if (run.lengths.length !== count) throw bad(`${count} starts but ${run.lengths.length} lengths`);
-  const end = to ?? count;
-  if (!Number.isInteger(from) || !Number.isInteger(end) || from < 0 || end < from || end > count) throw bad(`records ${shown(from)} to ${shown(to)} are not a range of the run's ${count}`);
-  const size = run.bytes.length;
-  for (let k = from; k < end; k++) {
-    const s = run.starts[k];
-    const n = run.lengths[k];
-    if (!Number.isInteger(s) || !Number.isInteger(n) || s! < 0 || n! < 0 || s! + n! > size) throw bad(`record ${k} (start ${shown(s)}, length ${shown(n)}) is not inside its ${size} bytes`);
-  }
-  return end;
 }
