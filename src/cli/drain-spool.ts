@@ -41,6 +41,8 @@ export async function drainSpool(dir: string, o: DrainOptions): Promise<number> 
       }
       if (batch.length === 0) {
         if (!o.follow) break;
+        // Commits that never reached the cursor: a reopen would deliver them again, and again. Stop and say so.
+        if (spool.cursorError) break;
         // Idle: let go of the directory so a producer can open it, then look again.
         await spool.close();
         spool = undefined;

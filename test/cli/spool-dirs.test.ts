@@ -227,6 +227,11 @@ test('drain on a spool whose cursor cannot be written (a FIFO under its name) de
       assert.equal(res.code, 1, `run ${run}: ${res.stderr}`);
       assert.match(res.stderr, /cannot write .*cursor .*will be delivered again by the next run/);
     }
+    // --follow stops at its first idle look rather than reopen the spool and deliver the same records again, and again.
+    const followed = await ferry(['drain', '--follow', '--poll-ms', '20', sp], { timeoutMs: 60_000 });
+    assert.equal(followed.stdout.toString(), 'a\nb\n');
+    assert.equal(followed.code, 1, followed.stderr);
+    assert.match(followed.stderr, /cannot write .*cursor/);
   } finally {
     await cleanup();
   }

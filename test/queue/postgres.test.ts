@@ -15,7 +15,8 @@ import pg from 'pg';
 import { InvalidArgumentError, IOError, PayloadTooLargeError } from '../../src/errors.js';
 import { createStoreQueue } from '../../src/queue/engine.js';
 import { createQueue } from '../../src/queue/index.js';
-import { MAX_APPEND_PAYLOAD_BYTES, MAX_POSTGRES_PAYLOAD_BYTES, PostgresStore, checkAppendBytes } from '../../src/queue/stores/postgres/store.js';
+import { MAX_APPEND_PAYLOAD_BYTES, MAX_POSTGRES_PAYLOAD_BYTES, MAX_POSTGRES_SCHEDULE_PAYLOAD_BYTES, PostgresStore, checkAppendBytes } from '../../src/queue/stores/postgres/store.js';
+import type { ScheduleRecord } from '../../src/queue/schedules/types.js';
 import type { Queue, Store, StoredMessage } from '../../src/queue/types.js';
 import { POSTGRES_DIRECT_URL, POSTGRES_SKIP, POSTGRES_URL, adminPool, dropSchema, primaryKeyOf, testSchema } from '../stores/postgres-env.js';
 import { HOUR_POLL, sleep, waitFor, counts } from '../stores/helpers.js';
@@ -77,7 +78,7 @@ describe('postgres store', { skip: POSTGRES_SKIP }, () => {
     assert.deepEqual(JSON.parse(r.stdout), { before: false, afterMemory: false, afterPostgres: true });
   });
 
-  it('an append whose payloads pass one statement\'s limit is refused with PayloadTooLargeError, before anything is sent', async () => {
+  it('an append or a schedule whose payload passes what Postgres can carry or read back is refused with PayloadTooLargeError, before anything is sent', async () => {
     // Payloads stand in by their size alone: nothing of this size is allocated.
     const m = (bytes: number) => ({ id: 'x', topic: 't', payload: { byteLength: bytes } as Uint8Array, publishedAt: 0 }) as unknown as StoredMessage;
     const fill = (n: number, each: number) => Array.from({ length: n }, () => m(each));
@@ -90,6 +91,10 @@ describe('postgres store', { skip: POSTGRES_SKIP }, () => {
     try {
       await assert.rejects(store.append(fill(4, MAX_POSTGRES_PAYLOAD_BYTES)), PayloadTooLargeError);
       await assert.rejects(store.append([m(400 << 20)]), PayloadTooLargeError);
+      // A schedule is read back as hex text by every instance at start: one of 256 MiB ended every process that opened the schema.
+      const schedule = { name: 'big', revision: 'r', spec: '{}', payload: { byteLength: MAX_POSTGRES_SCHEDULE_PAYLOAD_BYTES + 1 } as Uint8Array, updatedAt: 0 } as unknown as ScheduleRecord;
+      await assert.rejects(store.putSchedule(schedule), PayloadTooLargeError);
+      assert.deepEqual(await store.listSchedules(), []);
     } finally {
       await store.close();
     }

@@ -8,6 +8,8 @@
  */
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
+import { once } from 'node:events';
+import { createServer } from 'node:net';
 import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
@@ -228,7 +230,7 @@ describe('sqlite store: a database from an earlier schema version', () => {
     await s.close();
   });
 
-  it('what a retry cannot mend is an IOError that is not transient: a missing directory, a directory, a FIFO, a file that is not a database', async () => {
+  it('what a retry cannot mend is an IOError that is not transient: a missing directory, a directory, a FIFO, a socket, a file that is not a database', async () => {
     for (const path of [join(dir, 'no-such-dir', 'x.db'), dir]) {
       await assert.rejects(SqliteStore.open({ path }), (err: unknown) => err instanceof IOError && err.transient === false, path);
     }
@@ -236,6 +238,15 @@ describe('sqlite store: a database from an earlier schema version', () => {
     const fifo = join(dir, 'fifo.db');
     execFileSync('mkfifo', [fifo]);
     await assert.rejects(SqliteStore.open({ path: fifo }), (err: unknown) => err instanceof IOError && err.transient === false && /not a regular file/.test(err.message));
+    // A Unix socket: open(2) fails with ENXIO.
+    const sock = join(dir, 'sock.db');
+    const server = createServer().listen(sock);
+    await once(server, 'listening');
+    try {
+      await assert.rejects(SqliteStore.open({ path: sock }), (err: unknown) => err instanceof IOError && err.transient === false);
+    } finally {
+      server.close();
+    }
     const notDb = join(dir, 'not-a-db.txt');
     writeFileSync(notDb, 'x'.repeat(8192));
     await assert.rejects(SqliteStore.open({ path: notDb }), (err: unknown) => err instanceof IOError && err.transient === false && /SQLITE_NOTADB|not a database/.test(`${err.message} ${String((err.cause as { code?: string })?.code)}`));

@@ -174,6 +174,13 @@ export const MAX_APPEND_PAYLOAD_BYTES = 768 << 20;
  * never delivered.
  */
 export const MAX_POSTGRES_PAYLOAD_BYTES = 256 << 20;
+/**
+ * Largest payload of a schedule: every instance reads the schedules back at
+ * start as hex text (twice the size), and past V8's string limit that read
+ * throws where nothing can catch it, so one such row would end every
+ * process that opens the schema.
+ */
+export const MAX_POSTGRES_SCHEDULE_PAYLOAD_BYTES = 128 << 20;
 
 /** @throws PayloadTooLargeError a message of `msgs` over {@link MAX_POSTGRES_PAYLOAD_BYTES}, or all of them over {@link MAX_APPEND_PAYLOAD_BYTES}. */
 export function checkAppendBytes(msgs: readonly StoredMessage[]): void {
@@ -702,8 +709,15 @@ export class PostgresStore implements Store {
     return out;
   }
 
-  /** See `Store.putSchedule` (put-schedule.sql). */
+  /**
+   * See `Store.putSchedule` (put-schedule.sql).
+   * @throws PayloadTooLargeError a payload over {@link MAX_POSTGRES_SCHEDULE_PAYLOAD_BYTES}.
+   */
   async putSchedule(r: ScheduleRecord, signal?: AbortSignal): Promise<boolean> {
+    const b = r.payload.byteLength;
+    if (b > MAX_POSTGRES_SCHEDULE_PAYLOAD_BYTES) {
+      throw new PayloadTooLargeError(`postgres store: a schedule's payload is at most ${MAX_POSTGRES_SCHEDULE_PAYLOAD_BYTES} bytes (it is read back as hex text), got ${b}`);
+    }
     return (await this.#q('put-schedule', scheduleValues(r), signal)).rowCount === 1;
   }
 

@@ -90,7 +90,7 @@ function createPrivate(path: string): void {
 }
 
 /** Errors of opening a path that a retry does not mend: it is missing, not a file, or not ours to open. */
-const PERMANENT_OPEN_ERRORS = new Set(['ENOENT', 'ENOTDIR', 'EISDIR', 'EACCES', 'EPERM', 'EROFS', 'ELOOP', 'ENAMETOOLONG', 'EFTYPE']);
+const PERMANENT_OPEN_ERRORS = new Set(['ENOENT', 'ENOTDIR', 'EISDIR', 'EACCES', 'EPERM', 'EROFS', 'ELOOP', 'ENAMETOOLONG', 'ENXIO', 'EFTYPE']);
 
 /**
  * Whether a failure to open or set up the database may pass: not for a path
