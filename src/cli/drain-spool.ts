@@ -9,7 +9,7 @@ import { isFerryError } from '../errors.js';
 import type { Spool } from '../spool/index.js';
 import { CliError, EXIT_FAILED, describe, note, sleep, summaryLine } from './common.js';
 import { DeliveryError, deliveryPlan, DEFAULT_POLL_MS, EXIT_INTERRUPTED, stopOnSignals, type DrainOptions } from './drain-delivery.js';
-import { noteOpenLosses, openSpool } from './spool-dir.js';
+import { cursorWriteFailed, noteOpenLosses, openSpool } from './spool-dir.js';
 
 /** Runs `ferry drain` on the spool in `dir`; resolves to the exit status. */
 export async function drainSpool(dir: string, o: DrainOptions): Promise<number> {
@@ -83,6 +83,6 @@ export async function drainSpool(dir: string, o: DrainOptions): Promise<number> 
   if (failure) throw failure;
   if (!o.quiet) note(summaryLine('drained', delivered, bytes, started));
   if (damage > 0) throw new CliError(`${damage} damaged span(s) were skipped; run ferry stats or ferry verify`, EXIT_FAILED);
-  if (cursorError) throw new CliError(`cannot write ${dir}'s cursor (${describe(cursorError)}): the records delivered since it last succeeded will be delivered again by the next run`, EXIT_FAILED);
+  if (cursorError) throw cursorWriteFailed(dir, cursorError);
   return stop.signal.aborted && !o.follow ? EXIT_INTERRUPTED : 0;
 }

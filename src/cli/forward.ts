@@ -29,7 +29,7 @@ import { FramingError, LineSplitter, recordLimit, type LineRun } from './framing
 import { BODY_FORMATS, execTarget, httpTarget, type BodyFormat } from './deliver.js';
 import { runSender } from './sender.js';
 import { OrderedSyncs } from './ordered-syncs.js';
-import { noteOpenLosses } from './spool-dir.js';
+import { cursorWriteFailed, noteOpenLosses } from './spool-dir.js';
 
 /** Options of `ferry forward`, as parsed from the command line. */
 export interface ForwardOptions {
@@ -447,6 +447,6 @@ export async function forward(file: string | undefined, o: ForwardOptions): Prom
   if (counts.damaged > 0) throw new CliError(`${counts.damaged} damaged span(s) of the spool were skipped; their records are lost (each is named above)`, EXIT_FAILED);
   // Commits advanced only in memory: the next run delivers those records again.
   const cursorError = spool.cursorError;
-  if (cursorError) throw new CliError(`cannot write ${o.dir}'s cursor (${describe(cursorError)}): the records delivered since it last succeeded will be delivered again by the next run`, EXIT_FAILED);
+  if (cursorError) throw cursorWriteFailed(o.dir, cursorError);
   return stop.signal.aborted ? EXIT_INTERRUPTED : 0;
 }

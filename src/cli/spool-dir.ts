@@ -5,7 +5,7 @@
 import { readdir } from 'node:fs/promises';
 import { Spool, LockedError, FerryError, GroupLostError, UNBOUNDED } from '../spool/index.js';
 import { filesOf, mixedFormats } from '../storage/format-guard.js';
-import { CliError, EXIT_USAGE, describe, formatBytes, note, sleep } from './common.js';
+import { CliError, EXIT_FAILED, EXIT_USAGE, describe, formatBytes, note, sleep } from './common.js';
 
 /**
  * Whether `dir` holds a spool (its segment files or cursor); false for a
@@ -126,4 +126,13 @@ export function noteOpenLosses(dir: string, spool: Spool, popping: boolean): num
     lost += st.foreignSegments;
   }
   return lost;
+}
+
+/**
+ * The error a command ends with when `dir`'s cursor could not be written
+ * (`Spool.cursorError`): its commits advanced only in memory, so the records
+ * delivered since the last good write come again in the next run. Exit 1.
+ */
+export function cursorWriteFailed(dir: string, cause: unknown): CliError {
+  return new CliError(`cannot write ${dir}'s cursor (${describe(cause)}): the records delivered since it last succeeded will be delivered again by the next run`, EXIT_FAILED);
 }

@@ -12,6 +12,7 @@ import * as fs from 'node:fs';
 import { dirname } from 'node:path';
 import { lockDirectory, type DirectoryLock } from './lock.js';
 import { preallocate } from './preallocate.js';
+import { assertRegularFile } from '../regular-file.js';
 
 /** The named steps a write or sync performs; used for fault injection and tracing. */
 export type WriteStep = 'record' | 'header' | 'allocate' | 'cursor';
@@ -143,10 +144,11 @@ export const nodeFileSystem: FileSystem = {
     }
     // A FIFO, socket or device under a segment's name is no segment: refused
     // here, before a write lands in a pipe's buffer and a read fails (ESPIPE).
-    const st = fs.fstatSync(fd);
-    if (!st.isFile()) {
+    try {
+      assertRegularFile(fd, path);
+    } catch (err) {
       fs.closeSync(fd);
-      throw Object.assign(new Error(`${path} is not a regular file (${fileKind(st)})`), { code: 'EFTYPE', path });
+      throw err;
     }
     return new NodeFileHandle(path, fd);
   },
@@ -167,15 +169,6 @@ export const nodeFileSystem: FileSystem = {
   },
   lock: (dir) => lockDirectory(dir),
 };
-
-/** What a file that is not a regular one is, for a message. */
-function fileKind(st: fs.Stats): string {
-  if (st.isFIFO()) return 'a FIFO';
-  if (st.isDirectory()) return 'a directory';
-  if (st.isSocket()) return 'a socket';
-  if (st.isCharacterDevice() || st.isBlockDevice()) return 'a device';
-  return 'not a regular file';
-}
 
 /** The directory holding `path`. */
 export function parentDir(path: string): string {

@@ -237,7 +237,7 @@ describe('sqlite store: a database from an earlier schema version', () => {
     // A FIFO: before, opening it held open(2), and the whole event loop, until a writer came.
     const fifo = join(dir, 'fifo.db');
     execFileSync('mkfifo', [fifo]);
-    await assert.rejects(SqliteStore.open({ path: fifo }), (err: unknown) => err instanceof IOError && err.transient === false && /not a regular file/.test(err.message));
+    await assert.rejects(SqliteStore.open({ path: fifo }), (err: unknown) => err instanceof IOError && err.transient === false && /not a regular file \(a FIFO\)/.test(err.message));
     // A Unix socket: open(2) fails with ENXIO.
     const sock = join(dir, 'sock.db');
     const server = createServer().listen(sock);

@@ -72,3 +72,23 @@ export function untilAborted<T>(taking: Promise<T>, key: string, signal: AbortSi
     );
   });
 }
+
+/**
+ * `running`, or the error `timedOut()` makes once `ms` pass without an
+ * answer (a server or network that stopped answering). An answer that comes
+ * after the deadline goes to `onLate`, which gives a grant back. `ms` 0: no
+ * deadline.
+ */
+export function withDeadline<T>(running: Promise<T>, ms: number, timedOut: () => Error, onLate?: (late: T) => void): Promise<T> {
+  if (ms === 0) return running;
+  let timer: NodeJS.Timeout | undefined;
+  let late = false;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => {
+      late = true;
+      reject(timedOut());
+    }, ms);
+  });
+  running.then((v) => late && onLate?.(v), () => undefined);
+  return Promise.race([running, deadline]).finally(() => clearTimeout(timer));
+}

@@ -26,7 +26,7 @@ import { knownKeys, rejectUnknownKeys } from '../../known-keys.js';
 import { DEFAULT_POSTGRES_SCHEMA, poolConfig, resolveTimeouts } from '../stores/postgres/connection.js';
 import { quoteSchema } from '../stores/postgres/sql.js';
 import { LOCK_NAMESPACE, schemaLockKey } from '../stores/postgres/migrate.js';
-import { checkAcquire, pause, retryDelay, untilAborted } from './checks.js';
+import { checkAcquire, pause, retryDelay, untilAborted, withDeadline } from './checks.js';
 import type { AcquireOptions, DistributedLocker, HeldLock } from './types.js';
 
 /** Options of `PostgresLocker.open`: a connection string, or a pool the caller owns. */
@@ -138,17 +138,8 @@ export class PostgresLocker implements DistributedLocker {
     const ms = this.#queryTimeoutMs;
     if (ms > 0) q.query_timeout = ms;
     const running = this.#pool.query<R>(q);
-    if (this.#owns || ms === 0) return running;
-    let timer: NodeJS.Timeout | undefined;
-    let timedOut = false;
-    const deadline = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => {
-        timedOut = true;
-        reject(new Error(`no answer within ${ms} ms (queryTimeoutMs; waiting for a connection of the borrowed pool included)`));
-      }, ms);
-    });
-    running.then((r) => timedOut && onLate?.(r), () => undefined);
-    return Promise.race([running, deadline]).finally(() => clearTimeout(timer));
+    if (this.#owns) return running;
+    return withDeadline(running, ms, () => new Error(`no answer within ${ms} ms (queryTimeoutMs; waiting for a connection of the borrowed pool included)`), onLate);
   }
 
   /**

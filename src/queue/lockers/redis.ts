@@ -16,7 +16,7 @@ import { asIOError, ClosedError, InvalidArgumentError, IOError, type IOErrorSour
 import { knownKeys, rejectUnknownKeys } from '../../known-keys.js';
 import { shown } from '../../show-value.js';
 import { MAX_TIMER_MS } from '../options.js';
-import { checkAcquire, pause, retryDelay, untilAborted } from './checks.js';
+import { checkAcquire, pause, retryDelay, untilAborted, withDeadline } from './checks.js';
 import type { AcquireOptions, DistributedLocker, HeldLock } from './types.js';
 
 /** Takes KEYS[1] for ARGV[2] ms with token ARGV[1]; returns the new fence from KEYS[2], or 0 when the key is held. */
@@ -83,19 +83,14 @@ export class RedisLocker implements DistributedLocker {
   /**
    * `command`, or a transient `IOError` once `commandTimeoutMs` passes
    * without an answer (ioredis has no per-command timeout of its own for a
-   * borrowed client; the late answer is dropped).
+   * borrowed client). A late answer goes to `onLate`, or is dropped.
    */
-  #timed<T>(command: Promise<T>, what: string): Promise<T> {
+  #timed<T>(command: Promise<T>, what: string, onLate?: (late: T) => void): Promise<T> {
     const failed = (err: unknown): never => {
       throw asIOError(what, err, SOURCE);
     };
-    if (this.#timeoutMs === 0) return command.catch(failed);
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<never>((_, reject) => {
-      timer = setTimeout(() => reject(new IOError(`redis locker: ${what} failed: no answer within ${this.#timeoutMs} ms`, { transient: true })), this.#timeoutMs);
-    });
-    command.catch(() => undefined);
-    return Promise.race([command.catch(failed), late]).finally(() => clearTimeout(timer));
+    const ms = this.#timeoutMs;
+    return withDeadline(command.catch(failed), ms, () => new IOError(`redis locker: ${what} failed: no answer within ${ms} ms`, { transient: true }), onLate);
   }
 
   /**
@@ -143,9 +138,8 @@ export class RedisLocker implements DistributedLocker {
       if (opts.signal?.aborted) await pause(0, key, opts.signal);
       const startedAt = performance.now();
       const answer = (this.#client.eval(ACQUIRE, 2, redisKey, `${redisKey}:fence`, token, String(ttlMs)) as Promise<unknown>).then(Number);
-      const taking = this.#timed(answer, `acquiring ${key}`);
       // An answer that comes after the timeout and grants the key: given back.
-      taking.catch(() => answer.then((fence) => (fence > 0 ? this.#client.eval(RELEASE, 1, redisKey, token) : undefined)).catch(() => undefined));
+      const taking = this.#timed(answer, `acquiring ${key}`, (fence) => void (fence > 0 ? this.#client.eval(RELEASE, 1, redisKey, token) : undefined)?.catch(() => undefined));
       const giveBack = (late: Promise<number>) => void late.then((f) => (f > 0 ? this.#client.eval(RELEASE, 1, redisKey, token) : undefined)).catch(() => undefined);
       const fence = opts.signal ? await untilAborted(taking, key, opts.signal, giveBack) : await taking;
       if (fence > 0) return this.#held(key, redisKey, token, fence, startedAt + ttlMs);

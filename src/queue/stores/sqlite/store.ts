@@ -23,7 +23,7 @@
  * process crash.
  */
 import { EventEmitter } from 'node:events';
-import { closeSync, constants, fstatSync, openSync, realpathSync } from 'node:fs';
+import { closeSync, constants, openSync, realpathSync } from 'node:fs';
 import type BetterSqlite3 from 'better-sqlite3';
 import { ClosedError, InvalidArgumentError, IOError, PayloadTooLargeError } from '../../../errors.js';
 import { sqliteTransient } from '../transient.js';
@@ -40,6 +40,7 @@ import type {
 } from '../../types.js';
 import { knownKeys, rejectUnknownKeys } from '../../../known-keys.js';
 import { shown } from '../../../show-value.js';
+import { assertRegularFile } from '../../../regular-file.js';
 import { MAX_TIMER_MS } from '../../options.js';
 
 type Database = BetterSqlite3.Database;
@@ -83,7 +84,7 @@ function createPrivate(path: string): void {
   // Non-blocking: a FIFO under the name would hold open(2), and the whole event loop, until a writer came.
   const fd = openSync(path, constants.O_RDONLY | constants.O_CREAT | constants.O_NONBLOCK, DATABASE_FILE_MODE);
   try {
-    if (!fstatSync(fd).isFile()) throw Object.assign(new Error(`${path} is not a regular file`), { code: 'EFTYPE' });
+    assertRegularFile(fd, path);
   } finally {
     closeSync(fd);
   }
