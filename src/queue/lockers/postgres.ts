@@ -25,6 +25,7 @@ import { asIOError, ClosedError, InvalidArgumentError, type IOErrorSource } from
 import { knownKeys, rejectUnknownKeys } from '../../known-keys.js';
 import { DEFAULT_POSTGRES_SCHEMA, poolConfig, resolveTimeouts } from '../stores/postgres/connection.js';
 import { quoteSchema } from '../stores/postgres/sql.js';
+import { SqlFiles } from '../stores/sql-files.js';
 import { LOCK_NAMESPACE, schemaLockKey } from '../stores/postgres/migrate.js';
 import { checkAcquire, pause, retryDelay, untilAborted, withDeadline } from './checks.js';
 import type { AcquireOptions, DistributedLocker, HeldLock } from './types.js';
@@ -65,23 +66,16 @@ const POSTGRES_LOCKER_OPTION_KEYS = knownKeys<PostgresLockerOptions>({
   queryTimeoutMs: true,
 });
 
-/** The statements, for schema `s` (quoted). */
+const files = new SqlFiles(new URL('./postgres/', import.meta.url));
+
+/** The statements (postgres/*.sql), for schema `s` (quoted). */
 function statements(s: string) {
+  const read = (name: string) => files.read(`${name}.sql`).replaceAll('__SCHEMA__', s);
   return {
-    setUp: [
-      `CREATE SCHEMA IF NOT EXISTS ${s}`,
-      `CREATE TABLE IF NOT EXISTS ${s}.locks (key_hash text PRIMARY KEY, key text NOT NULL, token text NOT NULL, fence bigint NOT NULL, until timestamptz NOT NULL)`,
-      `CREATE SEQUENCE IF NOT EXISTS ${s}.lock_fences`,
-    ],
-    // $1 key hash, $2 key, $3 token, $4 TTL ms. A row comes back only when this call took the key.
-    take:
-      `INSERT INTO ${s}.locks AS l (key_hash, key, token, fence, until) ` +
-      `VALUES ($1, $2, $3, nextval('${s}.lock_fences'), clock_timestamp() + $4 * interval '1 millisecond') ` +
-      `ON CONFLICT (key_hash) DO UPDATE SET token = excluded.token, fence = nextval('${s}.lock_fences'), until = clock_timestamp() + $4 * interval '1 millisecond' ` +
-      `WHERE l.until <= clock_timestamp() ` +
-      `RETURNING l.fence::text AS fence`,
-    // Ends the lease, keeping the row (see above).
-    give: `UPDATE ${s}.locks SET until = '-infinity' WHERE key_hash = $1 AND token = $2`,
+    // Three statements, run in one round trip (no parameters).
+    setUp: read('set-up'),
+    take: read('take'),
+    give: read('give'),
   };
 }
 type Statements = ReturnType<typeof statements>;
@@ -187,7 +181,7 @@ export class PostgresLocker implements DistributedLocker {
         // A store's migrations may hold the lock for long: no statement timeout here (as they run without one).
         await client.query('SET LOCAL statement_timeout = 0');
         await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [LOCK_NAMESPACE, schemaLockKey(schema)]);
-        for (const text of sql.setUp) await client.query(text);
+        await client.query(sql.setUp);
         await client.query('COMMIT');
       } catch (err) {
         await client.query('ROLLBACK').catch((e: Error) => (broken = e));
