@@ -140,6 +140,7 @@ export const nodeFileSystem: FileSystem = {
     } catch (err) {
       // A directory opened for writing fails here rather than below: named the same way.
       if ((err as NodeJS.ErrnoException).code === 'EISDIR') throw Object.assign(new Error(`${path} is not a regular file (a directory)`), { code: 'EFTYPE', path, cause: err });
+      if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw danglingLink(path) ?? err;
       throw err;
     }
     // A FIFO, socket or device under a segment's name is no segment: refused
@@ -169,6 +170,20 @@ export const nodeFileSystem: FileSystem = {
   },
   lock: (dir) => lockDirectory(dir),
 };
+
+/**
+ * When `path` is a symbolic link whose target is missing, an `ENOENT` error
+ * that says so and names the target (the raw one names only the link, which
+ * a listing shows as present); otherwise undefined.
+ */
+function danglingLink(path: string): Error | undefined {
+  try {
+    if (!fs.lstatSync(path).isSymbolicLink()) return undefined;
+    return Object.assign(new Error(`${path} is a symbolic link to ${fs.readlinkSync(path)}, which does not exist`), { code: 'ENOENT', path });
+  } catch {
+    return undefined;
+  }
+}
 
 /** The directory holding `path`. */
 export function parentDir(path: string): string {

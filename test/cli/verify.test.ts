@@ -1,6 +1,6 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFile, writeFile, truncate, open, copyFile, readdir, unlink, mkdir } from 'node:fs/promises';
+import { readFile, writeFile, truncate, open, copyFile, readdir, unlink, mkdir, rm, symlink } from 'node:fs/promises';
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 import { DEFAULT_SEGMENT_SIZE, DiskQueue, LockedError, verifyQueue, type VerifyDamage } from '../../src/diskqueue/index.js';
@@ -283,7 +283,7 @@ test('ferry verify of a path that is not a directory exits 2', async () => {
   assert.equal(res.stderr, `ferry: no queue at ${file}: not a directory\n`);
 });
 
-test('ferry verify, stats and drain on a queue whose segment is a FIFO fail with exit 2, naming it, instead of waiting for a writer or writing into it, on both formats; so does a directory', async () => {
+test('ferry verify, stats and drain on a queue whose segment is a FIFO fail with exit 2, naming it, instead of waiting for a writer or writing into it, on both formats; so does a directory, and a symbolic link to a missing file', async () => {
   const { dir, seg } = await makeQueue();
   const spoolDir = join(tmp.dir, 'fifo-spool');
   const spool = await Spool.open(spoolDir);
@@ -312,6 +312,18 @@ test('ferry verify, stats and drain on a queue whose segment is a FIFO fail with
       const res = await ferry([cmd, d], { timeoutMs: 60_000 });
       assert.equal(res.code, 2, `${cmd} ${d}: ${res.stderr}`);
       assert.match(res.stderr, /is not a regular file \(a directory\)/, `${cmd} ${d}`);
+    }
+  }
+  // A symbolic link to a missing file: named as such, with its target (before: the raw ENOENT of the link's own name).
+  for (const path of [seg, spoolSeg]) {
+    await rm(path, { recursive: true });
+    await symlink(join(tmp.dir, 'no-such-target'), path);
+  }
+  for (const d of [dir, spoolDir]) {
+    for (const cmd of ['verify', 'stats', 'drain']) {
+      const res = await ferry([cmd, d], { timeoutMs: 60_000 });
+      assert.equal(res.code, 2, `${cmd} ${d}: ${res.stderr}`);
+      assert.match(res.stderr, /is a symbolic link to \S*no-such-target, which does not exist/, `${cmd} ${d}`);
     }
   }
 });
