@@ -7,7 +7,8 @@
  * open connection (both ends see it drop). `close()` does that and stops
  * listening. `freezeOn(match)` freezes at the first bytes from a client that
  * `match` (held, like everything after them): a partition that falls
- * between a client's read and its write.
+ * between a client's read and its write. `freezeAnswers()` holds only what
+ * the server sends: requests arrive and run, and their answers never come.
  *
  * Usage: `const p = await TcpProxy.start(5432)`, then connect to
  * `127.0.0.1:${p.port}` (see `p.url(...)`).
@@ -31,6 +32,8 @@ export class TcpProxy {
   readonly #targetPort: number;
   readonly #pairs = new Set<Pair>();
   #frozen = false;
+  /** Only the server's answers are held (`freezeAnswers`). */
+  #answersHeld = false;
   #freezeOn: ((chunk: Buffer) => boolean) | undefined;
   /** Connections accepted so far. */
   accepted = 0;
@@ -81,6 +84,11 @@ export class TcpProxy {
     this.#frozen = true;
   }
 
+  /** Holds what servers send (until `thaw`) while still forwarding what clients send. */
+  freezeAnswers(): void {
+    this.#answersHeld = true;
+  }
+
   /**
    * Freezes (see `freeze`) when a chunk a client sends matches, before
    * forwarding it; resolves then. Armed once; `thaw` disarms it.
@@ -100,6 +108,7 @@ export class TcpProxy {
   /** Forwards what was held, in order, and resumes (opening held connections' upstream sides). */
   thaw(): void {
     this.#frozen = false;
+    this.#answersHeld = false;
     this.#freezeOn = undefined;
     for (const p of this.#pairs) {
       if (p.serverGone) this.#drop(p);
@@ -139,11 +148,11 @@ export class TcpProxy {
     p.server = server;
     server.on('connect', () => this.#flush(p));
     server.on('data', (d) => {
-      if (this.#frozen || p.toClient.length > 0) p.toClient.push(d);
+      if (this.#frozen || this.#answersHeld || p.toClient.length > 0) p.toClient.push(d);
       else p.client.write(d);
     });
     // While frozen the client hears nothing, not even that the server hung up.
-    const gone = () => (this.#frozen ? (p.serverGone = true) : this.#drop(p));
+    const gone = () => (this.#frozen || this.#answersHeld ? (p.serverGone = true) : this.#drop(p));
     server.on('error', gone);
     server.on('close', gone);
   }

@@ -10,7 +10,7 @@
 import assert from 'node:assert/strict';
 import { after, afterEach, describe, it } from 'node:test';
 import pg from 'pg';
-import { InvalidArgumentError, IOError } from '../../src/errors.js';
+import { ClosedError, InvalidArgumentError, IOError } from '../../src/errors.js';
 import { PostgresLocker } from '../../src/queue/lockers/postgres.js';
 import { TcpProxy } from '../helpers/tcp-proxy.js';
 import { isTransientIOError, leaseOutlivesFreeze, within } from './locker-freeze.js';
@@ -70,6 +70,81 @@ describe('postgres locker on a frozen connection', { skip: POSTGRES_SKIP }, () =
     await within(assert.rejects(locker.acquire('k', 1000), isTransientIOError), 'acquire waiting for a new connection');
     await within(assert.rejects(Promise.all([locker.acquire('a', 1000), locker.acquire('b', 1000)]), isTransientIOError), 'two at once');
     await within(locker.close(), 'close');
+  });
+
+  it('open on a borrowed pool settles within queryTimeoutMs on a frozen network, waiting for a connection or an answer to its set-up', { timeout: 600_000 }, async () => {
+    const p = await proxy();
+    const pool = new pg.Pool({ connectionString: p.url(POSTGRES_DIRECT_URL), max: 1 });
+    pool.on('error', () => undefined);
+    cleanups.push(async () => (p.thaw(), await pool.end()));
+    (await pool.connect()).release();
+    p.freeze();
+    // Before, this open waited for good: the set-up had no deadline on a borrowed pool.
+    await within(assert.rejects(PostgresLocker.open({ pool, schema, queryTimeoutMs: 1000 }), isTransientIOError), 'open, set-up frozen');
+    // Its connection is now stuck in the frozen set-up: the next open waits for a connection, and settles too.
+    await within(assert.rejects(PostgresLocker.open({ pool, schema, queryTimeoutMs: 1000 }), isTransientIOError), 'open, waiting for a connection');
+  });
+
+  it('a grant whose answer never came is given back once the call times out, on its own pool and on a borrowed one', { timeout: 600_000 }, async () => {
+    const direct = await PostgresLocker.open({ connectionString: POSTGRES_URL, schema });
+    cleanups.push(() => direct.close());
+    const pool = new pg.Pool({ connectionString: POSTGRES_DIRECT_URL, max: 2 });
+    cleanups.push(() => pool.end());
+    for (const borrowed of [false, true]) {
+      const p = await proxy();
+      const via = borrowed ? new pg.Pool({ connectionString: p.url(POSTGRES_DIRECT_URL), max: 2 }) : undefined;
+      via?.on('error', () => undefined);
+      if (via) cleanups.push(async () => (p.thaw(), await via.end()));
+      const locker = await PostgresLocker.open(via ? { pool: via, schema, queryTimeoutMs: 1000 } : { connectionString: p.url(POSTGRES_URL), schema, queryTimeoutMs: 1000 });
+      cleanups.push(async () => (p.thaw(), await locker.close()));
+      await (await locker.acquire('warm', 1000)).release();
+      const key = `late-${borrowed}`;
+      // The take runs on the server and grants; only its answer is lost.
+      p.freezeAnswers();
+      await within(assert.rejects(locker.acquire(key, 600_000), isTransientIOError), 'acquire');
+      p.thaw();
+      // Before, the grant stood for its whole TTL (600 s here): no other holder could take the key.
+      const next = await within(direct.acquire(key, 1000), `${key}: the key is free again`);
+      await next.release();
+      await locker.close();
+    }
+  });
+
+  it('close rejects an acquire under way with ClosedError at once, on a borrowed pool with no free connection too', { timeout: 600_000 }, async () => {
+    const pool = new pg.Pool({ connectionString: POSTGRES_DIRECT_URL, max: 1 });
+    cleanups.push(() => pool.end());
+    const locker = await PostgresLocker.open({ pool, schema });
+    const busy = await pool.connect();
+    cleanups.push(async () => busy.release());
+    const waiting = locker.acquire('k', 1000);
+    waiting.catch(() => undefined);
+    // Before, close waited for the acquire's statement (up to queryTimeoutMs, 15 s here), and the acquire then failed with an IOError.
+    const closed = locker.close();
+    await assert.rejects(within(waiting, 'acquire'), ClosedError);
+    await within(closed, 'close');
+    busy.release();
+    cleanups.pop();
+    // The statement the pool ran later gave its grant back: the key is free.
+    const other = await PostgresLocker.open({ connectionString: POSTGRES_URL, schema });
+    cleanups.push(() => other.close());
+    await (await within(other.acquire('k', 1000), 'the key is free')).release();
+  });
+
+  it('what a retry cannot mend is not transient: a missing database, a missing table', { timeout: 600_000 }, async () => {
+    const missing = new URL(POSTGRES_URL);
+    missing.pathname = '/ferry_no_such_database';
+    await assert.rejects(PostgresLocker.open({ connectionString: missing.toString(), schema }), (err: unknown) => err instanceof IOError && err.transient === false && /3D000/.test(err.message));
+    const dropped = testSchema('lockdrop');
+    const locker = await PostgresLocker.open({ connectionString: POSTGRES_URL, schema: dropped });
+    cleanups.push(async () => (await locker.close(), await dropSchema(dropped)));
+    const admin = new pg.Client({ connectionString: POSTGRES_DIRECT_URL });
+    await admin.connect();
+    try {
+      await admin.query(`DROP TABLE "${dropped}".locks`);
+    } finally {
+      await admin.end();
+    }
+    await assert.rejects(locker.acquire('k', 1000), (err: unknown) => err instanceof IOError && err.transient === false && /42P01/.test(err.message));
   });
 
   it('refuses bad timeouts and unknown options', async () => {

@@ -11,7 +11,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { afterEach, describe, it } from 'node:test';
-import { InvalidArgumentError } from '../../src/errors.js';
+import { InvalidArgumentError, IOError } from '../../src/errors.js';
 import { RedisLocker } from '../../src/queue/lockers/redis.js';
 import { TcpProxy } from '../helpers/tcp-proxy.js';
 import { isTransientIOError, leaseOutlivesFreeze, within } from './locker-freeze.js';
@@ -79,5 +79,23 @@ describe('redis locker on a frozen connection', { skip }, () => {
       await assert.rejects(RedisLocker.open({ url: REDIS_URL, ...(bad as object) }), InvalidArgumentError, JSON.stringify(bad));
     }
     await assert.rejects(RedisLocker.open({ url: REDIS_URL, prefx: 'a' } as never), /unknown redis locker option "prefx"/);
+  });
+
+  it('open names why it could not connect, and refuses a database index the server refuses (before: it carried on in database 0)', async () => {
+    const refused = await TcpProxy.start(Number(target.port || 6379));
+    const port = refused.port;
+    await refused.close();
+    await assert.rejects(RedisLocker.open({ url: `redis://127.0.0.1:${port}`, commandTimeoutMs: 5000 }), (err: unknown) => {
+      assert.ok(err instanceof IOError && err.transient === true, String(err));
+      assert.match(err.message, new RegExp(`connecting to 127\\.0\\.0\\.1:${port} failed: .*ECONNREFUSED`));
+      return true;
+    });
+    const outOfRange = new URL(REDIS_URL);
+    outOfRange.pathname = '/99999';
+    await assert.rejects(RedisLocker.open({ url: outOfRange.toString() }), (err: unknown) => {
+      assert.ok(err instanceof IOError && err.transient === false, String(err));
+      assert.match(err.message, /selecting database 99999 failed: ERR DB index is out of range/);
+      return true;
+    });
   });
 });

@@ -47,15 +47,15 @@ export function retryDelay(attempt: number): number {
 }
 
 /**
- * `taking` (a try at a key), or a `LockedError` as soon as `signal` aborts:
- * the try may wait on a connection or a server that does not answer. The
- * try's result, should it come after the abort, goes to `giveBack`, which
- * gives a grant back at once.
+ * `taking` (a try at a key), or the error `why()` makes as soon as `signal`
+ * aborts (a caller that gave up, a locker closing): the try may wait on a
+ * connection or a server that does not answer. The try's result, should it
+ * come after the abort, goes to `giveBack`, which gives a grant back at once.
  */
-export function untilAborted<T>(taking: Promise<T>, key: string, signal: AbortSignal, giveBack: (late: Promise<T>) => void): Promise<T> {
+export function untilAborted<T>(taking: Promise<T>, signal: AbortSignal, why: () => Error, giveBack: (late: Promise<T>) => void): Promise<T> {
   return new Promise((resolve, reject) => {
     const onAbort = () => {
-      reject(abortedWait(key, signal));
+      reject(why());
       giveBack(taking);
     };
     if (signal.aborted) return onAbort();

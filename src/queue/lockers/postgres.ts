@@ -27,7 +27,8 @@ import { DEFAULT_POSTGRES_SCHEMA, poolConfig, resolveTimeouts } from '../stores/
 import { quoteSchema } from '../stores/postgres/sql.js';
 import { SqlFiles } from '../stores/sql-files.js';
 import { LOCK_NAMESPACE, schemaLockKey } from '../stores/postgres/migrate.js';
-import { checkAcquire, pause, retryDelay, untilAborted, withDeadline } from './checks.js';
+import { abortedWait, checkAcquire, pause, retryDelay, untilAborted, withDeadline } from './checks.js';
+import { postgresTransient } from '../stores/transient.js';
 import type { AcquireOptions, DistributedLocker, HeldLock } from './types.js';
 
 /** Options of `PostgresLocker.open`: a connection string, or a pool the caller owns. */
@@ -90,13 +91,39 @@ function keyHash(key: string): string {
 }
 
 /** How driver and server errors become `IOError`s (every one taken as transient). */
-const SOURCE: IOErrorSource = { name: 'postgres locker', withCode: true };
+/** How client and server errors become `IOError`s: transient or not by SQLSTATE, as the store's. */
+const SOURCE: IOErrorSource = { name: 'postgres locker', withCode: true, transient: postgresTransient };
 
 /**
  * A `DistributedLocker` on a PostgreSQL table of leases, shared by every
  * process using the same server, schema and prefix. Waiting polls with a
  * jittered backoff (2–50 ms). Use `PostgresLocker.open`.
  */
+/**
+ * Makes the locker's table and sequence in `schema` when missing, on one
+ * connection of `pool`, in one transaction under the schema's set-up lock.
+ */
+async function setUp(pool: pg.Pool, schema: string, text: string): Promise<void> {
+  const client = await pool.connect();
+  let broken: Error | undefined;
+  try {
+    // Lockers and stores opening one schema together serialise here (the
+    // store's migrations take the same lock): two CREATE ... IF NOT EXISTS
+    // at once can both try to create.
+    await client.query('BEGIN');
+    // A store's migrations may hold the lock for long: no statement timeout here (as they run without one).
+    await client.query('SET LOCAL statement_timeout = 0');
+    await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [LOCK_NAMESPACE, schemaLockKey(schema)]);
+    await client.query(text);
+    await client.query('COMMIT');
+  } catch (err) {
+    await client.query('ROLLBACK').catch((e: Error) => (broken = e));
+    throw err;
+  } finally {
+    client.release(broken);
+  }
+}
+
 export class PostgresLocker implements DistributedLocker {
   readonly #pool: pg.Pool;
   readonly #owns: boolean;
@@ -109,6 +136,8 @@ export class PostgresLocker implements DistributedLocker {
   /** The leases this locker holds and has not given back: close() gives them back. */
   readonly #held = new Set<() => Promise<void>>();
   #closed = false;
+  /** Aborted as close() begins: every acquire under way rejects with `ClosedError` then. */
+  readonly #closeStarted = new AbortController();
   /** The first `close()`'s run, which every call returns. */
   #closing: Promise<void> | undefined;
 
@@ -171,24 +200,10 @@ export class PostgresLocker implements DistributedLocker {
     }
     const locker = new PostgresLocker(pool, opts.pool === undefined, prefix, sql, timeouts.queryTimeoutMs);
     try {
-      const client = await pool.connect();
-      let broken: Error | undefined;
-      try {
-        // Lockers and stores opening one schema together serialise here (the
-        // store's migrations take the same lock): two CREATE ... IF NOT EXISTS
-        // at once can both try to create.
-        await client.query('BEGIN');
-        // A store's migrations may hold the lock for long: no statement timeout here (as they run without one).
-        await client.query('SET LOCAL statement_timeout = 0');
-        await client.query('SELECT pg_advisory_xact_lock($1, hashtext($2))', [LOCK_NAMESPACE, schemaLockKey(schema)]);
-        await client.query(sql.setUp);
-        await client.query('COMMIT');
-      } catch (err) {
-        await client.query('ROLLBACK').catch((e: Error) => (broken = e));
-        throw err;
-      } finally {
-        client.release(broken);
-      }
+      const settingUp = setUp(pool, schema, sql.setUp);
+      // A borrowed pool may wait for a connection, and answer, with no timeout of its own: the whole set-up gets queryTimeoutMs there.
+      const ms = timeouts.queryTimeoutMs;
+      await (opts.pool ? withDeadline(settingUp, ms, () => new Error(`no answer within ${ms} ms (queryTimeoutMs; waiting for a connection of the borrowed pool included)`)) : settingUp);
     } catch (err) {
       await locker.close();
       throw asIOError('setting up', err, SOURCE);
@@ -213,19 +228,24 @@ export class PostgresLocker implements DistributedLocker {
       // Taken before the request: the lease the server writes ends no sooner than this plus the TTL.
       const startedAt = performance.now();
       const token = randomUUID();
+      // A grant after an abort, a close or a failure of the call (an answer
+      // that never came may still have been a grant) is given back, tracked
+      // so a close() that comes next waits for it before it ends the pool.
+      const giveBack = () => void this.#track(this.#query(this.#sql.give, [hash, token])).catch(() => undefined);
       const taking = this.#track(
-        // A grant that comes after the timeout (a borrowed pool's connection came late) is given back.
-        this.#query<{ fence: string }>(this.#sql.take, [hash, full, token, ttlMs], (late) => late.rows.length === 1 && void this.#query(this.#sql.give, [hash, token]).catch(() => undefined)).then(
+        // On a borrowed pool a grant can also come after the deadline (its connection came late): given back then.
+        this.#query<{ fence: string }>(this.#sql.take, [hash, full, token, ttlMs], (late) => late.rows.length === 1 && giveBack()).then(
           (r) => r.rows,
           (err: unknown) => {
+            giveBack();
             throw asIOError(`acquiring ${key}`, err, SOURCE);
           },
         ),
       );
-      // A grant after an abort is given back, tracked so a close() that comes next waits for it before it ends the pool.
-      const giveBack = (late: Promise<{ fence: string }[]>) =>
-        void this.#track(late.then((rows) => (rows.length === 1 ? this.#query(this.#sql.give, [hash, token]) : undefined))).catch(() => undefined);
-      const rows = opts.signal ? await untilAborted(taking, key, opts.signal, giveBack) : await taking;
+      const late = (p: Promise<{ fence: string }[]>) => void p.then((rows) => rows.length === 1 && giveBack(), () => undefined);
+      const closing = this.#closeStarted.signal;
+      const stop = opts.signal ? AbortSignal.any([opts.signal, closing]) : closing;
+      const rows = await untilAborted(taking, stop, () => (closing.aborted ? new ClosedError('postgres locker is closed') : abortedWait(key, opts.signal!)), late);
       if (rows.length === 1) {
         const lock = this.#lease(key, hash, token, Number(rows[0]!.fence), startedAt + ttlMs);
         // Granted while close() waited for this statement: given back with the rest, and the call is closed out.
@@ -268,10 +288,12 @@ export class PostgresLocker implements DistributedLocker {
   }
 
   /**
-   * Gives back every lease this locker holds, lets the statements under way
-   * finish (a grant among them is given back too, and its `acquire` rejects
-   * with `ClosedError`), then ends the pool it opened; a borrowed pool stays
-   * open. A lease it could not give back lapses at its TTL. Idempotent: a
+   * Rejects every `acquire` under way with `ClosedError` at once, gives back
+   * every lease this locker holds, then, on a pool it opened, lets the
+   * statements under way finish (each at most `queryTimeoutMs`; a grant
+   * among them is given back) and ends the pool. A borrowed pool stays open
+   * and is not waited on: a grant that lands on it later is given back
+   * there. A lease it could not give back lapses at its TTL. Idempotent: a
    * call made while another runs resolves when that one does.
    */
   close(): Promise<void> {
@@ -281,9 +303,11 @@ export class PostgresLocker implements DistributedLocker {
 
   async #close(): Promise<void> {
     this.#closed = true;
+    this.#closeStarted.abort();
     await Promise.allSettled([...this.#held].map((free) => free()));
+    if (!this.#owns) return;
     // Until nothing runs: a statement that finishes may start another (a late grant's give-back).
     while (this.#running.size > 0) await Promise.allSettled([...this.#running]);
-    if (this.#owns) await this.#pool.end().catch(() => undefined);
+    await this.#pool.end().catch(() => undefined);
   }
 }

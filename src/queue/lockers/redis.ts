@@ -16,7 +16,7 @@ import { asIOError, ClosedError, InvalidArgumentError, IOError, type IOErrorSour
 import { knownKeys, rejectUnknownKeys } from '../../known-keys.js';
 import { shown } from '../../show-value.js';
 import { MAX_TIMER_MS } from '../options.js';
-import { checkAcquire, pause, retryDelay, untilAborted, withDeadline } from './checks.js';
+import { abortedWait, checkAcquire, pause, retryDelay, untilAborted, withDeadline } from './checks.js';
 import type { AcquireOptions, DistributedLocker, HeldLock } from './types.js';
 
 /** Takes KEYS[1] for ARGV[2] ms with token ARGV[1]; returns the new fence from KEYS[2], or 0 when the key is held. */
@@ -111,10 +111,22 @@ export class RedisLocker implements DistributedLocker {
     if (opts.client) return new RedisLocker(opts.client, false, prefix, timeoutMs);
     const mod = (await import('ioredis')) as unknown as { Redis: new (url: string, o: object) => Redis };
     const client = new mod.Redis(opts.url!, { lazyConnect: true, maxRetriesPerRequest: 2, ...(timeoutMs > 0 ? { connectTimeout: timeoutMs } : {}) });
-    client.on('error', () => undefined);
+    // The client's own reason (a refused address, say): its connect() rejects only with "Connection is closed.".
+    let reason: Error | undefined;
+    client.on('error', (err: Error) => (reason ??= err));
     const locker = new RedisLocker(client, true, prefix, timeoutMs);
     try {
-      await locker.#timed(client.connect(), 'connecting');
+      await locker.#timed(
+        client.connect().catch((err: unknown) => Promise.reject(reason ?? err)),
+        `connecting to ${client.options.host ?? '?'}:${client.options.port ?? '?'}`,
+      );
+      // ioredis selects the URL's database on connect but carries on in 0 when the server refuses the index.
+      const db = client.options.db ?? 0;
+      if (db !== 0) {
+        // The server's refusal (an index out of range) stays one: not transient.
+        const refused = (err: Error) => Promise.reject(new IOError(`redis locker: selecting database ${db} failed: ${err.message}`, { transient: err.name !== 'ReplyError', cause: err }));
+        await locker.#timed(client.select(db).catch(refused), `selecting database ${db}`);
+      }
     } catch (err) {
       client.disconnect();
       throw err;
@@ -141,7 +153,7 @@ export class RedisLocker implements DistributedLocker {
       // An answer that comes after the timeout and grants the key: given back.
       const taking = this.#timed(answer, `acquiring ${key}`, (fence) => void (fence > 0 ? this.#client.eval(RELEASE, 1, redisKey, token) : undefined)?.catch(() => undefined));
       const giveBack = (late: Promise<number>) => void late.then((f) => (f > 0 ? this.#client.eval(RELEASE, 1, redisKey, token) : undefined)).catch(() => undefined);
-      const fence = opts.signal ? await untilAborted(taking, key, opts.signal, giveBack) : await taking;
+      const fence = opts.signal ? await untilAborted(taking, opts.signal, () => abortedWait(key, opts.signal!), giveBack) : await taking;
       if (fence > 0) return this.#held(key, redisKey, token, fence, startedAt + ttlMs);
       await pause(retryDelay(attempt), key, opts.signal);
     }
