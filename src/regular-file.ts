@@ -3,7 +3,7 @@
  * (segments and cursors) and the SQLite store (its database file): a FIFO,
  * socket or device under such a name is never a store of records.
  */
-import { fstatSync, type Stats } from 'node:fs';
+import { fstatSync, statSync, type Stats } from 'node:fs';
 
 /**
  * Throws an error with code `EFTYPE`, naming what the file is (a FIFO, a
@@ -13,6 +13,44 @@ import { fstatSync, type Stats } from 'node:fs';
 export function assertRegularFile(fd: number, path: string): void {
   const st = fstatSync(fd);
   if (!st.isFile()) throw Object.assign(new Error(`${path} is not a regular file (${fileKind(st)})`), { code: 'EFTYPE', path });
+}
+
+/**
+ * For an error of opening `path` that comes from what the path is (EISDIR: a
+ * directory; ENXIO: a socket, a device with nothing behind it), the `EFTYPE`
+ * error naming it as `assertRegularFile` does; otherwise undefined.
+ */
+export function notRegularFileError(path: string, err: unknown): Error | undefined {
+  const code = (err as { code?: unknown } | null)?.code;
+  if (code !== 'EISDIR' && code !== 'ENXIO') return undefined;
+  let kind = code === 'EISDIR' ? 'a directory' : 'not a regular file';
+  try {
+    kind = fileKind(statSync(path));
+  } catch {
+    // Gone meanwhile: the errno's own reading stands.
+  }
+  return Object.assign(new Error(`${path} is not a regular file (${kind})`), { code: 'EFTYPE', path, cause: err });
+}
+
+/**
+ * Throws `assertRegularFile`'s error when something other than a regular
+ * file is at `path` (it is not opened, so a FIFO cannot hold the call); a
+ * missing path passes.
+ */
+export function assertRegularIfPresent(path: string): void {
+  const st = statSync(path, { throwIfNoEntry: false });
+  if (st !== undefined && !st.isFile()) throw Object.assign(new Error(`${path} is not a regular file (${fileKind(st)})`), { code: 'EFTYPE', path });
+}
+
+/**
+ * For `mkdir`'s EEXIST at `path` where something other than a directory
+ * is, an `ENOTDIR` error naming what is there; otherwise undefined.
+ */
+export function notADirectoryError(path: string, err: unknown): Error | undefined {
+  if ((err as { code?: unknown } | null)?.code !== 'EEXIST') return undefined;
+  const st = statSync(path, { throwIfNoEntry: false });
+  if (st === undefined || st.isDirectory()) return undefined;
+  return Object.assign(new Error(`${path} exists and is not a directory (${st.isFile() ? 'a regular file' : fileKind(st)})`), { code: 'ENOTDIR', path, cause: err });
 }
 
 /** What a file that is not a regular one is, for a message. */

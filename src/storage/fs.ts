@@ -12,7 +12,7 @@ import * as fs from 'node:fs';
 import { dirname } from 'node:path';
 import { lockDirectory, type DirectoryLock } from './lock.js';
 import { preallocate } from './preallocate.js';
-import { assertRegularFile } from '../regular-file.js';
+import { assertRegularFile, notADirectoryError, notRegularFileError } from '../regular-file.js';
 
 /** The named steps a write or sync performs; used for fault injection and tracing. */
 export type WriteStep = 'record' | 'header' | 'allocate' | 'cursor';
@@ -138,10 +138,9 @@ export const nodeFileSystem: FileSystem = {
     try {
       fd = fs.openSync(path, FLAGS[mode], perm);
     } catch (err) {
-      // A directory opened for writing fails here rather than below: named the same way.
-      if ((err as NodeJS.ErrnoException).code === 'EISDIR') throw Object.assign(new Error(`${path} is not a regular file (a directory)`), { code: 'EFTYPE', path, cause: err });
+      // A directory opened for writing, or a socket, fails here rather than below: named the same way.
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw danglingLink(path) ?? err;
-      throw err;
+      throw notRegularFileError(path, err) ?? err;
     }
     // A FIFO, socket or device under a segment's name is no segment: refused
     // here, before a write lands in a pipe's buffer and a read fails (ESPIPE).
@@ -155,7 +154,11 @@ export const nodeFileSystem: FileSystem = {
   },
   readdir: (dir) => fs.readdirSync(dir),
   mkdirp(dir, perm = DEFAULT_DIR_MODE) {
-    fs.mkdirSync(dir, { recursive: true, mode: perm });
+    try {
+      fs.mkdirSync(dir, { recursive: true, mode: perm });
+    } catch (err) {
+      throw notADirectoryError(dir, err) ?? err;
+    }
   },
   unlink: (path) => fs.unlinkSync(path),
   unlinkAsync: (path) => fs.promises.unlink(path),

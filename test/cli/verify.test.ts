@@ -1,5 +1,7 @@
 import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
+import { once } from 'node:events';
+import { createServer, type Server } from 'node:net';
 import { readFile, writeFile, truncate, open, copyFile, readdir, unlink, mkdir, rm, symlink } from 'node:fs/promises';
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
@@ -283,7 +285,7 @@ test('ferry verify of a path that is not a directory exits 2', async () => {
   assert.equal(res.stderr, `ferry: no queue at ${file}: not a directory\n`);
 });
 
-test('ferry verify, stats and drain on a queue whose segment is a FIFO fail with exit 2, naming it, instead of waiting for a writer or writing into it, on both formats; so does a directory, and a symbolic link to a missing file', async () => {
+test('ferry verify, stats and drain on a queue whose segment is a FIFO fail with exit 2, naming it, instead of waiting for a writer or writing into it, on both formats; so does a directory, a symbolic link to a missing file and a socket', async () => {
   const { dir, seg } = await makeQueue();
   const spoolDir = join(tmp.dir, 'fifo-spool');
   const spool = await Spool.open(spoolDir);
@@ -326,4 +328,32 @@ test('ferry verify, stats and drain on a queue whose segment is a FIFO fail with
       assert.match(res.stderr, /is a symbolic link to \S*no-such-target, which does not exist/, `${cmd} ${d}`);
     }
   }
+  // A Unix socket: open(2) fails with ENXIO, before the raw errno text.
+  const servers: Server[] = [];
+  try {
+    for (const path of [seg, spoolSeg]) {
+      await rm(path);
+      const server = createServer().listen(path);
+      servers.push(server);
+      await once(server, 'listening');
+    }
+    for (const d of [dir, spoolDir]) {
+      for (const cmd of ['verify', 'stats', 'drain']) {
+        const res = await ferry([cmd, d], { timeoutMs: 60_000 });
+        assert.equal(res.code, 2, `${cmd} ${d}: ${res.stderr}`);
+        assert.match(res.stderr, /is not a regular file \(a socket\)/, `${cmd} ${d}`);
+      }
+    }
+  } finally {
+    for (const server of servers) server.close();
+  }
+});
+
+test('ferry push into a path that is a file, not a directory, says so (exit 2) and leaves the file alone', async () => {
+  const file = join(tmp.dir, 'plain-file');
+  await writeFile(file, 'mine');
+  const res = await ferry(['push', file], { input: 'a\n' });
+  assert.equal(res.code, 2, res.stderr);
+  assert.match(res.stderr, /plain-file exists and is not a directory \(a regular file\)/);
+  assert.equal(await readFile(file, 'utf8'), 'mine');
 });

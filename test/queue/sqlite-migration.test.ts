@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { once } from 'node:events';
 import { createServer } from 'node:net';
-import { copyFileSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { copyFileSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -243,13 +243,33 @@ describe('sqlite store: a database from an earlier schema version', () => {
     const server = createServer().listen(sock);
     await once(server, 'listening');
     try {
-      await assert.rejects(SqliteStore.open({ path: sock }), (err: unknown) => err instanceof IOError && err.transient === false);
+      await assert.rejects(SqliteStore.open({ path: sock }), (err: unknown) => err instanceof IOError && err.transient === false && /not a regular file \(a socket\)/.test(err.message));
     } finally {
       server.close();
     }
     const notDb = join(dir, 'not-a-db.txt');
     writeFileSync(notDb, 'x'.repeat(8192));
     await assert.rejects(SqliteStore.open({ path: notDb }), (err: unknown) => err instanceof IOError && err.transient === false && /SQLITE_NOTADB|not a database/.test(`${err.message} ${String((err.cause as { code?: string })?.code)}`));
+  });
+
+  it("SQLite's side files (-wal, -shm, -journal) that are a FIFO or a directory are refused at open, naming them, not transient; the database stays", async () => {
+    for (const side of ['-wal', '-shm', '-journal']) {
+      for (const make of ['fifo', 'dir'] as const) {
+        const p = join(dir, `side-${make}${side.replace('-', '_')}.db`);
+        // An existing database, closed cleanly (its -wal and -shm removed), then the odd file beside it.
+        const first = await SqliteStore.open({ path: p });
+        await first.close();
+        if (make === 'fifo') execFileSync('mkfifo', [p + side]);
+        else mkdirSync(p + side);
+        // Before: a FIFO -wal opened, then the first publish failed as a transient disk I/O error (and SQLite deleted the FIFO at close); a -shm directory read as "readonly database".
+        await assert.rejects(SqliteStore.open({ path: p }), (err: unknown) => {
+          assert.ok(err instanceof IOError && err.transient === false, String(err));
+          assert.ok(err.message.includes(`${p + side} is not a regular file (${make === 'fifo' ? 'a FIFO' : 'a directory'})`), err.message);
+          return true;
+        }, `${make} ${side}`);
+        assert.ok(statSync(p).isFile(), 'the database is left where it was');
+      }
+    }
   });
 
   it('a database from a newer ferry is refused with IOError, untouched', async () => {

@@ -40,7 +40,7 @@ import type {
 } from '../../types.js';
 import { knownKeys, rejectUnknownKeys } from '../../../known-keys.js';
 import { shown } from '../../../show-value.js';
-import { assertRegularFile } from '../../../regular-file.js';
+import { assertRegularFile, assertRegularIfPresent, notRegularFileError } from '../../../regular-file.js';
 import { MAX_TIMER_MS } from '../../options.js';
 
 type Database = BetterSqlite3.Database;
@@ -82,13 +82,23 @@ const DATABASE_FILE_MODE = 0o600;
 function createPrivate(path: string): void {
   if (path === ':memory:' || path.startsWith('file:')) return;
   // Non-blocking: a FIFO under the name would hold open(2), and the whole event loop, until a writer came.
-  const fd = openSync(path, constants.O_RDONLY | constants.O_CREAT | constants.O_NONBLOCK, DATABASE_FILE_MODE);
+  let fd: number;
+  try {
+    fd = openSync(path, constants.O_RDONLY | constants.O_CREAT | constants.O_NONBLOCK, DATABASE_FILE_MODE);
+  } catch (err) {
+    throw notRegularFileError(path, err) ?? err;
+  }
   try {
     assertRegularFile(fd, path);
   } finally {
     closeSync(fd);
   }
+  // SQLite's own files beside it: a FIFO or directory there failed later as a transient I/O error, or a misleading one.
+  for (const side of SIDE_FILES) assertRegularIfPresent(path + side);
 }
+
+/** The files SQLite keeps beside a database in WAL mode (and the rollback journal of its first transaction). */
+const SIDE_FILES = ['-wal', '-shm', '-journal'];
 
 /** Errors of opening a path that a retry does not mend: it is missing, not a file, or not ours to open. */
 const PERMANENT_OPEN_ERRORS = new Set(['ENOENT', 'ENOTDIR', 'EISDIR', 'EACCES', 'EPERM', 'EROFS', 'ELOOP', 'ENAMETOOLONG', 'ENXIO', 'EFTYPE']);
