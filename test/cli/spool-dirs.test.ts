@@ -213,7 +213,7 @@ test('a directory holding both a DiskQueue and a spool is refused by verify, sta
   }
 });
 
-test('drain on a spool whose cursor cannot be written (a FIFO under its name) delivers, then exits 1 saying the records will come again', async () => {
+test('drain on a spool whose cursor cannot be written (a FIFO under its name) delivers, then exits 1 saying the records will come again; stats says so and exits 1', async () => {
   const { dir, cleanup } = await scratch();
   try {
     const sp = join(dir, 'sp');
@@ -232,6 +232,11 @@ test('drain on a spool whose cursor cannot be written (a FIFO under its name) de
     assert.equal(followed.stdout.toString(), 'a\nb\n');
     assert.equal(followed.code, 1, followed.stderr);
     assert.match(followed.stderr, /cannot write .*cursor/);
+    // stats says so too, and exits 1 (before: 0, with only "cursorErrors 1" in its table).
+    const st = await ferry(['stats', sp], { timeoutMs: 60_000 });
+    assert.equal(st.code, 1, st.stderr);
+    assert.match(st.stderr, /cannot write .*cursor .*would deliver the same records at every run/);
+    assert.match(st.stdout.toString(), /cursorErrors\s+1/);
   } finally {
     await cleanup();
   }
