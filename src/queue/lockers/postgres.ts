@@ -90,15 +90,14 @@ function keyHash(key: string): string {
   return createHash('sha256').update(Buffer.from(key, 'utf16le')).digest('hex');
 }
 
-/** How driver and server errors become `IOError`s (every one taken as transient). */
 /** How client and server errors become `IOError`s: transient or not by SQLSTATE, as the store's. */
 const SOURCE: IOErrorSource = { name: 'postgres locker', withCode: true, transient: postgresTransient };
 
-/**
- * A `DistributedLocker` on a PostgreSQL table of leases, shared by every
- * process using the same server, schema and prefix. Waiting polls with a
- * jittered backoff (2–50 ms). Use `PostgresLocker.open`.
- */
+/** The error of a call on a borrowed pool that got no answer within `ms`. */
+function noAnswer(ms: number): Error {
+  return new Error(`no answer within ${ms} ms (queryTimeoutMs; waiting for a connection of the borrowed pool included)`);
+}
+
 /**
  * Makes the locker's table and sequence in `schema` when missing, on one
  * connection of `pool`, in one transaction under the schema's set-up lock.
@@ -124,6 +123,11 @@ async function setUp(pool: pg.Pool, schema: string, text: string): Promise<void>
   }
 }
 
+/**
+ * A `DistributedLocker` on a PostgreSQL table of leases, shared by every
+ * process using the same server, schema and prefix. Waiting polls with a
+ * jittered backoff (2–50 ms). Use `PostgresLocker.open`.
+ */
 export class PostgresLocker implements DistributedLocker {
   readonly #pool: pg.Pool;
   readonly #owns: boolean;
@@ -162,7 +166,7 @@ export class PostgresLocker implements DistributedLocker {
     if (ms > 0) q.query_timeout = ms;
     const running = this.#pool.query<R>(q);
     if (this.#owns) return running;
-    return withDeadline(running, ms, () => new Error(`no answer within ${ms} ms (queryTimeoutMs; waiting for a connection of the borrowed pool included)`), onLate);
+    return withDeadline(running, ms, () => noAnswer(ms), onLate);
   }
 
   /**
@@ -203,7 +207,7 @@ export class PostgresLocker implements DistributedLocker {
       const settingUp = setUp(pool, schema, sql.setUp);
       // A borrowed pool may wait for a connection, and answer, with no timeout of its own: the whole set-up gets queryTimeoutMs there.
       const ms = timeouts.queryTimeoutMs;
-      await (opts.pool ? withDeadline(settingUp, ms, () => new Error(`no answer within ${ms} ms (queryTimeoutMs; waiting for a connection of the borrowed pool included)`)) : settingUp);
+      await (opts.pool ? withDeadline(settingUp, ms, () => noAnswer(ms)) : settingUp);
     } catch (err) {
       await locker.close();
       throw asIOError('setting up', err, SOURCE);
