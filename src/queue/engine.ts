@@ -218,6 +218,7 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
       wake: (topic) => this.#wake(topic),
       wakeAt: (topic, at) => this.#timer.schedule(topic, at),
       forget: (sub) => this.#forget(sub),
+      closing: () => this.#closed,
       tracing: this.#tracing,
     };
     const clock = internals.clock ?? systemClock;

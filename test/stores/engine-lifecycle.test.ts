@@ -108,6 +108,40 @@ for (const factory of QUEUE_FACTORIES) {
       assert.equal(ran, 0);
     });
 
+    it("7e. a handler's publish that the queue's own close refuses gives its delivery back: not retried, not dead-lettered, its attempt not spent", async () => {
+      const { q, store } = await t.instance();
+      const outcomes: string[] = [];
+      q.on('retrying', () => void outcomes.push('retrying'));
+      q.on('deadLettered', () => void outcomes.push('deadLettered'));
+      const started = deferred();
+      const closeCalled = deferred();
+      let refused: unknown;
+      // maxAttempts 1: before, the refused publish failed the only attempt and the message was dead-lettered ('exhausted') because the app shut down.
+      await q.subscribe('t', 'g', async () => {
+        started.resolve();
+        await closeCalled.promise;
+        try {
+          await q.publish({ topic: 'next', payload: enc('y') });
+        } catch (err) {
+          refused = err;
+          throw err;
+        }
+      }, { ...FAST, maxAttempts: 1 });
+      await q.publish({ topic: 't', payload: enc('x') });
+      await orHang(started.promise, 'the handler');
+      const closing = q.close({ timeoutMs: 60_000 });
+      closeCalled.resolve();
+      await orHang(closing, 'close');
+      assert.ok(refused instanceof ClosedError, `the publish was refused with ClosedError, got ${String(refused)}`);
+      assert.deepEqual(outcomes, []);
+      assert.deepEqual([store.count('release'), store.count('retry'), store.count('kill')], [1, 0, 0]);
+      // Another instance delivers it again, as its first attempt.
+      const { q: q2 } = await t.instance();
+      const again = deferred<number>();
+      await q2.subscribe('t', 'g', async (d) => again.resolve(d.attempt), FAST);
+      assert.equal(await orHang(again.promise, 'the delivery again'), 1);
+    });
+
     it('7d. after close nothing is left running', async () => {
       const timers = () => process.getActiveResourcesInfo().filter((r) => r === 'Timeout' || r === 'Immediate').length;
       const baseline = timers();
