@@ -270,6 +270,19 @@ for (const factory of QUEUE_FACTORIES) {
       if (store) assert.ok(store.claimMax.every((m) => m >= 1 && m <= 3), `claim sizes ${store.claimMax.join(',')}`);
     });
 
+    it('11a. maxInFlight of 2^31 and of Number.MAX_SAFE_INTEGER, which the check accepts, claim and deliver everything', async () => {
+      // Before, on Postgres a cap past 2^31 - 1 failed every claim (integer out of range) and the group never consumed.
+      const { q } = await t.instance();
+      for (const [i, maxInFlight] of [2 ** 31, Number.MAX_SAFE_INTEGER].entries()) {
+        const seen: string[] = [];
+        await q.subscribe('t', `g${i}`, async (d) => void seen.push(d.id), { ...FAST, maxInFlight, startFrom: 'earliest' });
+        if (i === 0) await q.publish(...['a', 'b', 'c'].map((id) => ({ id, topic: 't', payload: enc(id) })));
+        await waitFor(() => seen.length === 3, 60_000, `maxInFlight ${maxInFlight}: all three handled`);
+        assert.deepEqual([...seen].sort(), ['a', 'b', 'c']);
+      }
+      assert.deepEqual(t.errors, []);
+    });
+
     it('11. one group\'s subscriptions compete, every group gets every message, maxInFlight holds across three instances', async () => {
       const a = await t.instance();
       const seen = new Map<string, string[]>();

@@ -27,7 +27,7 @@ recent AS (
 )
 SELECT
   (SELECT count(*)::int FROM __SCHEMA__.deliveries
-     WHERE $3::int > 0 AND topic = $1 AND grp = $2 AND state = 1 /* leased */ AND lease_until > (SELECT now FROM clock)) AS in_flight,
+     WHERE $3::bigint > 0 AND topic = $1 AND grp = $2 AND state = 1 /* leased */ AND lease_until > (SELECT now FROM clock)) AS in_flight,
   coalesce(r.started, 0) AS started,
   (extract(epoch FROM r.oldest + $4::int * interval '1 millisecond' - (SELECT now FROM clock)) * 1000)::float8 AS room_in_ms
 FROM recent r
