@@ -37,6 +37,9 @@ describe('schedule options', () => {
       ['everyMs below 1000', { everyMs: 999, topic: 't' }],
       ['everyMs not an integer', { everyMs: 1000.5, topic: 't' }],
       ['everyMs a string', { everyMs: '1000', topic: 't' }],
+      // Before, accepted: its next tick was an Invalid Date, and listing the schedules failed for all of them.
+      ['everyMs whose next tick is past what a Date holds', { everyMs: 8.7e15, topic: 't' }],
+      ['everyMs whose next tick is past what a Date holds, just', { everyMs: 8.64e15 + 1000, topic: 't' }],
       ['timezone with everyMs', { everyMs: 1000, timezone: 'UTC', topic: 't' }],
       ['cron that does not parse', { cron: '61 * * * *', topic: 't' }],
       ['cron with four fields', { cron: '* * * *', topic: 't' }],

@@ -18,6 +18,8 @@ import type { CatchUp, ScheduleInfo, ScheduleOptions, ScheduleRecord, ScheduleSp
 
 /** Most ticks one catch-up publishes (and the default `maxTicks`). */
 export const MAX_CATCH_UP_TICKS = 10_000;
+/** The latest time a JavaScript `Date` holds, ms since the Unix epoch (ECMA-262 §21.4.1.1). */
+const MAX_DATE_MS = 8.64e15;
 /** Shortest `everyMs`, ms: a schedule is not a way to publish in a tight loop. */
 export const MIN_EVERY_MS = 1000;
 /** `catchUp` when none is given: one late run rather than a silently lost one (a deploy across a daily tick still runs it). */
@@ -81,6 +83,10 @@ export function scheduleTiming(opts: ScheduleOptions<unknown>, now: number): Omi
       throw new InvalidArgumentError(`everyMs must be an integer ≥ ${MIN_EVERY_MS}, got ${shown(every)}`);
     }
     if (opts.timezone !== undefined) throw new InvalidArgumentError('timezone applies to cron only; everyMs ticks at multiples of its period since the Unix epoch');
+    // A tick past what a Date can hold could not be listed, fired or shown (listSchedules gave an Invalid Date).
+    if (Math.floor(now / every) * every + every > MAX_DATE_MS) {
+      throw new InvalidArgumentError(`everyMs ${every} puts the next tick past the latest time a Date can hold (${MAX_DATE_MS} ms after the Unix epoch)`);
+    }
     return { everyMs: every, catchUp };
   }
   const timezone = opts.timezone === undefined ? 'UTC' : canonicalTimeZone(opts.timezone);
