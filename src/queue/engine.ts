@@ -89,7 +89,7 @@ import { uuidV7 } from './message-id.js';
 import { MAX_HEADER_BYTES, validateId, validateMessageTime, validateName } from './names.js';
 import { PublishBatcher } from './publish-batcher.js';
 import { shown } from '../show-value.js';
-import { DEFAULT_LEASE_DURATION_MS, checkCloseOptions, checkCodec, hoursToMs, resolveEngineConfig, resolveSubscribeOptions } from './options.js';
+import { DEFAULT_LEASE_DURATION_MS, checkCloseOptions, hoursToMs, resolveEngineConfig, resolveSubscribeOptions, takePublishCodec } from './options.js';
 import type { EngineConfig, ResolvedEngineConfig, SubscribeOptions } from './options.js';
 import { redrive } from './redrive.js';
 import { isTransient } from './stores/transient.js';
@@ -118,11 +118,6 @@ export const PUBLISH_RETRIES = 3;
 export const PUBLISH_RETRY_BASE_MS = 25;
 
 const sleep = (ms: number) => new Promise<void>((resolve) => setTimeout(resolve, ms));
-
-/** Whether the last argument of `publish` is `{ codec }` rather than a message. */
-function isPublishOptions(v: unknown): v is PublishOptions<unknown> {
-  return typeof v === 'object' && v !== null && !('topic' in v) && 'codec' in v;
-}
 
 /** Seams for tests: the scheduler's clock and timings. @internal */
 export interface EngineInternals {
@@ -378,10 +373,7 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
     let stored: StoredMessage[];
     try {
       this.#assertOpen();
-      let codec = this.#cfg.codec;
-      if (args.length > 0 && isPublishOptions(args[args.length - 1])) {
-        codec = checkCodec((args.pop() as PublishOptions<unknown>).codec, 'publish option codec');
-      }
+      const codec = takePublishCodec(args, this.#cfg.codec, 'publish');
       const now = Date.now();
       stored = (args as Message<unknown>[]).map((m) => this.#prepare(m, now, codec));
     } catch (err) {

@@ -7,6 +7,7 @@ import type { Codec } from '../codecs.js';
 import { InvalidArgumentError } from '../errors.js';
 import { knownKeys, rejectUnknownKeys } from '../known-keys.js';
 import type { ErrorReporter, QueueLogger } from './events.js';
+import type { PublishOptions } from './types.js';
 import { checkTracing, type TracingOption, type TracingOptions } from './tracing-options.js';
 import { shown } from '../show-value.js';
 
@@ -120,6 +121,22 @@ export function checkCodec(c: unknown, where: string): Codec<unknown> | undefine
     throw new InvalidArgumentError(`${where} must have encode and decode functions`);
   }
   return c as Codec<unknown>;
+}
+
+const PUBLISH_OPTION_KEYS = knownKeys<PublishOptions<unknown>>({ codec: true });
+
+/**
+ * The codec of one `publish(...msgs, opts?)` call: takes its trailing
+ * options object off `args` when there is one (an object with `codec` and
+ * no `topic`), else `fallback`.
+ * @throws InvalidArgumentError the options carry a key other than `codec` (a misspelt option is refused, not ignored), or a codec without `encode` and `decode`.
+ */
+export function takePublishCodec(args: unknown[], fallback: Codec<unknown> | undefined, where: string): Codec<unknown> | undefined {
+  const last = args[args.length - 1];
+  if (typeof last !== 'object' || last === null || 'topic' in last || !('codec' in last)) return fallback;
+  args.pop();
+  rejectUnknownKeys(`${where} option`, last, PUBLISH_OPTION_KEYS);
+  return checkCodec((last as PublishOptions<unknown>).codec, `${where} option codec`);
 }
 
 /** Longest delay a Node timer takes, ms (about 24.8 days); a longer one fires after 1 ms. */

@@ -82,6 +82,15 @@ describe('codecs', () => {
     await q.close();
   });
 
+  it("publish's options refuse a key other than codec (before: ignored), storing nothing", async () => {
+    const { q, stored } = await setUp<{ n: number }>(codecs.json);
+    for (const opts of [{ codec: codecs.utf8, sync: true }, { codec: codecs.utf8, coddec: codecs.bytes }]) {
+      await assert.rejects(q.publish({ topic: 't', payload: 'x' }, opts as never), (err: unknown) => err instanceof InvalidArgumentError && /unknown publish option/.test(err.message), JSON.stringify(Object.keys(opts)));
+    }
+    assert.deepEqual(await stored('t'), []);
+    await q.close();
+  });
+
   it('publishes with different codecs under Promise.all each store their own encoding; two groups decode one topic two ways', async () => {
     const { q, stored } = await setUp<{ n: number }>(codecs.json);
     const asText: string[] = [];

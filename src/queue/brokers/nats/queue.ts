@@ -22,7 +22,7 @@ import { errorText } from '../../dead-letter.js';
 import { QueueSignals, type ErrorReporter, type QueueEvents, type QueueListener, type QueueLogger } from '../../events.js';
 import { uuidV7 } from '../../message-id.js';
 import { validateId, validateMessageTime, validateName } from '../../names.js';
-import { checkCloseOptions, checkCodec, resolveSubscribeOptions, type CloseOptions, type SubscribeOptions } from '../../options.js';
+import { checkCloseOptions, checkCodec, resolveSubscribeOptions, takePublishCodec, type CloseOptions, type SubscribeOptions } from '../../options.js';
 import { redrive } from '../../redrive.js';
 import type { ScheduleInfo, ScheduleOptions } from '../../schedules/types.js';
 import type { ConsumerGroup, Handler, ListMessagesOptions, Message, MessagePage, PublishOptions, Queue, QueueStats, RedriveOptions, RedriveResult, Store, StoredMessage, Subscription } from '../../types.js';
@@ -47,10 +47,6 @@ const SOURCE = { name: 'nats queue' };
 
 function isNotFound(err: unknown): boolean {
   return err instanceof JetStreamApiError && (err.code === 10059 || err.code === 10014 || err.status === 404);
-}
-
-function isPublishOptions(v: unknown): v is PublishOptions<unknown> {
-  return typeof v === 'object' && v !== null && !('topic' in v) && 'codec' in v;
 }
 
 /** Bytes of a NATS message kept below the server's `max_payload` for its headers (ferry's own, the caller's, a dead-letter copy's six). */
@@ -267,8 +263,7 @@ export class NatsQueue<T = Uint8Array> implements Queue<T> {
   publish<U>(...args: [...msgs: Message<U>[], opts: PublishOptions<U>]): Promise<string[]>;
   async publish(...args: unknown[]): Promise<string[]> {
     this.#assertOpen();
-    let codec = this.#codec;
-    if (args.length > 0 && isPublishOptions(args[args.length - 1])) codec = checkCodec((args.pop() as PublishOptions<unknown>).codec, 'publish codec');
+    const codec = takePublishCodec(args, this.#codec, 'publish');
     const now = Date.now();
     const stored = (args as Message<unknown>[]).map((m) => this.#prepare(m, codec, now));
     try {
