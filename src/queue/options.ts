@@ -142,11 +142,6 @@ export function takePublishCodec(args: unknown[], fallback: Codec<unknown> | und
 /** Longest delay a Node timer takes, ms (about 24.8 days); a longer one fires after 1 ms. */
 export const MAX_TIMER_MS = 2 ** 31 - 1;
 
-function checkTimer(name: string, v: number): number {
-  if (v > MAX_TIMER_MS) throw new InvalidArgumentError(`${name} must be at most ${MAX_TIMER_MS} ms, got ${shown(v)}`);
-  return v;
-}
-
 function check(name: string, v: number, min: number, integer = true, max = Number.MAX_SAFE_INTEGER): number {
   if (typeof v !== 'number' || !Number.isFinite(v) || v < min || v > max || (integer && !Number.isInteger(v))) {
     throw new InvalidArgumentError(`${name} must be ${integer ? 'an integer' : 'a number'} from ${min} to ${max}, got ${shown(v)}`);
@@ -352,7 +347,7 @@ export function resolveEngineConfig<T>(cfg: EngineConfig<T> = {}): ResolvedEngin
   const r: ResolvedEngineConfig = {
     retentionHours: positive('retentionHours', cfg.retentionHours ?? DEFAULT_RETENTION_HOURS, false, MAX_RETENTION_HOURS),
     ackedRetentionHours: positive('ackedRetentionHours', cfg.ackedRetentionHours ?? DEFAULT_ACKED_RETENTION_HOURS, false, MAX_RETENTION_HOURS),
-    janitorIntervalMs: checkTimer('janitorIntervalMs', positive('janitorIntervalMs', cfg.janitorIntervalMs ?? DEFAULT_JANITOR_INTERVAL_MS, false)),
+    janitorIntervalMs: positive('janitorIntervalMs', cfg.janitorIntervalMs ?? DEFAULT_JANITOR_INTERVAL_MS, true, MAX_TIMER_MS),
     maxPayloadBytes: positive('maxPayloadBytes', cfg.maxPayloadBytes ?? DEFAULT_MAX_PAYLOAD_BYTES, true),
     fireSchedules: cfg.fireSchedules ?? true,
   };

@@ -77,6 +77,10 @@ describe('unknown option keys', () => {
       await q.close();
     }
     assert.throws(() => createStoreQueue(new MemoryStore(), { janitorIntervalMs: 1e12 }), invalid(/janitorIntervalMs/));
+    // One message for every bad value, naming the timer's range (before: -5 was told "at most 9007199254740991"), and whole ms only (before: 1.5 passed).
+    for (const bad of [-5, 0, 1.5, 2 ** 31, Number.NaN]) {
+      assert.throws(() => createStoreQueue(new MemoryStore(), { janitorIntervalMs: bad }), invalid(/janitorIntervalMs must be an integer above 0 and at most 2147483647/), String(bad));
+    }
   });
 
   it('createQueue refuses a deps key a letter or two away from one ferry reads, and lets other names through', async () => {
