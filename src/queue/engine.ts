@@ -156,6 +156,12 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
   readonly #timer = new WakeTimer((topic) => this.#wake(topic));
   #listening: Promise<void> = Promise.resolve();
   #closed = false;
+  /**
+   * Set once close has closed the subscriptions: publishes are refused from
+   * then on. Until then a running handler's publish (a stage feeding the
+   * next) is stored like any other, so a shutdown does not fail it.
+   */
+  #publishClosed = false;
   #closePromise: Promise<void> | undefined;
   readonly #host: SubscriptionHost;
   /** The last topic a publish found valid: a producer's next message usually names it again. */
@@ -213,7 +219,6 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
       wake: (topic) => this.#wake(topic),
       wakeAt: (topic, at) => this.#timer.schedule(topic, at),
       forget: (sub) => this.#forget(sub),
-      closing: () => this.#closed,
       tracing: this.#tracing,
     };
     const clock = internals.clock ?? systemClock;
@@ -372,7 +377,7 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
     // Not async: the promise a publish returns is the one the batcher settles once it is stored.
     let stored: StoredMessage[];
     try {
-      this.#assertOpen();
+      if (this.#publishClosed) throw new ClosedError('queue is closed');
       const codec = takePublishCodec(args, this.#cfg.codec, 'publish');
       const now = Date.now();
       stored = (args as Message<unknown>[]).map((m) => this.#prepare(m, now, codec));
@@ -575,6 +580,7 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
       const subOpts: CloseOptions = { signal: stop.signal };
       if (opts.timeoutMs !== undefined) subOpts.timeoutMs = opts.timeoutMs;
       results = await Promise.allSettled([...this.#subs].map((s) => s.close(subOpts)));
+      this.#publishClosed = true; // the handlers are done: what they published is in the batcher, drained below
       this.#timer.stop();
       await schedulerStopped; // a round in flight publishes and records its ticks, or is cut off at the deadline
       await this.#schedules.idle(stop.signal); // schedule calls made before close reach the store
@@ -590,6 +596,7 @@ export class StoreQueue<T = Uint8Array> implements Queue<T> {
         await closing;
       }
     } finally {
+      this.#publishClosed = true;
       stop.abort(new ClosedError('queue closed')); // a stats, ping or listing still waiting on the store rejects now
     }
     const failed = results.find((r): r is PromiseRejectedResult => r.status === 'rejected');

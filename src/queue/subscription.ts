@@ -4,7 +4,7 @@
  * The life of a subscription is described at the top of engine.ts.
  */
 import { randomUUID } from 'node:crypto';
-import { ClosedError, CodecError, isFerryError } from '../errors.js';
+import { ClosedError, CodecError } from '../errors.js';
 import { GuardedStore, armCloseDeadline, settledBefore, stopController } from './abortable.js';
 import { Attempt, type AttemptRegistry, type LossCause } from './attempt.js';
 import { equalJitterBackoffMs } from '../backoff.js';
@@ -73,8 +73,6 @@ export interface SubscriptionHost {
   wakeAt(topic: string, at: number): void;
   /** Called once the subscription has closed. */
   forget(sub: StoreSubscription): void;
-  /** Whether the queue's close has begun (it then refuses publishes, a handler's too). */
-  closing(): boolean;
   /** Makes the span of each handler attempt; `null` when tracing is off. */
   readonly tracing: QueueTracing | null;
 }
@@ -492,16 +490,6 @@ export class StoreSubscription implements Subscription {
       await this.#ack(job);
       return;
     }
-    if (this.#closedOut(failure)) {
-      // The handler failed on a call this queue's own close refused (a
-      // publish to the next stage, say): that says nothing of the message,
-      // and counting it could dead-letter a message only because the app
-      // shut down. Given back without spending an attempt, as a delivery
-      // that never started is.
-      span?.end('discard');
-      await this.#giveBack(job);
-      return;
-    }
     const text = errorText(failure);
     const death = isPermanent(failure) ? 'permanent' : c.attempt >= this.#o.maxAttempts ? 'exhausted' : undefined;
     span?.end(death === undefined ? 'retry' : 'dead_letter', failure, death);
@@ -626,23 +614,6 @@ export class StoreSubscription implements Subscription {
   }
 
   /** Writes a retry, and wakes the topic's subscriptions when its backoff ends. */
-  /** Whether `failure` is a `ClosedError` met while this subscription or its queue closes. */
-  #closedOut(failure: unknown): boolean {
-    return (this.#closing || this.#host.closing()) && isFerryError(failure) && failure.code === 'ERR_CLOSED';
-  }
-
-  /** Gives `job`'s delivery back, claimable at once, without spending an attempt. */
-  async #giveBack(job: Job): Promise<void> {
-    job.startWriting();
-    try {
-      await this.#store.release([job.c]);
-      this.#host.wake(this.topic);
-    } catch (err) {
-      // Past close's deadline, or a store that failed: the lease runs out by itself.
-      if (!this.#stop.signal.aborted) this.#host.onError(err, 'release');
-    }
-  }
-
   async #retry(job: Job, text: string, error: unknown): Promise<void> {
     const o = this.#o;
     const delayMs = equalJitterBackoffMs(job.c.attempt, o.backoffBaseMs, o.backoffMaxMs);

@@ -273,7 +273,15 @@ export interface Queue<T = Uint8Array> extends AsyncDisposable, QueueEventEmitte
   listSchedules(): Promise<ScheduleInfo[]>;
   /** Checks that the backing store is reachable; rejects with its error. */
   ping(): Promise<void>;
-  /** Closes every subscription (see `Subscription.close`), then the queue's own resources and store. Idempotent. Rejects with `InvalidArgumentError`, closing nothing, for bad `opts` (as `Subscription.close`). */
+  /**
+   * Closes every subscription (see `Subscription.close`), then the queue's
+   * own resources and store. New subscribes are refused from the call on;
+   * publishes (a running handler's among them) are taken until the
+   * subscriptions have closed and are stored before it resolves, later
+   * ones reject with `ClosedError`. Idempotent. Rejects with
+   * `InvalidArgumentError`, closing nothing, for bad `opts` (as
+   * `Subscription.close`).
+   */
   close(opts?: CloseOptions): Promise<void>;
 }
 
