@@ -130,6 +130,33 @@ describe('postgres locker on a frozen connection', { skip: POSTGRES_SKIP }, () =
     await (await within(other.acquire('k', 1000), 'the key is free')).release();
   });
 
+  it('twenty acquires waiting on a held key: close settles every one with ClosedError by the time it resolves, with no listener-leak warning', { timeout: 600_000 }, async () => {
+    const holder = await PostgresLocker.open({ connectionString: POSTGRES_URL, schema });
+    cleanups.push(() => holder.close());
+    const held = await holder.acquire('busy', 600_000);
+    cleanups.push(() => held.release());
+    const locker = await PostgresLocker.open({ connectionString: POSTGRES_URL, schema });
+    cleanups.push(() => locker.close());
+    const warnings: string[] = [];
+    const onWarning = (w: Error) => void warnings.push(w.name);
+    process.on('warning', onWarning);
+    try {
+      const settled: unknown[] = [];
+      const waiting = Array.from({ length: 20 }, () => locker.acquire('busy', 1000).then((l) => l, (err: unknown) => void settled.push(err)));
+      // Let every one of them try and start waiting between tries.
+      await new Promise((r) => setTimeout(r, 200));
+      await within(locker.close(), 'close');
+      // Before, an acquire sleeping between tries saw the close only at its next try, up to 50 ms after close resolved.
+      assert.equal(settled.length, 20, 'every acquire settled before close resolved');
+      for (const err of settled) assert.ok(err instanceof ClosedError, String(err));
+      await Promise.all(waiting);
+      await new Promise((r) => setImmediate(r));
+      assert.deepEqual(warnings.filter((w) => w === 'MaxListenersExceededWarning'), []);
+    } finally {
+      process.off('warning', onWarning);
+    }
+  });
+
   it('what a retry cannot mend is not transient: a missing database, a missing table', { timeout: 600_000 }, async () => {
     const missing = new URL(POSTGRES_URL);
     missing.pathname = '/ferry_no_such_database';

@@ -19,6 +19,7 @@
  * `pg` is loaded only when the locker opens its own pool.
  */
 import { createHash, randomUUID } from 'node:crypto';
+import { setMaxListeners } from 'node:events';
 import { performance } from 'node:perf_hooks';
 import type pg from 'pg';
 import { asIOError, ClosedError, InvalidArgumentError, type IOErrorSource } from '../../errors.js';
@@ -93,6 +94,13 @@ function keyHash(key: string): string {
 /** How client and server errors become `IOError`s: transient or not by SQLSTATE, as the store's. */
 const SOURCE: IOErrorSource = { name: 'postgres locker', withCode: true, transient: postgresTransient };
 
+/** An `AbortController` whose signal takes a listener from every waiting `acquire`, however many: no leak warning past ten. */
+function closeController(): AbortController {
+  const ctl = new AbortController();
+  setMaxListeners(0, ctl.signal);
+  return ctl;
+}
+
 /** The error of a call on a borrowed pool that got no answer within `ms`. */
 function noAnswer(ms: number): Error {
   return new Error(`no answer within ${ms} ms (queryTimeoutMs; waiting for a connection of the borrowed pool included)`);
@@ -141,7 +149,7 @@ export class PostgresLocker implements DistributedLocker {
   readonly #held = new Set<() => Promise<void>>();
   #closed = false;
   /** Aborted as close() begins: every acquire under way rejects with `ClosedError` then. */
-  readonly #closeStarted = new AbortController();
+  readonly #closeStarted = closeController();
   /** The first `close()`'s run, which every call returns. */
   #closing: Promise<void> | undefined;
 
@@ -226,6 +234,10 @@ export class PostgresLocker implements DistributedLocker {
     checkAcquire(key, ttlMs);
     const full = this.#prefix + key;
     const hash = keyHash(full);
+    const closing = this.#closeStarted.signal;
+    // One signal for the caller giving up and the locker closing; each ends a try and a wait between tries at once.
+    const stop = opts.signal ? AbortSignal.any([opts.signal, closing]) : closing;
+    const why = () => (closing.aborted ? new ClosedError('postgres locker is closed') : abortedWait(key, opts.signal!));
     for (let attempt = 0; ; attempt++) {
       if (this.#closed) throw new ClosedError('postgres locker is closed');
       if (opts.signal?.aborted) await pause(0, key, opts.signal);
@@ -247,9 +259,7 @@ export class PostgresLocker implements DistributedLocker {
         ),
       );
       const late = (p: Promise<{ fence: string }[]>) => void p.then((rows) => rows.length === 1 && giveBack(), () => undefined);
-      const closing = this.#closeStarted.signal;
-      const stop = opts.signal ? AbortSignal.any([opts.signal, closing]) : closing;
-      const rows = await untilAborted(taking, stop, () => (closing.aborted ? new ClosedError('postgres locker is closed') : abortedWait(key, opts.signal!)), late);
+      const rows = await untilAborted(taking, stop, why, late);
       if (rows.length === 1) {
         const lock = this.#lease(key, hash, token, Number(rows[0]!.fence), startedAt + ttlMs);
         // Granted while close() waited for this statement: given back with the rest, and the call is closed out.
@@ -259,7 +269,7 @@ export class PostgresLocker implements DistributedLocker {
         }
         return lock;
       }
-      await pause(retryDelay(attempt), key, opts.signal);
+      await pause(retryDelay(attempt), key, stop).catch(() => Promise.reject(why()));
     }
   }
 
