@@ -3,7 +3,7 @@
  * (segments and cursors) and the SQLite store (its database file): a FIFO,
  * socket or device under such a name is never a store of records.
  */
-import { fstatSync, statSync, type Stats } from 'node:fs';
+import { fstatSync, lstatSync, readlinkSync, statSync, type Stats } from 'node:fs';
 
 /**
  * Throws an error with code `EFTYPE`, naming what the file is (a FIFO, a
@@ -34,12 +34,16 @@ export function notRegularFileError(path: string, err: unknown): Error | undefin
 
 /**
  * Throws `assertRegularFile`'s error when something other than a regular
- * file is at `path` (it is not opened, so a FIFO cannot hold the call); a
- * missing path passes.
+ * file is at `path` (it is not opened, so a FIFO cannot hold the call), and
+ * an `ENOENT` error naming the target when `path` is a symbolic link to
+ * nothing; a missing path passes.
  */
 export function assertRegularIfPresent(path: string): void {
   const st = statSync(path, { throwIfNoEntry: false });
   if (st !== undefined && !st.isFile()) throw Object.assign(new Error(`${path} is not a regular file (${fileKind(st)})`), { code: 'EFTYPE', path });
+  if (st === undefined && lstatSync(path, { throwIfNoEntry: false })?.isSymbolicLink()) {
+    throw Object.assign(new Error(`${path} is a symbolic link to ${readlinkSync(path)}, which does not exist`), { code: 'ENOENT', path });
+  }
 }
 
 /**

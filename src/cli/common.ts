@@ -2,7 +2,8 @@
  * What every command shares: exit codes, the error that carries one, opening
  * a queue the way a command line means it, and the one-line summaries.
  */
-import { stat } from 'node:fs/promises';
+import type { Stats } from 'node:fs';
+import { readlink, stat } from 'node:fs/promises';
 import { InvalidArgumentError } from 'commander';
 import { DiskQueue, LockedError, SegmentSizeMismatchError, type DiskQueueOptions, type DiskQueueStats } from '../diskqueue/index.js';
 import { MAX_TIMER_MS } from '../queue/options.js';
@@ -99,14 +100,16 @@ export async function openQueue(dir: string, o: OpenOptions): Promise<DiskQueue<
 
 /** @throws CliError (exit 2) when `dir` does not exist or is not a directory. */
 export async function requireDirectory(dir: string): Promise<void> {
-  let isDir: boolean;
+  let st: Stats;
   try {
-    isDir = (await stat(dir)).isDirectory();
+    st = await stat(dir);
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
-    throw new CliError(code === 'ENOENT' ? `no queue at ${dir}: the directory does not exist` : `cannot open ${dir}: ${code ?? err}`, EXIT_USAGE);
+    if (code !== 'ENOENT') throw new CliError(`cannot open ${dir}: ${code ?? err}`, EXIT_USAGE);
+    const link = await readlink(dir).catch(() => undefined);
+    throw new CliError(`no queue at ${dir}: ${link === undefined ? 'the directory does not exist' : `it is a symbolic link to ${link}, which does not exist`}`, EXIT_USAGE);
   }
-  if (!isDir) throw new CliError(`no queue at ${dir}: not a directory`, EXIT_USAGE);
+  if (!st.isDirectory()) throw new CliError(`no queue at ${dir}: not a directory (${st.isFile() ? 'a regular file' : 'a FIFO, socket or device'})`, EXIT_USAGE);
 }
 
 function openFailure(dir: string, err: unknown): CliError {

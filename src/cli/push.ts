@@ -12,7 +12,7 @@
 import { open, type FileHandle } from 'node:fs/promises';
 import type { Readable } from 'node:stream';
 import { FerryError, GroupLostError } from '../diskqueue/index.js';
-import { isSpoolDir, noteOpenLosses, openSpool, spoolSink, type PartialBatch } from './spool-dir.js';
+import { isSpoolDir, noteCursorError, noteOpenLosses, openSpool, spoolSink, type PartialBatch } from './spool-dir.js';
 import { CliError, EXIT_FAILED, EXIT_USAGE, describe, note, noteOpenLoss, openQueue, summaryLine, BATCH_BYTES } from './common.js';
 import { FramingError, recordSplitter, type Framing } from './framing.js';
 import { startProgress } from './progress.js';
@@ -96,6 +96,8 @@ export async function push(dir: string, file: string | undefined, o: PushOptions
       if (dqOnly.length > 0) throw new CliError(`${dqOnly.join(', ')}: for a DiskQueue directory; ${dir} is a spool`, EXIT_USAGE);
       const spool = await openSpool(dir, o.lockTimeout, undefined, { maxBytes: o.maxBytes, segmentBytes: o.segmentSize });
       noteOpenLosses(dir, spool, false);
+      noteCursorError(dir, spool); // the push itself stands: the records are stored
+
       q = spoolSink(spool);
     } else {
       const dq = await openQueue(dir, {

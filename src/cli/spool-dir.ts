@@ -136,3 +136,14 @@ export function noteOpenLosses(dir: string, spool: Spool, popping: boolean): num
 export function cursorWriteFailed(dir: string, cause: unknown): CliError {
   return new CliError(`cannot write ${dir}'s cursor (${describe(cause)}): the records delivered since it last succeeded will be delivered again by the next run`, EXIT_FAILED);
 }
+
+/**
+ * Tells on stderr that `spool`'s cursor could not be written at open (it is
+ * a directory, a FIFO, a link to nothing, read-only…): a drain or forward of
+ * it would deliver the same records at every run. Returns whether it did.
+ */
+export function noteCursorError(dir: string, spool: Spool): boolean {
+  if (spool.cursorError === undefined) return false;
+  note(`ferry: cannot write ${dir}'s cursor (${describe(spool.cursorError)}): a drain or forward of it would deliver the same records at every run`);
+  return true;
+}

@@ -9,8 +9,8 @@
  * it away, and then no later command would hear of it.
  */
 import type { DiskQueueStats } from '../diskqueue/index.js';
-import { EXIT_FAILED, describe, formatBytes, note, noteOpenLoss, openQueue, requireDirectory } from './common.js';
-import { isSpoolDir, noteOpenLosses, openSpool } from './spool-dir.js';
+import { EXIT_FAILED, formatBytes, noteOpenLoss, openQueue, requireDirectory } from './common.js';
+import { isSpoolDir, noteCursorError, noteOpenLosses, openSpool } from './spool-dir.js';
 
 /** Options of `ferry stats`. */
 export interface StatsOptions {
@@ -32,10 +32,7 @@ export async function stats(dir: string, o: StatsOptions): Promise<number> {
     try {
       lost = noteOpenLosses(dir, sp, false);
       // Told (and exit 1) as drain and forward tell it: every run of theirs would deliver the same records again.
-      if (sp.cursorError) {
-        note(`ferry: cannot write ${dir}'s cursor (${describe(sp.cursorError)}): a drain or forward of it would deliver the same records at every run`);
-        lost++;
-      }
+      if (noteCursorError(dir, sp)) lost++;
       s = { format: 'spool', ...sp.stats() };
     } finally {
       await sp.close();

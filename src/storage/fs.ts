@@ -139,7 +139,9 @@ export const nodeFileSystem: FileSystem = {
       fd = fs.openSync(path, FLAGS[mode], perm);
     } catch (err) {
       // A directory opened for writing, or a socket, fails here rather than below: named the same way.
-      if ((err as NodeJS.ErrnoException).code === 'ENOENT') throw danglingLink(path) ?? err;
+      // A create (O_EXCL) on a link to nothing fails with EEXIST, which reads as if the file were there.
+      const code = (err as NodeJS.ErrnoException).code;
+      if (code === 'ENOENT' || code === 'EEXIST') throw danglingLink(path) ?? err;
       throw notRegularFileError(path, err) ?? err;
     }
     // A FIFO, socket or device under a segment's name is no segment: refused

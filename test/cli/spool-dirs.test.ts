@@ -2,7 +2,7 @@
 import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { readFileSync, rmSync, symlinkSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { Spool } from '../../src/spool/index.js';
 import { encodeCursor } from '../../src/spool/format.js';
@@ -213,7 +213,7 @@ test('a directory holding both a DiskQueue and a spool is refused by verify, sta
   }
 });
 
-test('drain on a spool whose cursor cannot be written (a FIFO under its name) delivers, then exits 1 saying the records will come again; stats says so and exits 1', async () => {
+test('drain on a spool whose cursor cannot be written (a FIFO under its name) delivers, then exits 1 saying the records will come again; stats says so and exits 1, push says so', async () => {
   const { dir, cleanup } = await scratch();
   try {
     const sp = join(dir, 'sp');
@@ -237,6 +237,16 @@ test('drain on a spool whose cursor cannot be written (a FIFO under its name) de
     assert.equal(st.code, 1, st.stderr);
     assert.match(st.stderr, /cannot write .*cursor .*would deliver the same records at every run/);
     assert.match(st.stdout.toString(), /cursorErrors\s+1/);
+    // push stores its records (exit 0) and says the same.
+    const pushed = await ferry(['push', sp], { input: 'c\n', timeoutMs: 60_000 });
+    assert.equal(pushed.code, 0, pushed.stderr);
+    assert.match(pushed.stderr, /cannot write .*cursor .*would deliver the same records at every run/);
+    // A cursor that is a symbolic link to nothing is named as such (before: "EEXIST: file already exists").
+    rmSync(join(sp, 'cursor'));
+    symlinkSync(join(dir, 'nowhere'), join(sp, 'cursor'));
+    const linked = await ferry(['stats', sp], { timeoutMs: 60_000 });
+    assert.equal(linked.code, 1, linked.stderr);
+    assert.match(linked.stderr, /cursor is a symbolic link to \S*nowhere, which does not exist/);
   } finally {
     await cleanup();
   }

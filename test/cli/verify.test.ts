@@ -282,7 +282,7 @@ test('ferry verify of a path that is not a directory exits 2', async () => {
   await writeFile(file, 'x');
   const res = await ferry(['verify', file]);
   assert.equal(res.code, 2);
-  assert.equal(res.stderr, `ferry: no queue at ${file}: not a directory\n`);
+  assert.equal(res.stderr, `ferry: no queue at ${file}: not a directory (a regular file)\n`);
 });
 
 test('ferry verify, stats and drain on a queue whose segment is a FIFO fail with exit 2, naming it, instead of waiting for a writer or writing into it, on both formats; so does a directory, a symbolic link to a missing file and a socket', async () => {
@@ -349,11 +349,22 @@ test('ferry verify, stats and drain on a queue whose segment is a FIFO fail with
   }
 });
 
-test('ferry push into a path that is a file, not a directory, says so (exit 2) and leaves the file alone', async () => {
+test('ferry push, verify, stats and drain on a path that is a file, or a link to nothing, say so (exit 2) and leave it alone', async () => {
   const file = join(tmp.dir, 'plain-file');
   await writeFile(file, 'mine');
   const res = await ferry(['push', file], { input: 'a\n' });
   assert.equal(res.code, 2, res.stderr);
   assert.match(res.stderr, /plain-file exists and is not a directory \(a regular file\)/);
   assert.equal(await readFile(file, 'utf8'), 'mine');
+  // The commands that only read say what is there too; a link to nothing is named as one.
+  const link = join(tmp.dir, 'dangling-dir');
+  await symlink(join(tmp.dir, 'no-such-dir'), link);
+  for (const cmd of ['verify', 'stats', 'drain']) {
+    const onFile = await ferry([cmd, file]);
+    assert.equal(onFile.code, 2, onFile.stderr);
+    assert.match(onFile.stderr, /not a directory \(a regular file\)/, cmd);
+    const onLink = await ferry([cmd, link]);
+    assert.equal(onLink.code, 2, onLink.stderr);
+    assert.match(onLink.stderr, /is a symbolic link to \S*no-such-dir, which does not exist/, cmd);
+  }
 });

@@ -40,6 +40,7 @@ describe('schedule options', () => {
       // Before, accepted: its next tick was an Invalid Date, and listing the schedules failed for all of them.
       ['everyMs whose next tick is past what a Date holds', { everyMs: 8.7e15, topic: 't' }],
       ['everyMs whose next tick is past what a Date holds, just', { everyMs: 8.64e15 + 1000, topic: 't' }],
+      ['everyMs an integer past 2^53', { everyMs: 1e16, topic: 't' }],
       ['timezone with everyMs', { everyMs: 1000, timezone: 'UTC', topic: 't' }],
       ['cron that does not parse', { cron: '61 * * * *', topic: 't' }],
       ['cron with four fields', { cron: '* * * *', topic: 't' }],

@@ -10,7 +10,7 @@ import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
 import { once } from 'node:events';
 import { createServer } from 'node:net';
-import { copyFileSync, mkdirSync, mkdtempSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { copyFileSync, existsSync, mkdirSync, mkdtempSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join } from 'node:path';
 import { after, before, describe, it } from 'node:test';
@@ -269,6 +269,17 @@ describe('sqlite store: a database from an earlier schema version', () => {
         }, `${make} ${side}`);
         assert.ok(statSync(p).isFile(), 'the database is left where it was');
       }
+    }
+    // A side file that is a symbolic link to nothing, beside a path with no database yet: refused, naming the link, and nothing is made.
+    for (const side of ['-wal', '-shm']) {
+      const p = join(dir, `side-dangling${side.replace('-', '_')}.db`);
+      symlinkSync(join(dir, 'nowhere'), p + side);
+      await assert.rejects(SqliteStore.open({ path: p }), (err: unknown) => {
+        assert.ok(err instanceof IOError && err.transient === false, String(err));
+        assert.ok(err.message.includes(`${p + side} is a symbolic link to ${join(dir, 'nowhere')}, which does not exist`), err.message);
+        return true;
+      });
+      assert.equal(existsSync(p), false, 'no database file was made');
     }
   });
 

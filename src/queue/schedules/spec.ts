@@ -79,8 +79,8 @@ export function scheduleTiming(opts: ScheduleOptions<unknown>, now: number): Omi
   if ((opts.cron === undefined) === (opts.everyMs === undefined)) throw new InvalidArgumentError('a schedule needs exactly one of cron and everyMs');
   if (opts.everyMs !== undefined) {
     const every = opts.everyMs;
-    if (typeof every !== 'number' || !Number.isSafeInteger(every) || every < MIN_EVERY_MS) {
-      throw new InvalidArgumentError(`everyMs must be an integer ≥ ${MIN_EVERY_MS}, got ${shown(every)}`);
+    if (typeof every !== 'number' || !Number.isInteger(every) || every < MIN_EVERY_MS || every > MAX_DATE_MS) {
+      throw new InvalidArgumentError(`everyMs must be an integer from ${MIN_EVERY_MS} to ${MAX_DATE_MS} (the latest time a Date holds), got ${shown(every)}`);
     }
     if (opts.timezone !== undefined) throw new InvalidArgumentError('timezone applies to cron only; everyMs ticks at multiples of its period since the Unix epoch');
     // A tick past what a Date can hold could not be listed, fired or shown (listSchedules gave an Invalid Date).

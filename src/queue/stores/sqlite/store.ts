@@ -81,6 +81,8 @@ const DATABASE_FILE_MODE = 0o600;
  */
 function createPrivate(path: string): void {
   if (path === ':memory:' || path.startsWith('file:')) return;
+  // SQLite's own files beside it first (nothing is made when one is refused): a FIFO or directory there failed later as a transient I/O error, or a misleading one.
+  for (const side of SIDE_FILES) assertRegularIfPresent(path + side);
   // Non-blocking: a FIFO under the name would hold open(2), and the whole event loop, until a writer came.
   let fd: number;
   try {
@@ -93,8 +95,6 @@ function createPrivate(path: string): void {
   } finally {
     closeSync(fd);
   }
-  // SQLite's own files beside it: a FIFO or directory there failed later as a transient I/O error, or a misleading one.
-  for (const side of SIDE_FILES) assertRegularIfPresent(path + side);
 }
 
 /** The files SQLite keeps beside a database in WAL mode (and the rollback journal of its first transaction). */
