@@ -41,8 +41,23 @@ export function notRegularFileError(path: string, err: unknown): Error | undefin
 export function assertRegularIfPresent(path: string): void {
   const st = statSync(path, { throwIfNoEntry: false });
   if (st !== undefined && !st.isFile()) throw Object.assign(new Error(`${path} is not a regular file (${fileKind(st)})`), { code: 'EFTYPE', path });
-  if (st === undefined && lstatSync(path, { throwIfNoEntry: false })?.isSymbolicLink()) {
-    throw Object.assign(new Error(`${path} is a symbolic link to ${readlinkSync(path)}, which does not exist`), { code: 'ENOENT', path });
+  if (st === undefined) {
+    const dangling = danglingLinkError(path);
+    if (dangling !== undefined) throw dangling;
+  }
+}
+
+/**
+ * When `path` is a symbolic link whose target does not exist, an `ENOENT`
+ * error that says so and names the target (an errno names only the link,
+ * which a listing shows as present); otherwise undefined.
+ */
+export function danglingLinkError(path: string): Error | undefined {
+  try {
+    if (!lstatSync(path).isSymbolicLink() || statSync(path, { throwIfNoEntry: false }) !== undefined) return undefined;
+    return Object.assign(new Error(`${path} is a symbolic link to ${readlinkSync(path)}, which does not exist`), { code: 'ENOENT', path });
+  } catch {
+    return undefined;
   }
 }
 

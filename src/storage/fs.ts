@@ -12,7 +12,7 @@ import * as fs from 'node:fs';
 import { dirname } from 'node:path';
 import { lockDirectory, type DirectoryLock } from './lock.js';
 import { preallocate } from './preallocate.js';
-import { assertRegularFile, notADirectoryError, notRegularFileError } from '../regular-file.js';
+import { assertRegularFile, danglingLinkError, notADirectoryError, notRegularFileError } from '../regular-file.js';
 
 /** The named steps a write or sync performs; used for fault injection and tracing. */
 export type WriteStep = 'record' | 'header' | 'allocate' | 'cursor';
@@ -141,7 +141,7 @@ export const nodeFileSystem: FileSystem = {
       // A directory opened for writing, or a socket, fails here rather than below: named the same way.
       // A create (O_EXCL) on a link to nothing fails with EEXIST, which reads as if the file were there.
       const code = (err as NodeJS.ErrnoException).code;
-      if (code === 'ENOENT' || code === 'EEXIST') throw danglingLink(path) ?? err;
+      if (code === 'ENOENT' || code === 'EEXIST') throw danglingLinkError(path) ?? err;
       throw notRegularFileError(path, err) ?? err;
     }
     // A FIFO, socket or device under a segment's name is no segment: refused
@@ -175,20 +175,6 @@ export const nodeFileSystem: FileSystem = {
   },
   lock: (dir) => lockDirectory(dir),
 };
-
-/**
- * When `path` is a symbolic link whose target is missing, an `ENOENT` error
- * that says so and names the target (the raw one names only the link, which
- * a listing shows as present); otherwise undefined.
- */
-function danglingLink(path: string): Error | undefined {
-  try {
-    if (!fs.lstatSync(path).isSymbolicLink()) return undefined;
-    return Object.assign(new Error(`${path} is a symbolic link to ${fs.readlinkSync(path)}, which does not exist`), { code: 'ENOENT', path });
-  } catch {
-    return undefined;
-  }
-}
 
 /** The directory holding `path`. */
 export function parentDir(path: string): string {
