@@ -97,7 +97,6 @@ export async function push(dir: string, file: string | undefined, o: PushOptions
       const spool = await openSpool(dir, o.lockTimeout, undefined, { maxBytes: o.maxBytes, segmentBytes: o.segmentSize });
       noteOpenLosses(dir, spool, false);
       noteCursorError(dir, spool); // the push itself stands: the records are stored
-
       q = spoolSink(spool);
     } else {
       const dq = await openQueue(dir, {
