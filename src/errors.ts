@@ -336,6 +336,8 @@ export interface IOErrorSource {
   readonly firstLine?: boolean;
   /** Whether a retry may succeed, judged from the cause; without it the `IOError` says true. */
   readonly transient?: (err: unknown) => boolean;
+  /** The cause's message in the component's own terms (a driver's timeout named by the option that set it); unchanged when it returns undefined. */
+  readonly reword?: (text: string) => string | undefined;
 }
 
 /**
@@ -351,7 +353,8 @@ export function asIOError(what: string, err: unknown, source?: IOErrorSource): F
   const e = err as { message?: string; code?: unknown } | null | undefined;
   const text = e?.message ?? String(err);
   if (source === undefined) return new IOError(`${what}: ${text}`, { cause: err });
-  const line = source.firstLine ? text.split('\n')[0] : text;
+  const own = source.firstLine ? text.split('\n')[0]! : text;
+  const line = source.reword?.(own) ?? own;
   const code = source.withCode && e?.code ? ` (${String(e.code)})` : '';
   return new IOError(`${source.name}: ${what} failed: ${line}${code}`, { cause: err, transient: source.transient?.(err) });
 }

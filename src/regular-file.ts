@@ -12,7 +12,7 @@ import { fstatSync, lstatSync, readlinkSync, statSync, type Stats } from 'node:f
  */
 export function assertRegularFile(fd: number, path: string): void {
   const st = fstatSync(fd);
-  if (!st.isFile()) throw Object.assign(new Error(`${path} is not a regular file (${fileKind(st)})`), { code: 'EFTYPE', path });
+  if (!st.isFile()) throw notRegular(path, fileKind(st));
 }
 
 /**
@@ -29,7 +29,7 @@ export function notRegularFileError(path: string, err: unknown): Error | undefin
   } catch {
     // Gone meanwhile: the errno's own reading stands.
   }
-  return Object.assign(new Error(`${path} is not a regular file (${kind})`), { code: 'EFTYPE', path, cause: err });
+  return notRegular(path, kind, err);
 }
 
 /**
@@ -40,7 +40,7 @@ export function notRegularFileError(path: string, err: unknown): Error | undefin
  */
 export function assertRegularIfPresent(path: string): void {
   const st = statSync(path, { throwIfNoEntry: false });
-  if (st !== undefined && !st.isFile()) throw Object.assign(new Error(`${path} is not a regular file (${fileKind(st)})`), { code: 'EFTYPE', path });
+  if (st !== undefined && !st.isFile()) throw notRegular(path, fileKind(st));
   if (st === undefined) {
     const dangling = danglingLinkError(path);
     if (dangling !== undefined) throw dangling;
@@ -72,8 +72,13 @@ export function notADirectoryError(path: string, err: unknown): Error | undefine
   return Object.assign(new Error(`${path} exists and is not a directory (${st.isFile() ? 'a regular file' : fileKind(st)})`), { code: 'ENOTDIR', path, cause: err });
 }
 
-/** What a file that is not a regular one is, for a message. */
-function fileKind(st: Stats): string {
+/** The `EFTYPE` error for `path`, which is `kind` rather than a regular file. */
+function notRegular(path: string, kind: string, cause?: unknown): Error {
+  return Object.assign(new Error(`${path} is not a regular file (${kind})`), { code: 'EFTYPE', path, ...(cause === undefined ? {} : { cause }) });
+}
+
+/** What a file that is not a regular one is, for a message ("a FIFO", "a directory", ...). */
+export function fileKind(st: Stats): string {
   if (st.isFIFO()) return 'a FIFO';
   if (st.isDirectory()) return 'a directory';
   if (st.isSocket()) return 'a socket';

@@ -3,10 +3,11 @@
  * a queue the way a command line means it, and the one-line summaries.
  */
 import type { Stats } from 'node:fs';
-import { readlink, stat } from 'node:fs/promises';
+import { stat } from 'node:fs/promises';
 import { InvalidArgumentError } from 'commander';
 import { DiskQueue, LockedError, SegmentSizeMismatchError, type DiskQueueOptions, type DiskQueueStats } from '../diskqueue/index.js';
 import { MAX_TIMER_MS } from '../queue/options.js';
+import { danglingLinkError, fileKind } from '../regular-file.js';
 
 /** Payload bytes after which push stores, and drain writes, a batch before it reaches its record count. */
 export const BATCH_BYTES = 4 * 1024 * 1024;
@@ -106,10 +107,10 @@ export async function requireDirectory(dir: string): Promise<void> {
   } catch (err) {
     const code = (err as NodeJS.ErrnoException).code;
     if (code !== 'ENOENT') throw new CliError(`cannot open ${dir}: ${code ?? err}`, EXIT_USAGE);
-    const link = await readlink(dir).catch(() => undefined);
-    throw new CliError(`no queue at ${dir}: ${link === undefined ? 'the directory does not exist' : `it is a symbolic link to ${link}, which does not exist`}`, EXIT_USAGE);
+    const dangling = danglingLinkError(dir);
+    throw new CliError(dangling === undefined ? `no queue at ${dir}: the directory does not exist` : `no queue: ${dangling.message}`, EXIT_USAGE);
   }
-  if (!st.isDirectory()) throw new CliError(`no queue at ${dir}: not a directory (${st.isFile() ? 'a regular file' : 'a FIFO, socket or device'})`, EXIT_USAGE);
+  if (!st.isDirectory()) throw new CliError(`no queue at ${dir}: not a directory (${st.isFile() ? 'a regular file' : fileKind(st)})`, EXIT_USAGE);
 }
 
 function openFailure(dir: string, err: unknown): CliError {

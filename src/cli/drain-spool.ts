@@ -9,7 +9,7 @@ import { isFerryError } from '../errors.js';
 import type { Spool } from '../spool/index.js';
 import { CliError, EXIT_FAILED, describe, note, sleep, summaryLine } from './common.js';
 import { DeliveryError, deliveryPlan, DEFAULT_POLL_MS, EXIT_INTERRUPTED, stopOnSignals, type DrainOptions } from './drain-delivery.js';
-import { cursorWriteFailed, noteOpenLosses, openSpool } from './spool-dir.js';
+import { cursorUnwritable, cursorWriteFailed, noteOpenLosses, openSpool } from './spool-dir.js';
 
 /** Runs `ferry drain` on the spool in `dir`; resolves to the exit status. */
 export async function drainSpool(dir: string, o: DrainOptions): Promise<number> {
@@ -28,6 +28,7 @@ export async function drainSpool(dir: string, o: DrainOptions): Promise<number> 
   let cursorError: unknown;
   try {
     spool = await openSpool(dir, o.lockTimeout);
+    if (spool.cursorError) throw cursorUnwritable(dir, spool.cursorError);
     damage += noteOpenLosses(dir, spool, true);
     while (!stop.signal.aborted && delivered < max) {
       let batch;
@@ -54,6 +55,7 @@ export async function drainSpool(dir: string, o: DrainOptions): Promise<number> 
           if (stop.signal.aborted) break;
           throw err;
         }
+        if (spool.cursorError) throw cursorUnwritable(dir, spool.cursorError, delivered);
         damage += noteOpenLosses(dir, spool, true);
         continue;
       }

@@ -29,7 +29,7 @@ import { FramingError, LineSplitter, recordLimit, type LineRun } from './framing
 import { BODY_FORMATS, execTarget, httpTarget, type BodyFormat } from './deliver.js';
 import { runSender } from './sender.js';
 import { OrderedSyncs } from './ordered-syncs.js';
-import { cursorWriteFailed, noteOpenLosses } from './spool-dir.js';
+import { cursorUnwritable, cursorWriteFailed, noteOpenLosses } from './spool-dir.js';
 
 /** Options of `ferry forward`, as parsed from the command line. */
 export interface ForwardOptions {
@@ -379,6 +379,11 @@ export async function forward(file: string | undefined, o: ForwardOptions): Prom
     await input.close();
     if (err instanceof LockedError) throw new CliError(`${o.dir} is locked: another process has this spool open`, EXIT_USAGE);
     throw new CliError(`cannot open spool ${o.dir}: ${describe(err)}`, EXIT_USAGE);
+  }
+  if (spool.cursorError) {
+    const refused = cursorUnwritable(o.dir, spool.cursorError);
+    await Promise.allSettled([spool.close(), input.close()]);
+    throw refused;
   }
   const format = (o.format ?? 'lines') as BodyFormat;
   const concurrency = o.concurrency ?? (o.http !== undefined ? DEFAULT_HTTP_CONCURRENCY : 1);

@@ -138,6 +138,16 @@ export function cursorWriteFailed(dir: string, cause: unknown): CliError {
 }
 
 /**
+ * The error drain and forward refuse to start with when `dir`'s cursor
+ * could not be written at open (`Spool.cursorError`): every run would
+ * deliver the same records again. Nothing (more) is delivered; exit 2.
+ */
+export function cursorUnwritable(dir: string, cause: unknown, delivered = 0): CliError {
+  const done = delivered === 0 ? 'nothing was delivered' : `nothing more was delivered (${delivered} records before it, committed)`;
+  return new CliError(`cannot write ${dir}'s cursor (${describe(cause)}): ${done}, as every run would deliver the same records again; the records stay queued`, EXIT_USAGE);
+}
+
+/**
  * Tells on stderr that `spool`'s cursor could not be written at open (it is
  * a directory, a FIFO, a link to nothing, read-only…): a drain or forward of
  * it would deliver the same records at every run. Returns whether it did.

@@ -1,7 +1,8 @@
 /**
  * What `ferry forward` tells its user when something other than a delivery
  * goes wrong: damaged spool data it stepped past (reported and counted, exit
- * 1), a cursor it cannot write (exit 1), the lines accepted before a line
+ * 1), a cursor it cannot write (exit 2 at open, before any delivery; exit 1
+ * when a write fails during the run), the lines accepted before a line
  * the spool can never hold, a stop while it waits for a pipe or for a hung
  * delivery (exit 130), durations no timer can wait, and a URL's password in
  * its failure lines.
@@ -16,6 +17,7 @@ import { batchOf, httpTarget } from '../../src/cli/deliver.js';
 import { forward } from '../../src/cli/forward.js';
 import { FRAME_OVERHEAD, Spool } from '../../src/spool/index.js';
 import { SEGMENT_HEADER_SIZE } from '../../src/spool/format.js';
+import { FaultyFileSystem } from '../../src/storage/faulty.js';
 import { alive, spawnChild } from '../helpers/children.js';
 import { orHang, waitFor } from '../stores/helpers.js';
 import { CLI, ROOT, ferry, hasStackTrace, scratch } from './helpers.js';
@@ -55,7 +57,7 @@ describe('forward reports', { timeout: 120_000 }, () => {
     }
   });
 
-  it('a cursor it cannot write ends the run with exit 1 and says the records will come again', async () => {
+  it('a cursor it cannot write at open: refused with exit 2 before anything is delivered (before: delivered, then exit 1, and again at every run); the records stay', async () => {
     const { dir, cleanup } = await scratch();
     try {
       const spoolDir = join(dir, 'spool');
@@ -63,6 +65,7 @@ describe('forward reports', { timeout: 120_000 }, () => {
       rmSync(join(spoolDir, 'cursor'), { force: true });
       mkdirSync(join(spoolDir, 'cursor')); // where the cursor file goes: a directory
       const out = join(dir, 'out.txt');
+      writeFileSync(out, '');
       let err: unknown;
       try {
         await forward('/dev/null', { dir: spoolDir, exec: `cat >> ${out}`, quiet: true });
@@ -70,8 +73,36 @@ describe('forward reports', { timeout: 120_000 }, () => {
         err = e;
       }
       assert.ok(err instanceof CliError, `a CliError, got ${String(err)}`);
+      assert.equal(err.exitCode, 2);
+      assert.match(err.message, /cannot write .*cursor .*nothing was delivered.*the records stay queued/);
+      assert.equal(readFileSync(out, 'utf8'), '');
+      // Mended, the next run delivers them all, once.
+      rmSync(join(spoolDir, 'cursor'), { recursive: true });
+      await forward('/dev/null', { dir: spoolDir, exec: `cat >> ${out}`, quiet: true });
+      assert.deepEqual(readFileSync(out, 'utf8').split('\n').filter(Boolean), ['a', 'b', 'c']);
+    } finally {
+      await cleanup();
+    }
+  });
+
+  it('a cursor write that fails during the run (through the file-system seam) ends it with exit 1 and says the records will come again', async () => {
+    const { dir, cleanup } = await scratch();
+    try {
+      const fs = new FaultyFileSystem();
+      // The open's own writes go through; every cursor write after them fails.
+      fs.inject({ step: 'write:cursor', error: 'EIO', times: Infinity });
+      const input = join(dir, 'in.txt');
+      writeFileSync(input, 'a\nb\nc\n');
+      const out = join(dir, 'out.txt');
+      let err: unknown;
+      try {
+        await forward(input, { dir: '/spool', exec: `cat >> ${out}`, quiet: true, fs });
+      } catch (e) {
+        err = e;
+      }
+      assert.ok(err instanceof CliError, `a CliError, got ${String(err)}`);
       assert.equal(err.exitCode, 1);
-      assert.match(err.message, /cannot write .*cursor.*delivered again/);
+      assert.match(err.message, /cannot write .*cursor .*EIO.*delivered again/);
       assert.deepEqual(readFileSync(out, 'utf8').split('\n').filter(Boolean), ['a', 'b', 'c']);
     } finally {
       await cleanup();

@@ -174,12 +174,16 @@ describe('nats queue: against the server', { skip: NATS_SKIP }, () => {
       for (const r of racing) if (r.status === 'rejected') assert.ok(r.reason instanceof ClosedError, String(r.reason));
       await assert.rejects(producer.publish({ topic: 't', payload: enc('x') }), ClosedError);
       await assert.rejects(consumer.subscribe('t', 'g', handler), ClosedError);
-      // Once close has been called, a publish or subscribe is refused at once, even before close resolves.
+      // Once close has been called a subscribe is refused at once; a publish is taken until the
+      // subscriptions have closed (a handler close waits for may feed the next stage) and is stored
+      // before close resolves, then refused.
       const third = await open(prefix);
       const closing = third.close();
-      await assert.rejects(third.publish({ topic: 't', payload: enc('late') }), ClosedError);
+      const taken = third.publish({ id: 'd', topic: 't', payload: enc('taken') });
       await assert.rejects(third.subscribe('t', 'g', handler), ClosedError);
       await closing;
+      assert.deepEqual(await taken, ['d']);
+      await assert.rejects(third.publish({ topic: 't', payload: enc('late') }), ClosedError);
       const lateSub = racing[2];
       if (lateSub.status === 'fulfilled') await (lateSub.value as Subscription).close(); // already closed by the queue: idempotent
     }

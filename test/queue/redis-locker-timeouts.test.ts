@@ -11,6 +11,7 @@
 import assert from 'node:assert/strict';
 import { randomUUID } from 'node:crypto';
 import { afterEach, describe, it } from 'node:test';
+import { setTimeout as sleep } from 'node:timers/promises';
 import { InvalidArgumentError, IOError } from '../../src/errors.js';
 import { RedisLocker } from '../../src/queue/lockers/redis.js';
 import { TcpProxy } from '../helpers/tcp-proxy.js';
@@ -65,6 +66,41 @@ describe('redis locker on a frozen connection', { skip }, () => {
     const acquiring = locker.acquire('k', 1000, { signal: ctl.signal });
     setTimeout(() => ctl.abort(), 200);
     await within(assert.rejects(acquiring, { code: 'ERR_LOCKED' }), 'aborted acquire');
+  });
+
+  it('close rejects the acquires under way with ClosedError at once, waits for the frozen try, and gives back the grant it brings (before: they went on waiting, and a late grant held its key until the TTL)', { timeout: 600_000 }, async () => {
+    const proxy = await TcpProxy.start(Number(target.port || 6379), target.hostname === 'localhost' ? '127.0.0.1' : target.hostname);
+    cleanups.push(() => proxy.close());
+    const prefix = `ferry-test:${randomUUID()}:`;
+    // A timeout far past the hang catcher: the frozen try ends only when the proxy thaws.
+    const locker = await RedisLocker.open({ url: proxyUrl(proxy), prefix, commandTimeoutMs: 600_000 });
+    cleanups.push(async () => (proxy.thaw(), await locker.close()));
+    const direct = await RedisLocker.open({ url: REDIS_URL, prefix });
+    cleanups.push(() => direct.close());
+    const waiter = await RedisLocker.open({ url: REDIS_URL, prefix });
+    cleanups.push(() => waiter.close());
+    // One acquire polls a key another holder has; one sits in the frozen proxy.
+    const busy = await direct.acquire('busy', 600_000);
+    const polling = waiter.acquire('busy', 600_000);
+    proxy.freeze();
+    const frozen = locker.acquire('k', 600_000);
+    await sleep(100);
+    let closed = false;
+    const closing = locker.close().then(() => (closed = true));
+    await within(assert.rejects(frozen, { code: 'ERR_CLOSED' }), 'the frozen acquire');
+    await within(Promise.all([waiter.close(), assert.rejects(polling, { code: 'ERR_CLOSED' })]), 'the polling acquire');
+    assert.equal(closed, false, 'close ended while its try was still in the proxy');
+    proxy.thaw();
+    await within(closing, 'close after the thaw');
+    // The grant the thawed try brought was given back: the key is free now, not after its 600 s TTL.
+    const ctl = new AbortController();
+    const timer = setTimeout(() => ctl.abort(), 30_000);
+    try {
+      await (await direct.acquire('k', 1000, { signal: ctl.signal })).release();
+    } finally {
+      clearTimeout(timer);
+    }
+    await busy.release();
   });
 
   it('close settles on a frozen connection', { timeout: 600_000 }, async () => {

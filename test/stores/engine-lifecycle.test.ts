@@ -127,7 +127,8 @@ for (const factory of QUEUE_FACTORIES) {
       closeCalled.resolve();
       await orHang(closing, 'close');
       assert.deepEqual(outcomes, []);
-      assert.deepEqual([store.count('ack') + store.count('ackAndClaim') > 0, store.count('retry'), store.count('kill')], [true, 0, 0]);
+      // (A broker has no store to count calls of: the events above and the stats below say the same.)
+      if (store) assert.deepEqual([store.count('ack') + store.count('ackAndClaim') > 0, store.count('retry'), store.count('kill')], [true, 0, 0]);
       await assert.rejects(q.publish({ topic: 'next', payload: enc('late') }), ClosedError);
       // Another instance finds the handler's message stored and the delivery done.
       const { q: q2 } = await t.instance();

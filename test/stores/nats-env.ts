@@ -78,7 +78,6 @@ export const natsFactory: StoreFactory = {
     'delivery 6': 'drives a store directly to lose leases; the nats queue has no store',
     'delivery: keyed messages run strictly in order per key, also while the head waits out a backoff': 'message keys are refused',
     'lifecycle 7c': 'gates store claims and releases; and JetStream counts a released (negatively acked) message as a delivery',
-    'lifecycle 7e': 'its close refuses publishes from the call on, a running handler\'s too (left as it was)',
     'lifecycle 8': 'watches the store\'s claims; a pull consumer has no poll (its pull waits on the server)',
     'lifecycle 9a': 'injects store failures; publish errors are the client\'s',
     'lifecycle 9b': 'injects store failures',

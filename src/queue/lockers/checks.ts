@@ -1,4 +1,5 @@
-/** Argument checks and the retry wait shared by the lockers. */
+/** Argument checks, the retry wait and the close signal shared by the lockers. */
+import { setMaxListeners } from 'node:events';
 import { InvalidArgumentError, LockedError } from '../../errors.js';
 import { MAX_TIMER_MS } from '../options.js';
 import { shown } from '../../show-value.js';
@@ -91,4 +92,11 @@ export function withDeadline<T>(running: Promise<T>, ms: number, timedOut: () =>
   });
   running.then((v) => late && onLate?.(v), () => undefined);
   return Promise.race([running, deadline]).finally(() => clearTimeout(timer));
+}
+
+/** An `AbortController` whose signal takes a listener from every waiting `acquire`, however many: no leak warning past ten. */
+export function closeController(): AbortController {
+  const ctl = new AbortController();
+  setMaxListeners(0, ctl.signal);
+  return ctl;
 }

@@ -19,16 +19,15 @@
  * `pg` is loaded only when the locker opens its own pool.
  */
 import { createHash, randomUUID } from 'node:crypto';
-import { setMaxListeners } from 'node:events';
 import { performance } from 'node:perf_hooks';
 import type pg from 'pg';
 import { asIOError, ClosedError, InvalidArgumentError, type IOErrorSource } from '../../errors.js';
 import { knownKeys, rejectUnknownKeys } from '../../known-keys.js';
-import { DEFAULT_POSTGRES_SCHEMA, poolConfig, resolveTimeouts } from '../stores/postgres/connection.js';
+import { DEFAULT_POSTGRES_SCHEMA, pgTimeoutWording, poolConfig, resolveTimeouts } from '../stores/postgres/connection.js';
 import { quoteSchema } from '../stores/postgres/sql.js';
 import { SqlFiles } from '../stores/sql-files.js';
 import { LOCK_NAMESPACE, schemaLockKey } from '../stores/postgres/migrate.js';
-import { abortedWait, checkAcquire, pause, retryDelay, untilAborted, withDeadline } from './checks.js';
+import { abortedWait, checkAcquire, closeController, pause, retryDelay, untilAborted, withDeadline } from './checks.js';
 import { postgresTransient } from '../stores/transient.js';
 import type { AcquireOptions, DistributedLocker, HeldLock } from './types.js';
 
@@ -92,14 +91,7 @@ function keyHash(key: string): string {
 }
 
 /** How client and server errors become `IOError`s: transient or not by SQLSTATE, as the store's. */
-const SOURCE: IOErrorSource = { name: 'postgres locker', withCode: true, transient: postgresTransient };
-
-/** An `AbortController` whose signal takes a listener from every waiting `acquire`, however many: no leak warning past ten. */
-function closeController(): AbortController {
-  const ctl = new AbortController();
-  setMaxListeners(0, ctl.signal);
-  return ctl;
-}
+const SOURCE: IOErrorSource = { name: 'postgres locker', withCode: true, transient: postgresTransient, reword: pgTimeoutWording };
 
 /** The error of a call on a borrowed pool that got no answer within `ms`. */
 function noAnswer(ms: number): Error {

@@ -16,7 +16,7 @@ import { asIOError, ClosedError, InvalidArgumentError, IOError, type IOErrorSour
 import { knownKeys, rejectUnknownKeys } from '../../known-keys.js';
 import { shown } from '../../show-value.js';
 import { MAX_TIMER_MS } from '../options.js';
-import { abortedWait, checkAcquire, pause, retryDelay, untilAborted, withDeadline } from './checks.js';
+import { abortedWait, checkAcquire, closeController, pause, retryDelay, untilAborted, withDeadline } from './checks.js';
 import type { AcquireOptions, DistributedLocker, HeldLock } from './types.js';
 
 /** Takes KEYS[1] for ARGV[2] ms with token ARGV[1]; returns the new fence from KEYS[2], or 0 when the key is held. */
@@ -70,6 +70,10 @@ export class RedisLocker implements DistributedLocker {
   readonly #prefix: string;
   readonly #timeoutMs: number;
   #closed = false;
+  /** Aborted as close() begins: every acquire under way rejects with `ClosedError` then. */
+  readonly #closeStarted = closeController();
+  /** Tries and give-backs under way: close() lets them finish before it quits its own connection. */
+  readonly #running = new Set<Promise<unknown>>();
   /** The first `close()`'s run, which every call returns. */
   #closing: Promise<void> | undefined;
 
@@ -145,18 +149,38 @@ export class RedisLocker implements DistributedLocker {
     checkAcquire(key, ttlMs);
     const redisKey = this.#prefix + key;
     const token = randomUUID();
+    const closing = this.#closeStarted.signal;
+    // One signal for the caller giving up and the locker closing; each ends a try and a wait between tries at once.
+    const stop = opts.signal ? AbortSignal.any([opts.signal, closing]) : closing;
+    const why = () => (closing.aborted ? new ClosedError('redis locker is closed') : abortedWait(key, opts.signal!));
+    // A grant that comes after the timeout, an abort or a close: given back at once.
+    // Tracked, so a close() that comes next sends it before it quits.
+    const giveBack = (fence: number) => void (fence > 0 ? this.#track(this.#timed(this.#client.eval(RELEASE, 1, redisKey, token), `giving back ${key}`)) : undefined)?.catch(() => undefined);
     for (let attempt = 0; ; attempt++) {
       if (this.#closed) throw new ClosedError('redis locker is closed');
       if (opts.signal?.aborted) await pause(0, key, opts.signal);
       const startedAt = performance.now();
       const answer = (this.#client.eval(ACQUIRE, 2, redisKey, `${redisKey}:fence`, token, String(ttlMs)) as Promise<unknown>).then(Number);
-      // An answer that comes after the timeout and grants the key: given back.
-      const taking = this.#timed(answer, `acquiring ${key}`, (fence) => void (fence > 0 ? this.#client.eval(RELEASE, 1, redisKey, token) : undefined)?.catch(() => undefined));
-      const giveBack = (late: Promise<number>) => void late.then((f) => (f > 0 ? this.#client.eval(RELEASE, 1, redisKey, token) : undefined)).catch(() => undefined);
-      const fence = opts.signal ? await untilAborted(taking, opts.signal, () => abortedWait(key, opts.signal!), giveBack) : await taking;
-      if (fence > 0) return this.#held(key, redisKey, token, fence, startedAt + ttlMs);
-      await pause(retryDelay(attempt), key, opts.signal);
+      const taking = this.#track(this.#timed(answer, `acquiring ${key}`, giveBack));
+      const fence = await untilAborted(taking, stop, why, (late) => void late.then(giveBack, () => undefined));
+      if (fence > 0) {
+        // Granted as close() began: given back (close() waits for it), and the call is closed out.
+        if (this.#closed) {
+          giveBack(fence);
+          throw new ClosedError('redis locker is closed');
+        }
+        return this.#held(key, redisKey, token, fence, startedAt + ttlMs);
+      }
+      await pause(retryDelay(attempt), key, stop).catch(() => Promise.reject(why()));
     }
+  }
+
+  /** `p`, counted among the commands close() waits for. */
+  #track<R>(p: Promise<R>): Promise<R> {
+    this.#running.add(p);
+    const untrack = () => void this.#running.delete(p);
+    p.then(untrack, untrack);
+    return p;
   }
 
   #held(key: string, redisKey: string, token: string, fence: number, expiresAt: number): HeldLock {
@@ -177,10 +201,14 @@ export class RedisLocker implements DistributedLocker {
   }
 
   /**
-   * Closes the connection the locker opened (dropping it when Redis does not
-   * answer the goodbye within `commandTimeoutMs`); a borrowed client stays
-   * open. Held locks lapse at their TTL. Idempotent: a call made while
-   * another runs resolves when that one does.
+   * Rejects every `acquire` under way with `ClosedError` at once, then, on
+   * a connection the locker opened, lets the tries under way finish (each at
+   * most `commandTimeoutMs`; a grant among them is given back) and closes it,
+   * dropping it when Redis does not answer the goodbye within
+   * `commandTimeoutMs`. A borrowed client stays open and is not waited on:
+   * a grant that lands on it later is given back there. Held locks lapse at
+   * their TTL. Idempotent: a call made while another runs resolves when that
+   * one does.
    */
   close(): Promise<void> {
     this.#closing ??= this.#close();
@@ -189,6 +217,10 @@ export class RedisLocker implements DistributedLocker {
 
   async #close(): Promise<void> {
     this.#closed = true;
-    if (this.#owns) await this.#timed(this.#client.quit(), 'closing').catch(() => this.#client.disconnect());
+    this.#closeStarted.abort();
+    if (!this.#owns) return;
+    // Until nothing runs: a try that finishes may start a give-back (each try ends within commandTimeoutMs).
+    while (this.#running.size > 0) await Promise.allSettled([...this.#running]);
+    await this.#timed(this.#client.quit(), 'closing').catch(() => this.#client.disconnect());
   }
 }

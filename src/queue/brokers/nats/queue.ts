@@ -102,9 +102,13 @@ export class NatsQueue<T = Uint8Array> implements Queue<T> {
   /** Orders subscribing and removing each (topic, group) in this queue. */
   readonly #groupLock = new KeyedLock();
   #connected = true;
-  /** Set when `close` is first called: public calls made from then on throw `ClosedError`, as on the engine's queues. */
+  /** Set when `close` is first called: public calls made from then on throw `ClosedError`, as on the engine's queues (`publish` from when the subscriptions have closed). */
   #closing = false;
   #closed = false;
+  /** Set once close() has closed the subscriptions: publishes are refused from then on. */
+  #publishClosed = false;
+  /** Publishes under way: close() lets them reach the server before it closes the connection. */
+  readonly #publishing = new Set<Promise<void>>();
   #closePromise: Promise<void> | undefined;
 
   constructor(nc: NatsConnection, jsm: JetStreamManager, cfg: ResolvedNatsConfig & { maxPayloadBytes: number }, settings: NatsQueueSettings) {
@@ -262,14 +266,19 @@ export class NatsQueue<T = Uint8Array> implements Queue<T> {
   publish(...msgs: Message<T>[]): Promise<string[]>;
   publish<U>(...args: [...msgs: Message<U>[], opts: PublishOptions<U>]): Promise<string[]>;
   async publish(...args: unknown[]): Promise<string[]> {
-    this.#assertOpen();
+    // Accepted until the subscriptions have closed: a handler close waits for may still publish.
+    if (this.#publishClosed) throw new ClosedError('queue is closed');
     const codec = takePublishCodec(args, this.#codec, 'publish');
     const now = Date.now();
     const stored = (args as Message<unknown>[]).map((m) => this.#prepare(m, codec, now));
+    const sending = this.#publishStored(stored);
+    this.#publishing.add(sending);
     try {
-      await this.#publishStored(stored);
+      await sending;
     } catch (err) {
-      throw this.#failed('publish', err);
+      throw this.#publishClosed ? new ClosedError('queue is closed', { cause: err }) : asIOError('publish', err, SOURCE);
+    } finally {
+      this.#publishing.delete(sending);
     }
     return stored.map((m) => m.id);
   }
@@ -611,6 +620,11 @@ export class NatsQueue<T = Uint8Array> implements Queue<T> {
     off?.();
     const subOpts = deadline === undefined ? opts : { ...opts, timeoutMs: Math.max(0, Math.ceil(deadline - performance.now())) };
     await Promise.allSettled([...this.#subs].map((s) => s.close(subOpts)));
+    this.#publishClosed = true;
+    // What the handlers, and callers before this point, published reaches the server first (within the deadline).
+    const left = deadline === undefined ? CONNECTION_CLOSE_MS : Math.max(0, Math.ceil(deadline - performance.now()));
+    await Promise.race([Promise.allSettled([...this.#publishing]), new Promise<void>((r) => (timer = setTimeout(r, left)))]);
+    clearTimeout(timer);
     await Promise.race([this.#nc.close().catch(() => undefined), new Promise<void>((r) => (timer = setTimeout(r, CONNECTION_CLOSE_MS)))]);
     clearTimeout(timer);
   }

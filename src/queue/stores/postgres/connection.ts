@@ -225,3 +225,14 @@ export async function endClient(client: pg.Client, graceMs: number): Promise<voi
     clearTimeout(timer);
   }
 }
+
+/**
+ * The pg driver's wording of its client-side timeouts, named by the
+ * options that set them (`IOErrorSource.reword` of the store and the
+ * locker); any other message is left as it is.
+ */
+export function pgTimeoutWording(text: string): string | undefined {
+  if (text === 'Query read timeout') return 'no answer within queryTimeoutMs (the driver\'s "Query read timeout")';
+  if (text === 'timeout exceeded when trying to connect' || text === 'Connection terminated due to connection timeout') return `no connection within connectTimeoutMs (the driver's "${text}")`;
+  return undefined;
+}

@@ -19,7 +19,7 @@ import { parseSeqCursor } from '../seq-cursor.js';
 import type { ScheduleRecord } from '../../schedules/types.js';
 import type { AckAndClaimed, ClaimRequest, Claimed, ConsumerGroup, KillOptions, MessagePage, PurgePolicy, StartFrom, Store, StoreCapabilities, StoreStats, StoredMessage } from '../../types.js';
 import { postgresTransient } from '../transient.js';
-import { DEFAULT_POSTGRES_SCHEMA, destroySocket, poolConfig, resolveTimeouts, POSTGRES_SESSION_OPTIONS } from './connection.js';
+import { DEFAULT_POSTGRES_SCHEMA, destroySocket, pgTimeoutWording, poolConfig, resolveTimeouts, POSTGRES_SESSION_OPTIONS } from './connection.js';
 import type { PostgresTimeouts } from './connection.js';
 import { claimLimit } from './claim-limit.js';
 import type { BudgetRow } from './claim-limit.js';
@@ -133,7 +133,7 @@ const REMOVE_GROUP_RETRY = new Set(['55P03', '40P01']);
  * `cause`: `transient` says whether a retry can help (by SQLSTATE, see
  * `../transient.ts`).
  */
-const SOURCE: IOErrorSource = { name: 'postgres store', withCode: true, transient: postgresTransient };
+const SOURCE: IOErrorSource = { name: 'postgres store', withCode: true, transient: postgresTransient, reword: pgTimeoutWording };
 
 const POSTGRES_STORE_OPTION_KEYS = knownKeys<PostgresStoreOptions>({
   connectionString: true,
