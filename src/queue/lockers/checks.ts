@@ -100,3 +100,24 @@ export function closeController(): AbortController {
   setMaxListeners(0, ctl.signal);
   return ctl;
 }
+
+/**
+ * The calls of a locker still under way (tries, give-backs, releases), so
+ * that its close can let them finish before it ends its connection.
+ */
+export class RunningCalls {
+  readonly #running = new Set<Promise<unknown>>();
+
+  /** `p`, counted until it settles. */
+  track<R>(p: Promise<R>): Promise<R> {
+    this.#running.add(p);
+    const untrack = () => void this.#running.delete(p);
+    p.then(untrack, untrack);
+    return p;
+  }
+
+  /** Resolves once nothing runs: a call that finishes may start another (a late grant's give-back), which is waited for too. */
+  async settled(): Promise<void> {
+    while (this.#running.size > 0) await Promise.allSettled([...this.#running]);
+  }
+}

@@ -27,7 +27,7 @@ import { DEFAULT_POSTGRES_SCHEMA, pgTimeoutWording, poolConfig, resolveTimeouts 
 import { quoteSchema } from '../stores/postgres/sql.js';
 import { SqlFiles } from '../stores/sql-files.js';
 import { LOCK_NAMESPACE, schemaLockKey } from '../stores/postgres/migrate.js';
-import { abortedWait, checkAcquire, closeController, pause, retryDelay, untilAborted, withDeadline } from './checks.js';
+import { abortedWait, checkAcquire, closeController, pause, retryDelay, RunningCalls, untilAborted, withDeadline } from './checks.js';
 import { postgresTransient } from '../stores/transient.js';
 import type { AcquireOptions, DistributedLocker, HeldLock } from './types.js';
 
@@ -136,7 +136,7 @@ export class PostgresLocker implements DistributedLocker {
   /** The client-side answer timeout of every statement (0: none). */
   readonly #queryTimeoutMs: number;
   /** Statements under way (takes and gives): close() lets them finish before it ends the pool. */
-  readonly #running = new Set<Promise<unknown>>();
+  readonly #running = new RunningCalls();
   /** The leases this locker holds and has not given back: close() gives them back. */
   readonly #held = new Set<() => Promise<void>>();
   #closed = false;
@@ -239,8 +239,8 @@ export class PostgresLocker implements DistributedLocker {
       // A grant after an abort, a close or a failure of the call (an answer
       // that never came may still have been a grant) is given back, tracked
       // so a close() that comes next waits for it before it ends the pool.
-      const giveBack = () => void this.#track(this.#query(this.#sql.give, [hash, token])).catch(() => undefined);
-      const taking = this.#track(
+      const giveBack = () => void this.#running.track(this.#query(this.#sql.give, [hash, token])).catch(() => undefined);
+      const taking = this.#running.track(
         // On a borrowed pool a grant can also come after the deadline (its connection came late): given back then.
         this.#query<{ fence: string }>(this.#sql.take, [hash, full, token, ttlMs], (late) => late.rows.length === 1 && giveBack()).then(
           (r) => r.rows,
@@ -265,20 +265,12 @@ export class PostgresLocker implements DistributedLocker {
     }
   }
 
-  /** `p`, counted among the statements close() waits for. */
-  #track<R>(p: Promise<R>): Promise<R> {
-    this.#running.add(p);
-    const untrack = () => void this.#running.delete(p);
-    p.then(untrack, untrack);
-    return p;
-  }
-
   #lease(key: string, hash: string, token: string, fence: number, expiresAt: number): HeldLock {
     let done: Promise<void> | undefined;
     // Ends the lease only while it is still this holder's: after the TTL a newer holder's lease stays.
     // A failed attempt is not kept: the next call tries again.
     const free = (): Promise<void> =>
-      (done ??= this.#track(
+      (done ??= this.#running.track(
         (async () => {
           try {
             await this.#query(this.#sql.give, [hash, token]);
@@ -312,8 +304,7 @@ export class PostgresLocker implements DistributedLocker {
     this.#closeStarted.abort();
     await Promise.allSettled([...this.#held].map((free) => free()));
     if (!this.#owns) return;
-    // Until nothing runs: a statement that finishes may start another (a late grant's give-back).
-    while (this.#running.size > 0) await Promise.allSettled([...this.#running]);
+    await this.#running.settled();
     await this.#pool.end().catch(() => undefined);
   }
 }

@@ -16,7 +16,7 @@ import { asIOError, ClosedError, InvalidArgumentError, IOError, type IOErrorSour
 import { knownKeys, rejectUnknownKeys } from '../../known-keys.js';
 import { shown } from '../../show-value.js';
 import { MAX_TIMER_MS } from '../options.js';
-import { abortedWait, checkAcquire, closeController, pause, retryDelay, untilAborted, withDeadline } from './checks.js';
+import { abortedWait, checkAcquire, closeController, pause, retryDelay, RunningCalls, untilAborted, withDeadline } from './checks.js';
 import type { AcquireOptions, DistributedLocker, HeldLock } from './types.js';
 
 /** Takes KEYS[1] for ARGV[2] ms with token ARGV[1]; returns the new fence from KEYS[2], or 0 when the key is held. */
@@ -73,7 +73,7 @@ export class RedisLocker implements DistributedLocker {
   /** Aborted as close() begins: every acquire under way rejects with `ClosedError` then. */
   readonly #closeStarted = closeController();
   /** Tries and give-backs under way: close() lets them finish before it quits its own connection. */
-  readonly #running = new Set<Promise<unknown>>();
+  readonly #running = new RunningCalls();
   /** The first `close()`'s run, which every call returns. */
   #closing: Promise<void> | undefined;
 
@@ -155,13 +155,13 @@ export class RedisLocker implements DistributedLocker {
     const why = () => (closing.aborted ? new ClosedError('redis locker is closed') : abortedWait(key, opts.signal!));
     // A grant that comes after the timeout, an abort or a close: given back at once.
     // Tracked, so a close() that comes next sends it before it quits.
-    const giveBack = (fence: number) => void (fence > 0 ? this.#track(this.#timed(this.#client.eval(RELEASE, 1, redisKey, token), `giving back ${key}`)) : undefined)?.catch(() => undefined);
+    const giveBack = (fence: number) => void (fence > 0 ? this.#running.track(this.#timed(this.#client.eval(RELEASE, 1, redisKey, token), `giving back ${key}`)) : undefined)?.catch(() => undefined);
     for (let attempt = 0; ; attempt++) {
       if (this.#closed) throw new ClosedError('redis locker is closed');
       if (opts.signal?.aborted) await pause(0, key, opts.signal);
       const startedAt = performance.now();
       const answer = (this.#client.eval(ACQUIRE, 2, redisKey, `${redisKey}:fence`, token, String(ttlMs)) as Promise<unknown>).then(Number);
-      const taking = this.#track(this.#timed(answer, `acquiring ${key}`, giveBack));
+      const taking = this.#running.track(this.#timed(answer, `acquiring ${key}`, giveBack));
       const fence = await untilAborted(taking, stop, why, (late) => void late.then(giveBack, () => undefined));
       if (fence > 0) {
         // Granted as close() began: given back (close() waits for it), and the call is closed out.
@@ -173,14 +173,6 @@ export class RedisLocker implements DistributedLocker {
       }
       await pause(retryDelay(attempt), key, stop).catch(() => Promise.reject(why()));
     }
-  }
-
-  /** `p`, counted among the commands close() waits for. */
-  #track<R>(p: Promise<R>): Promise<R> {
-    this.#running.add(p);
-    const untrack = () => void this.#running.delete(p);
-    p.then(untrack, untrack);
-    return p;
   }
 
   #held(key: string, redisKey: string, token: string, fence: number, expiresAt: number): HeldLock {
@@ -219,8 +211,8 @@ export class RedisLocker implements DistributedLocker {
     this.#closed = true;
     this.#closeStarted.abort();
     if (!this.#owns) return;
-    // Until nothing runs: a try that finishes may start a give-back (each try ends within commandTimeoutMs).
-    while (this.#running.size > 0) await Promise.allSettled([...this.#running]);
+    // Each try ends within commandTimeoutMs.
+    await this.#running.settled();
     await this.#timed(this.#client.quit(), 'closing').catch(() => this.#client.disconnect());
   }
 }
