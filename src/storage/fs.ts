@@ -159,7 +159,8 @@ export const nodeFileSystem: FileSystem = {
     try {
       fs.mkdirSync(dir, { recursive: true, mode: perm });
     } catch (err) {
-      throw notADirectoryError(dir, err) ?? err;
+      // A link to nothing under the name: mkdir says only ENOENT, naming the link.
+      throw notADirectoryError(dir, err) ?? ((err as NodeJS.ErrnoException).code === 'ENOENT' ? danglingLinkError(dir) : undefined) ?? err;
     }
   },
   unlink: (path) => fs.unlinkSync(path),

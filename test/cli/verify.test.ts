@@ -367,4 +367,10 @@ test('ferry push, verify, stats and drain on a path that is a file, or a link to
     assert.equal(onLink.code, 2, onLink.stderr);
     assert.match(onLink.stderr, /is a symbolic link to \S*no-such-dir, which does not exist/, cmd);
   }
+  // So do the commands that create a queue (before: "ENOENT: no such file or directory, mkdir", naming the link as missing).
+  for (const args of [['push', link], ['forward', '--dir', link, '--exec', 'cat']]) {
+    const res = await ferry(args, { input: 'a\n' });
+    assert.equal(res.code, 2, `${args}: ${res.stderr}`);
+    assert.match(res.stderr, /is a symbolic link to \S*no-such-dir, which does not exist/, args.join(' '));
+  }
 });

@@ -103,6 +103,32 @@ describe('redis locker on a frozen connection', { skip }, () => {
     await busy.release();
   });
 
+  it('close gives back the locks it holds, on its own connection and on a borrowed client; a release after close resolves (before: the keys stayed taken until their TTL, and the release failed on the closed connection)', { timeout: 600_000 }, async () => {
+    const prefix = `ferry-test:${randomUUID()}:`;
+    const own = await RedisLocker.open({ url: REDIS_URL, prefix });
+    cleanups.push(() => own.close());
+    const { Redis } = await import('ioredis');
+    const client = new Redis(REDIS_URL);
+    cleanups.push(async () => client.disconnect());
+    const borrowing = await RedisLocker.open({ client, prefix });
+    cleanups.push(() => borrowing.close());
+    const other = await RedisLocker.open({ url: REDIS_URL, prefix });
+    cleanups.push(() => other.close());
+    const held = [await own.acquire('own', 600_000), await own.acquire('own2', 600_000), await borrowing.acquire('borrowed', 600_000)];
+    await Promise.all([own.close(), borrowing.close()]);
+    for (const h of held) await h.release();
+    // Free at once for another locker, not after the 600 s TTL.
+    for (const key of ['own', 'own2', 'borrowed']) {
+      const ctl = new AbortController();
+      const timer = setTimeout(() => ctl.abort(), 30_000);
+      try {
+        await (await other.acquire(key, 1000, { signal: ctl.signal })).release();
+      } finally {
+        clearTimeout(timer);
+      }
+    }
+  });
+
   it('close settles on a frozen connection', { timeout: 600_000 }, async () => {
     const { proxy, locker } = await frozenPair();
     proxy.freeze();

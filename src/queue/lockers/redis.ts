@@ -72,8 +72,10 @@ export class RedisLocker implements DistributedLocker {
   #closed = false;
   /** Aborted as close() begins: every acquire under way rejects with `ClosedError` then. */
   readonly #closeStarted = closeController();
-  /** Tries and give-backs under way: close() lets them finish before it quits its own connection. */
+  /** Tries, give-backs and releases under way: close() lets them finish before it quits its own connection. */
   readonly #running = new RunningCalls();
+  /** The releases of the locks this locker holds: close() gives them back. */
+  readonly #holding = new Set<() => Promise<void>>();
   /** The first `close()`'s run, which every call returns. */
   #closing: Promise<void> | undefined;
 
@@ -180,27 +182,31 @@ export class RedisLocker implements DistributedLocker {
     // Deletes the key only while it holds this token: after the TTL a newer holder's lock stays.
     // A failed attempt is not kept: the next call tries again.
     const release = (): Promise<void> =>
-      (done ??= (async () => {
-        if (performance.now() >= expiresAt) return;
-        try {
-          await this.#timed(this.#client.eval(RELEASE, 1, redisKey, token), `releasing ${key}`);
-        } catch (err) {
-          done = undefined;
-          throw err;
-        }
-      })());
+      (done ??= this.#running.track(
+        (async () => {
+          try {
+            if (performance.now() < expiresAt) await this.#timed(this.#client.eval(RELEASE, 1, redisKey, token), `releasing ${key}`);
+            this.#holding.delete(release);
+          } catch (err) {
+            done = undefined;
+            throw err;
+          }
+        })(),
+      ));
+    this.#holding.add(release);
     return { key, fence, expiresAt, release };
   }
 
   /**
-   * Rejects every `acquire` under way with `ClosedError` at once, then, on
-   * a connection the locker opened, lets the tries under way finish (each at
-   * most `commandTimeoutMs`; a grant among them is given back) and closes it,
+   * Rejects every `acquire` under way with `ClosedError` at once, gives
+   * back the locks this locker holds, then, on a connection the locker
+   * opened, lets the tries under way finish (each at most
+   * `commandTimeoutMs`; a grant among them is given back) and closes it,
    * dropping it when Redis does not answer the goodbye within
    * `commandTimeoutMs`. A borrowed client stays open and is not waited on:
-   * a grant that lands on it later is given back there. Held locks lapse at
-   * their TTL. Idempotent: a call made while another runs resolves when that
-   * one does.
+   * a grant that lands on it later is given back there. A lock it could not
+   * give back lapses at its TTL. Idempotent: a call made while another runs
+   * resolves when that one does.
    */
   close(): Promise<void> {
     this.#closing ??= this.#close();
@@ -210,6 +216,7 @@ export class RedisLocker implements DistributedLocker {
   async #close(): Promise<void> {
     this.#closed = true;
     this.#closeStarted.abort();
+    await Promise.allSettled([...this.#holding].map((release) => release()));
     if (!this.#owns) return;
     // Each try ends within commandTimeoutMs.
     await this.#running.settled();
