@@ -129,6 +129,27 @@ describe('schedule options', () => {
     assert.deepEqual(errors, ['schedule bad']);
   });
 
+  it('a schedule stored before everyMs was range checked, its next tick past what a Date holds, lists with no next tick and never fires (before: listing it threw on an Invalid Date)', async () => {
+    const T0 = Date.parse('2026-01-05T00:00:00.000Z');
+    const store = new MemoryStore();
+    await store.putSchedule({ name: 'far', revision: 'x', spec: { everyMs: 9e15, topic: 't', catchUp: 'none' }, payload: new Uint8Array(), updatedAt: new Date(T0) });
+    const clock = new FakeClock(T0);
+    const errors: string[] = [];
+    const q = new StoreQueue(store, { onError: (_err, op) => errors.push(op) }, { clock });
+    queues.push(q);
+    const [info] = await q.listSchedules();
+    assert.equal(info!.name, 'far');
+    assert.equal(info!.everyMs, 9e15);
+    assert.equal('nextTickAt' in info!, false);
+    assert.doesNotThrow(() => JSON.stringify(info));
+    await q.schedule('good', { everyMs: 1000, topic: 't' });
+    while (clock.pending === 0) await new Promise<void>((resolve) => setImmediate(resolve));
+    clock.set(T0 + 1000);
+    while (clock.pending === 0) await new Promise<void>((resolve) => setImmediate(resolve));
+    assert.deepEqual((await q.listMessages('t')).messages.map((m) => m.headers?.[HEADER_SCHEDULE]), ['good']);
+    assert.deepEqual(errors, []);
+  });
+
   it('fireSchedules must be a boolean', () => {
     assert.throws(() => createStoreQueue(new MemoryStore(), { fireSchedules: 'yes' as unknown as boolean }), InvalidArgumentError);
   });

@@ -13,13 +13,11 @@ import { createHash } from 'node:crypto';
 import { InvalidArgumentError } from '../../errors.js';
 import { knownKeys, rejectUnknownKeys } from '../../known-keys.js';
 import { shown } from '../../show-value.js';
-import { canonicalTimeZone, checkCron, ticksOf } from './ticks.js';
+import { canonicalTimeZone, checkCron, MAX_DATE_MS, ticksOf } from './ticks.js';
 import type { CatchUp, ScheduleInfo, ScheduleOptions, ScheduleRecord, ScheduleSpec } from './types.js';
 
 /** Most ticks one catch-up publishes (and the default `maxTicks`). */
 export const MAX_CATCH_UP_TICKS = 10_000;
-/** The latest time a JavaScript `Date` holds, ms since the Unix epoch (ECMA-262 §21.4.1.1). */
-const MAX_DATE_MS = 8.64e15;
 /** Shortest `everyMs`, ms: a schedule is not a way to publish in a tight loop. */
 export const MIN_EVERY_MS = 1000;
 /** `catchUp` when none is given: one late run rather than a silently lost one (a deploy across a daily tick still runs it). */

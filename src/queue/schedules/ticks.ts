@@ -29,10 +29,20 @@ export interface Ticks {
   newest(n: number, after: number, until: number): number[];
 }
 
-/** The ticks of every `everyMs` ms, at its multiples since the epoch. */
+/** The latest time a JavaScript `Date` holds, ms since the Unix epoch (ECMA-262 §21.4.1.1). */
+export const MAX_DATE_MS = 8.64e15;
+
+/**
+ * The ticks of every `everyMs` ms, at its multiples since the epoch; none
+ * past what a `Date` holds (a schedule stored before `everyMs` was range
+ * checked may have a period that long).
+ */
 function periodic(everyMs: number): Ticks {
   return {
-    next: (after) => (Math.floor(after / everyMs) + 1) * everyMs,
+    next: (after) => {
+      const t = (Math.floor(after / everyMs) + 1) * everyMs;
+      return t <= MAX_DATE_MS ? t : undefined;
+    },
     newest(n, after, until) {
       const last = Math.floor(until / everyMs) * everyMs;
       const first = Math.max((Math.floor(after / everyMs) + 1) * everyMs, last - (n - 1) * everyMs);
