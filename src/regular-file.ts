@@ -69,7 +69,7 @@ export function notADirectoryError(path: string, err: unknown): Error | undefine
   if ((err as { code?: unknown } | null)?.code !== 'EEXIST') return undefined;
   const st = statSync(path, { throwIfNoEntry: false });
   if (st === undefined || st.isDirectory()) return undefined;
-  return Object.assign(new Error(`${path} exists and is not a directory (${st.isFile() ? 'a regular file' : fileKind(st)})`), { code: 'ENOTDIR', path, cause: err });
+  return Object.assign(new Error(`${path} exists and is not a directory (${fileKind(st)})`), { code: 'ENOTDIR', path, cause: err });
 }
 
 /** The `EFTYPE` error for `path`, which is `kind` rather than a regular file. */
@@ -77,8 +77,9 @@ function notRegular(path: string, kind: string, cause?: unknown): Error {
   return Object.assign(new Error(`${path} is not a regular file (${kind})`), { code: 'EFTYPE', path, ...(cause === undefined ? {} : { cause }) });
 }
 
-/** What a file that is not a regular one is, for a message ("a FIFO", "a directory", ...). */
+/** What the file is, for a message ("a regular file", "a FIFO", "a directory", ...). */
 export function fileKind(st: Stats): string {
+  if (st.isFile()) return 'a regular file';
   if (st.isFIFO()) return 'a FIFO';
   if (st.isDirectory()) return 'a directory';
   if (st.isSocket()) return 'a socket';

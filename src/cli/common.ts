@@ -110,7 +110,7 @@ export async function requireDirectory(dir: string): Promise<void> {
     const dangling = danglingLinkError(dir);
     throw new CliError(dangling === undefined ? `no queue at ${dir}: the directory does not exist` : `no queue: ${dangling.message}`, EXIT_USAGE);
   }
-  if (!st.isDirectory()) throw new CliError(`no queue at ${dir}: not a directory (${st.isFile() ? 'a regular file' : fileKind(st)})`, EXIT_USAGE);
+  if (!st.isDirectory()) throw new CliError(`no queue at ${dir}: not a directory (${fileKind(st)})`, EXIT_USAGE);
 }
 
 function openFailure(dir: string, err: unknown): CliError {
